@@ -1,0 +1,12 @@
+/* cli: the subcommands of the `trainyard` binary. Each takes the arguments after its name
+ * (argv[0] is the subcommand) and returns the process exit status: 0 success, 1 failure,
+ * 2 bad usage or an invalid job document. */
+#ifndef TRAINYARD_CLI_CLI_H
+#define TRAINYARD_CLI_CLI_H
+
+/* trainyard train JOB.json --out DIR: runs a job in-process. */
+int cmd_train(int argc, char **argv);
+/* trainyard devices [--json]: lists OpenCL platforms and devices. */
+int cmd_devices(int argc, char **argv);
+
+#endif

@@ -1,0 +1,5 @@
+#include "cli/cli.h"
+int cmd_train(int argc, char **argv)
+{
+    return 1;
+}

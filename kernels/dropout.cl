@@ -1,0 +1,1 @@
+/* dropout.cl: being written. */

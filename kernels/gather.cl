@@ -1,0 +1,1 @@
+/* gather.cl: being written. */

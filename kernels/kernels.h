@@ -1,0 +1,78 @@
+/* kernels: host wrappers around the OpenCL kernels in kernels/\*.cl.
+ *
+ * A `kern` holds one cl_kernel per entry point, created from an ocl_ctx's program. Every wrapper
+ * sets its arguments and enqueues on the context's in-order queue without waiting: the caller
+ * decides when to synchronise (the trainer reads back once per epoch). A kern is not thread-safe;
+ * use one per thread. All matrices are row-major float32; sizes are in elements.
+ *
+ * Each wrapper returns 0, or -EIO if OpenCL refused the enqueue (kern_last_error() says why).
+ * Each kernel has a plain-C twin in kernels/ref.h with the same meaning, used by the tests. */
+#ifndef TRAINYARD_KERNELS_KERNELS_H
+#define TRAINYARD_KERNELS_KERNELS_H
+
+#include <stdint.h>
+
+#include "kernels/ocl.h"
+
+enum kern_act { KERN_ACT_LINEAR = 0, KERN_ACT_RELU = 1, KERN_ACT_TANH = 2, KERN_ACT_SIGMOID = 3 };
+
+typedef struct kern kern;
+
+/* Creates every kernel of c's program; *out is freed with kern_free(). c must outlive it. */
+int kern_new(ocl_ctx *c, kern **out, char *err);
+/* Releases the kernels; accepts NULL. */
+void kern_free(kern *k);
+/* The sentence describing the last failed enqueue. */
+const char *kern_last_error(const kern *k);
+
+/* C = alpha·op(A)·op(B) + beta·C. op(A) is M×K (A is stored K×M when ta), op(B) is K×N (B is
+ * stored N×K when tb); lda, ldb, ldc are row strides. beta 0 overwrites C (NaNs there vanish). */
+int kern_gemm(kern *k, int ta, int tb, int M, int N, int K, float alpha, cl_mem A, int lda,
+              cl_mem B, int ldb, float beta, cl_mem C, int ldc);
+
+/* y[r][c] = act(y[r][c] + bias[c]) in place over rows×cols. */
+int kern_bias_act_fwd(kern *k, int rows, int cols, int act, cl_mem y, cl_mem bias);
+
+/* Backward of bias_act_fwd, given its output y: dy ← dy ⊙ act'(y) in place, then
+ * dbias[c] = Σ_r dy[r][c]. */
+int kern_bias_act_bwd(kern *k, int rows, int cols, int act, cl_mem y, cl_mem dy, cl_mem dbias);
+
+/* Softmax + sparse categorical cross-entropy over rows×cols logits and int32 labels:
+ * loss[r] = −log softmax(logits[r])[labels[r]], correct[r] = 1 if argmax == label else 0,
+ * dlogits = (softmax − onehot)·scale. dlogits may be NULL (validation). */
+int kern_softmax_xent(kern *k, int rows, int cols, cl_mem logits, cl_mem labels, float scale,
+                      cl_mem dlogits, cl_mem loss, cl_mem correct);
+
+/* Sigmoid + binary cross-entropy on one logit per row and float 0/1 labels:
+ * loss[r] = BCE(sigmoid(z), y), correct[r] = (z > 0) == (y > 0.5), dlogits = (σ(z) − y)·scale.
+ * dlogits may be NULL. */
+int kern_bce(kern *k, int rows, cl_mem logits, cl_mem labels, float scale, cl_mem dlogits,
+             cl_mem loss, cl_mem correct);
+
+/* Mean squared error over rows×cols: loss[r] = Σ_c (p−t)² / cols,
+ * dpred = 2·(p − t)·scale / cols. dpred may be NULL. */
+int kern_mse(kern *k, int rows, int cols, cl_mem pred, cl_mem target, float scale, cl_mem dpred,
+             cl_mem loss);
+
+/* Inverted dropout over n floats: y[i] = keep(i) ? x[i] / (1 − rate) : 0, where keep(i) comes
+ * from a counter-based random stream: uniform(seed, offset + i) ≥ rate. x and y may be the same
+ * buffer. The same call with the same seed and offset on dY gives dX. */
+int kern_dropout(kern *k, int n, float rate, uint64_t seed, uint64_t offset, cl_mem x, cl_mem y);
+
+/* out[index] = Σ_{i<n} x[i], or out[index] += Σ x[i] when accumulate. */
+int kern_reduce_sum(kern *k, int n, cl_mem x, cl_mem out, int index, int accumulate);
+
+/* SGD with momentum, Keras form: v = momentum·v − lr·g; w += v. With momentum 0, v is unused
+ * (may be NULL) and w −= lr·g. */
+int kern_sgd(kern *k, int n, float lr, float momentum, cl_mem w, cl_mem g, cl_mem v);
+
+/* Adam: m = β1·m + (1−β1)·g; v = β2·v + (1−β2)·g²; w −= lr·(m/bc1) / (sqrt(v/bc2) + eps), with
+ * the bias corrections bc1 = 1 − β1^t and bc2 = 1 − β2^t computed by the caller. */
+int kern_adam(kern *k, int n, float lr, float beta1, float beta2, float eps, float bc1, float bc2,
+              cl_mem w, cl_mem g, cl_mem m, cl_mem v);
+
+/* Row gather of 32-bit words: dst[i][:] = src[idx[start + i]][:] for i < rows, cols words per
+ * row; idx is int32. Used for shuffled mini-batches of features (float) and labels (int/float). */
+int kern_gather_rows(kern *k, int rows, int cols, cl_mem src, cl_mem idx, int start, cl_mem dst);
+
+#endif

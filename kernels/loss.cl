@@ -1,0 +1,1 @@
+/* loss.cl: being written. */

@@ -1,0 +1,1 @@
+/* ocl.c: being written. */

@@ -1,0 +1,1 @@
+/* job.c: being written. */
