@@ -1,5 +1,72 @@
+/* cmd_devices: `trainyard devices [--json]` lists every OpenCL platform and device, the same
+ * facts a job's resources.device is matched against. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
 #include "cli/cli.h"
+#include "kernels/ocl.h"
+#include "util/err.h"
+
+static json_t *device_json(const ocl_device *d)
+{
+    return json_pack("{s:i, s:s, s:s, s:s, s:s, s:i, s:I, s:I, s:s, s:s, s:s}", "index", d->index,
+                     "platform", d->platform_name, "name", d->name, "vendor", d->vendor, "type",
+                     ocl_device_kind(d), "compute_units", (int)d->compute_units, "global_mem_bytes",
+                     (json_int_t)d->global_mem, "max_alloc_bytes", (json_int_t)d->max_alloc,
+                     "opencl_c_version", d->c_version, "device_version", d->version,
+                     "driver_version", d->driver);
+}
+
 int cmd_devices(int argc, char **argv)
 {
-    return 1;
+    int as_json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) {
+            as_json = 1;
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: trainyard devices [--json]\n\n"
+                   "Lists every OpenCL platform and device: index, type, name, compute units,\n"
+                   "global memory and OpenCL C version. A job's resources.device (gpu, cpu, any)\n"
+                   "picks among them; TRAINYARD_DEVICE=<index> forces one.\n");
+            return 0;
+        } else {
+            fprintf(stderr, "trainyard devices: unknown argument '%s' (try --help)\n", argv[i]);
+            return 2;
+        }
+    }
+
+    char err[ERR_LEN];
+    ocl_device *list = NULL;
+    size_t n = 0;
+    if (ocl_devices_list(&list, &n, err) < 0) {
+        fprintf(stderr, "trainyard devices: %s\n", err);
+        return 1;
+    }
+    if (as_json) {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(arr, device_json(&list[i]));
+        json_t *doc = json_pack("{s:o}", "devices", arr);
+        char *text = json_dumps(doc, JSON_INDENT(2));
+        printf("%s\n", text);
+        free(text);
+        json_decref(doc);
+    } else if (n == 0) {
+        printf("no OpenCL devices found: install an OpenCL driver (pocl-opencl-icd for the CPU,\n"
+               "or your GPU vendor's ICD) and run `trainyard devices` again.\n");
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            const ocl_device *d = &list[i];
+            printf("%zu  %-4s %s\n", i, ocl_device_kind(d), d->name);
+            printf("     platform:      %s\n", d->platform_name);
+            printf("     compute units: %u\n", d->compute_units);
+            printf("     global memory: %.1f GiB\n", (double)d->global_mem / (1u << 30));
+            printf("     OpenCL C:      %s\n", d->c_version);
+        }
+    }
+    free(list);
+    return 0;
 }

@@ -1,1 +1,456 @@
-/* ocl.c: being written. */
+/* ocl: device discovery, context + queue, and the one program holding every kernel family.
+ *
+ * The program is built from all embedded .cl sources in one clBuildProgram. Its device binary is
+ * cached on disk under a key that covers everything that could change the result: platform,
+ * device, device and driver versions, build options and the source text. A cached binary that
+ * fails to load or build is ignored and replaced, so a stale or corrupt cache costs one compile,
+ * never a failure. The cache file is written to a temporary name and renamed into place, so
+ * concurrent processes (several local workers) never read half a file.
+ *
+ * Invariant: an ocl_ctx owns exactly one context, one in-order queue and one built program. */
+#include "kernels/ocl.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kernels/embedded.h"
+#include "util/err.h"
+#include "util/sha256.h"
+#include "util/timeutil.h"
+
+#define OCL_MAX_PLATFORMS 16
+#define OCL_MAX_DEVICES   64
+#define OCL_BUILD_OPTIONS "-cl-std=CL1.2 -cl-mad-enable"
+
+const char *ocl_strerror(cl_int rc)
+{
+    switch (rc) {
+#define NAME(x)                                                                                    \
+    case x:                                                                                        \
+        return #x;
+        NAME(CL_SUCCESS)
+        NAME(CL_DEVICE_NOT_FOUND)
+        NAME(CL_DEVICE_NOT_AVAILABLE)
+        NAME(CL_COMPILER_NOT_AVAILABLE)
+        NAME(CL_MEM_OBJECT_ALLOCATION_FAILURE)
+        NAME(CL_OUT_OF_RESOURCES)
+        NAME(CL_OUT_OF_HOST_MEMORY)
+        NAME(CL_BUILD_PROGRAM_FAILURE)
+        NAME(CL_MISALIGNED_SUB_BUFFER_OFFSET)
+        NAME(CL_INVALID_VALUE)
+        NAME(CL_INVALID_DEVICE)
+        NAME(CL_INVALID_CONTEXT)
+        NAME(CL_INVALID_COMMAND_QUEUE)
+        NAME(CL_INVALID_MEM_OBJECT)
+        NAME(CL_INVALID_BINARY)
+        NAME(CL_INVALID_BUILD_OPTIONS)
+        NAME(CL_INVALID_PROGRAM)
+        NAME(CL_INVALID_PROGRAM_EXECUTABLE)
+        NAME(CL_INVALID_KERNEL_NAME)
+        NAME(CL_INVALID_KERNEL)
+        NAME(CL_INVALID_ARG_INDEX)
+        NAME(CL_INVALID_ARG_VALUE)
+        NAME(CL_INVALID_ARG_SIZE)
+        NAME(CL_INVALID_KERNEL_ARGS)
+        NAME(CL_INVALID_WORK_DIMENSION)
+        NAME(CL_INVALID_WORK_GROUP_SIZE)
+        NAME(CL_INVALID_WORK_ITEM_SIZE)
+        NAME(CL_INVALID_GLOBAL_OFFSET)
+        NAME(CL_INVALID_EVENT_WAIT_LIST)
+        NAME(CL_INVALID_OPERATION)
+        NAME(CL_INVALID_BUFFER_SIZE)
+        NAME(CL_INVALID_GLOBAL_WORK_SIZE)
+        NAME(CL_PLATFORM_NOT_FOUND_KHR)
+#undef NAME
+    default:
+        return "CL_UNKNOWN_ERROR";
+    }
+}
+
+static int fail(char *err, cl_int rc, const char *what)
+{
+    return err_set(err, -EIO, "%s failed: %s (%d)", what, ocl_strerror(rc), rc);
+}
+
+static void info_str(cl_device_id d, cl_device_info what, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (clGetDeviceInfo(d, what, cap, out, NULL) != CL_SUCCESS)
+        snprintf(out, cap, "?");
+    out[cap - 1] = '\0';
+}
+
+static void device_describe(cl_platform_id p, cl_device_id d, int index, ocl_device *o)
+{
+    memset(o, 0, sizeof *o);
+    o->platform = p;
+    o->id = d;
+    o->index = index;
+    if (clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof o->platform_name, o->platform_name, NULL))
+        snprintf(o->platform_name, sizeof o->platform_name, "?");
+    o->platform_name[sizeof o->platform_name - 1] = '\0';
+    info_str(d, CL_DEVICE_NAME, o->name, sizeof o->name);
+    info_str(d, CL_DEVICE_VENDOR, o->vendor, sizeof o->vendor);
+    info_str(d, CL_DEVICE_VERSION, o->version, sizeof o->version);
+    info_str(d, CL_DRIVER_VERSION, o->driver, sizeof o->driver);
+    info_str(d, CL_DEVICE_OPENCL_C_VERSION, o->c_version, sizeof o->c_version);
+
+    cl_uint cu = 0, align_bits = 0;
+    cl_ulong gmem = 0, alloc = 0, lmem = 0;
+    size_t wg = 0;
+    clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof o->type, &o->type, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof gmem, &gmem, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof alloc, &alloc, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lmem, &lmem, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, NULL);
+    o->compute_units = cu;
+    o->global_mem = gmem;
+    o->max_alloc = alloc;
+    o->local_mem = lmem;
+    o->max_work_group = wg;
+    o->base_align_bytes = align_bits >= 8 ? align_bits / 8 : 128;
+}
+
+int ocl_devices_list(ocl_device **out, size_t *n, char *err)
+{
+    cl_platform_id plats[OCL_MAX_PLATFORMS];
+    cl_uint np = 0;
+    cl_int rc = clGetPlatformIDs(OCL_MAX_PLATFORMS, plats, &np);
+    /* The ICD loader answers CL_PLATFORM_NOT_FOUND_KHR when no driver is installed: that is an
+     * empty list, not an error. */
+    if (rc == CL_PLATFORM_NOT_FOUND_KHR || (rc == CL_SUCCESS && np == 0)) {
+        *out = NULL;
+        *n = 0;
+        return 0;
+    }
+    if (rc != CL_SUCCESS)
+        return fail(err, rc, "clGetPlatformIDs");
+    if (np > OCL_MAX_PLATFORMS)
+        np = OCL_MAX_PLATFORMS;
+
+    ocl_device *list = calloc(OCL_MAX_DEVICES, sizeof *list);
+    if (!list)
+        return err_set(err, -ENOMEM, "out of memory listing devices");
+    size_t count = 0;
+    for (cl_uint p = 0; p < np && count < OCL_MAX_DEVICES; p++) {
+        cl_device_id devs[OCL_MAX_DEVICES];
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, OCL_MAX_DEVICES, devs, &nd) != CL_SUCCESS)
+            continue; /* a platform without devices is not an error */
+        for (cl_uint d = 0; d < nd && d < OCL_MAX_DEVICES && count < OCL_MAX_DEVICES; d++) {
+            device_describe(plats[p], devs[d], (int)count, &list[count]);
+            count++;
+        }
+    }
+    *out = list;
+    *n = count;
+    return 0;
+}
+
+const char *ocl_device_kind(const ocl_device *d)
+{
+    if (d->type & CL_DEVICE_TYPE_GPU)
+        return "gpu";
+    if (d->type & CL_DEVICE_TYPE_CPU)
+        return "cpu";
+    if (d->type & CL_DEVICE_TYPE_ACCELERATOR)
+        return "accelerator";
+    return "other";
+}
+
+int ocl_device_pick(const char *want, ocl_device *out, char *err)
+{
+    ocl_device *list = NULL;
+    size_t n = 0;
+    int rc = ocl_devices_list(&list, &n, err);
+    if (rc < 0)
+        return rc;
+    if (n == 0) {
+        rc = err_set(err, -ENODEV,
+                     "no OpenCL device found: install an OpenCL driver (pocl-opencl-icd for the "
+                     "CPU, or your GPU vendor's ICD) and check with `trainyard devices`");
+        goto out;
+    }
+    int best = -1;
+    const char *forced = getenv("TRAINYARD_DEVICE");
+    if (forced && *forced) {
+        char *end = NULL;
+        long i = strtol(forced, &end, 10);
+        if (*end || i < 0 || (size_t)i >= n) {
+            rc = err_set(err, -EINVAL, "TRAINYARD_DEVICE=%s is not a device index (0..%zu)", forced,
+                         n - 1);
+            goto out;
+        }
+        best = (int)i;
+    } else {
+        int gpu = !strcmp(want, "gpu"), cpu = !strcmp(want, "cpu"), any = !strcmp(want, "any");
+        if (!gpu && !cpu && !any) {
+            rc = err_set(err, -EINVAL, "device '%s' is not one of gpu, cpu, any", want);
+            goto out;
+        }
+        for (size_t i = 0; i < n && best < 0; i++)
+            if ((gpu || any) && (list[i].type & CL_DEVICE_TYPE_GPU))
+                best = (int)i;
+        for (size_t i = 0; i < n && best < 0; i++)
+            if (cpu && (list[i].type & CL_DEVICE_TYPE_CPU))
+                best = (int)i;
+        if (best < 0 && any)
+            best = 0;
+        if (best < 0) {
+            rc = err_set(err, -ENODEV, "no OpenCL %s device here (%zu device(s) of other types)",
+                         want, n);
+            goto out;
+        }
+    }
+    *out = list[best];
+    rc = 0;
+out:
+    free(list);
+    return rc;
+}
+
+/* The cache key: every input that can change the built binary. */
+static void cache_key(const ocl_device *d, const char *options, char hex[65])
+{
+    sha256_ctx h;
+    uint8_t digest[32];
+    sha256_init(&h);
+    const char *parts[] = {d->platform_name, d->name, d->version, d->driver, options};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        sha256_update(&h, parts[i], strlen(parts[i]) + 1);
+    for (unsigned i = 0; i < kernels_source_count; i++) {
+        sha256_update(&h, kernels_source_names[i], strlen(kernels_source_names[i]) + 1);
+        sha256_update(&h, kernels_sources[i], strlen(kernels_sources[i]) + 1);
+    }
+    sha256_final(&h, digest);
+    sha256_hex(digest, hex);
+}
+
+/* Resolves the cache directory into dir (created if missing); returns 0 or -1 for "no cache". */
+static int cache_dir_resolve(const char *given, char *dir, size_t cap)
+{
+    const char *env = getenv("TRAINYARD_KERNEL_CACHE");
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    if (given)
+        snprintf(dir, cap, "%s", given);
+    else if (env)
+        snprintf(dir, cap, "%s", env);
+    else if (xdg && *xdg)
+        snprintf(dir, cap, "%s/trainyard/kernels", xdg);
+    else if (home && *home)
+        snprintf(dir, cap, "%s/.cache/trainyard/kernels", home);
+    else
+        return -1;
+    if (!*dir)
+        return -1;
+    /* mkdir -p, one component at a time; failures show up when the file is opened. */
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        mkdir(dir, 0755);
+        *p = '/';
+    }
+    mkdir(dir, 0755);
+    return 0;
+}
+
+static unsigned char *file_read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    unsigned char *buf = NULL;
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0)
+        size = ftell(f);
+    if (size <= 0 || size > (1L << 30) || fseek(f, 0, SEEK_SET) != 0)
+        goto out;
+    buf = malloc((size_t)size);
+    if (buf && fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        free(buf);
+        buf = NULL;
+    }
+    *len = (size_t)size;
+out:
+    fclose(f);
+    return buf;
+}
+
+static void cache_store(cl_program prog, const char *path)
+{
+    size_t size = 0;
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) || size == 0)
+        return;
+    unsigned char *bin = malloc(size);
+    if (!bin)
+        return;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path);
+    int fd = -1;
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) != CL_SUCCESS)
+        goto out;
+    fd = mkstemp(tmp);
+    if (fd < 0)
+        goto out;
+    if (write(fd, bin, size) != (ssize_t)size || close(fd) != 0) {
+        fd = -1;
+        unlink(tmp);
+        goto out;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0)
+        unlink(tmp);
+out:
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+    }
+    free(bin);
+}
+
+static cl_program program_from_cache(ocl_ctx *c, const char *path, const char *options)
+{
+    size_t len = 0;
+    unsigned char *bin = file_read_all(path, &len);
+    if (!bin)
+        return NULL;
+    cl_int rc, status;
+    const unsigned char *bins[1] = {bin};
+    cl_program p = clCreateProgramWithBinary(c->context, 1, &c->dev.id, &len, bins, &status, &rc);
+    free(bin);
+    if (rc != CL_SUCCESS || status != CL_SUCCESS) {
+        if (p)
+            clReleaseProgram(p);
+        return NULL;
+    }
+    if (clBuildProgram(p, 1, &c->dev.id, options, NULL, NULL) != CL_SUCCESS) {
+        clReleaseProgram(p);
+        return NULL;
+    }
+    return p;
+}
+
+static int program_from_source(ocl_ctx *c, const char *options, cl_program *out, char *err)
+{
+    cl_int rc;
+    cl_program p = clCreateProgramWithSource(c->context, kernels_source_count,
+                                             (const char **)kernels_sources, NULL, &rc);
+    if (rc != CL_SUCCESS)
+        return fail(err, rc, "clCreateProgramWithSource");
+    rc = clBuildProgram(p, 1, &c->dev.id, options, NULL, NULL);
+    if (rc != CL_SUCCESS) {
+        char log[2048] = "";
+        clGetProgramBuildInfo(p, c->dev.id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+        log[sizeof log - 1] = '\0';
+        clReleaseProgram(p);
+        return err_set(err, -EIO, "building the OpenCL kernels for %s failed (%s): %s", c->dev.name,
+                       ocl_strerror(rc), log);
+    }
+    *out = p;
+    return 0;
+}
+
+int ocl_ctx_new(const ocl_device *dev, const char *cache_dir, ocl_ctx **out, char *err)
+{
+    cl_int rc;
+    int ret = 0;
+    double t0 = time_mono();
+    ocl_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return err_set(err, -ENOMEM, "out of memory");
+    c->dev = *dev;
+
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev->platform, 0};
+    c->context = clCreateContext(props, 1, &dev->id, NULL, NULL, &rc);
+    if (rc != CL_SUCCESS) {
+        ret = fail(err, rc, "clCreateContext");
+        goto out;
+    }
+    c->queue = clCreateCommandQueue(c->context, dev->id, 0, &rc);
+    if (rc != CL_SUCCESS) {
+        ret = fail(err, rc, "clCreateCommandQueue");
+        goto out;
+    }
+
+    char options[512];
+    const char *extra = getenv("TRAINYARD_CL_OPTIONS");
+    snprintf(options, sizeof options, "%s %s", OCL_BUILD_OPTIONS, extra ? extra : "");
+
+    char dir[4096], path[4200] = "";
+    if (cache_dir_resolve(cache_dir, dir, sizeof dir) == 0) {
+        char key[65];
+        cache_key(dev, options, key);
+        snprintf(path, sizeof path, "%s/%s.bin", dir, key);
+        c->program = program_from_cache(c, path, options);
+        c->from_cache = c->program != NULL;
+    }
+    if (!c->program) {
+        ret = program_from_source(c, options, &c->program, err);
+        if (ret < 0)
+            goto out;
+        if (*path)
+            cache_store(c->program, path);
+    }
+    c->build_seconds = time_mono() - t0;
+out:
+    if (ret < 0) {
+        ocl_ctx_free(c);
+        return ret;
+    }
+    *out = c;
+    return 0;
+}
+
+void ocl_ctx_free(ocl_ctx *c)
+{
+    if (!c)
+        return;
+    if (c->program)
+        clReleaseProgram(c->program);
+    if (c->queue)
+        clReleaseCommandQueue(c->queue);
+    if (c->context)
+        clReleaseContext(c->context);
+    free(c);
+}
+
+int ocl_buffer_new(ocl_ctx *c, size_t bytes, cl_mem *out, char *err)
+{
+    cl_int rc;
+    if (bytes == 0)
+        return err_set(err, -EINVAL, "a device buffer needs at least one byte");
+    if (bytes > c->dev.max_alloc)
+        return err_set(err, -ENOMEM, "%zu bytes is more than %s can allocate in one buffer (%llu)",
+                       bytes, c->dev.name, (unsigned long long)c->dev.max_alloc);
+    cl_mem m = clCreateBuffer(c->context, CL_MEM_READ_WRITE, bytes, NULL, &rc);
+    if (rc != CL_SUCCESS)
+        return fail(err, rc, "clCreateBuffer");
+    *out = m;
+    return 0;
+}
+
+int ocl_write(ocl_ctx *c, cl_mem buf, size_t offset, size_t bytes, const void *src, char *err)
+{
+    cl_int rc = clEnqueueWriteBuffer(c->queue, buf, CL_TRUE, offset, bytes, src, 0, NULL, NULL);
+    return rc == CL_SUCCESS ? 0 : fail(err, rc, "clEnqueueWriteBuffer");
+}
+
+int ocl_read(ocl_ctx *c, cl_mem buf, size_t offset, size_t bytes, void *dst, char *err)
+{
+    cl_int rc = clEnqueueReadBuffer(c->queue, buf, CL_TRUE, offset, bytes, dst, 0, NULL, NULL);
+    return rc == CL_SUCCESS ? 0 : fail(err, rc, "clEnqueueReadBuffer");
+}
+
+int ocl_finish(ocl_ctx *c, char *err)
+{
+    cl_int rc = clFinish(c->queue);
+    return rc == CL_SUCCESS ? 0 : fail(err, rc, "clFinish");
+}

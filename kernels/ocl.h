@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include <CL/cl.h>
+#include <CL/cl_ext.h>
 
 typedef struct ocl_device {
     cl_platform_id platform;
@@ -37,7 +38,7 @@ typedef struct ocl_ctx {
     cl_context context;
     cl_command_queue queue;
     cl_program program;
-    int from_cache;      /* 1 when the program binary came from the disk cache */
+    int from_cache;       /* 1 when the program binary came from the disk cache */
     double build_seconds; /* time spent creating the program, cache or compile */
 } ocl_ctx;
 

@@ -14,10 +14,11 @@ void ref_softmax_xent(int rows, int cols, const float *logits, const int32_t *la
                       float *dlogits, float *loss, float *correct);
 void ref_bce(int rows, const float *logits, const float *labels, float scale, float *dlogits,
              float *loss, float *correct);
-void ref_mse(int rows, int cols, const float *pred, const float *target, float scale,
-             float *dpred, float *loss);
+void ref_mse(int rows, int cols, const float *pred, const float *target, float scale, float *dpred,
+             float *loss);
 void ref_dropout(int n, float rate, uint64_t seed, uint64_t offset, const float *x, float *y);
-/* The counter-based uniform in [0, 1) that kern_dropout draws from (same bits on host and device). */
+/* The counter-based uniform in [0, 1) that kern_dropout draws from (same bits on host and device).
+ */
 float ref_uniform(uint64_t seed, uint64_t counter);
 void ref_reduce_sum(int n, const float *x, float *out, int index, int accumulate);
 void ref_sgd(int n, float lr, float momentum, float *w, const float *g, float *v);

@@ -14,12 +14,12 @@
 #include <stdint.h>
 
 typedef struct fetch_opts {
-    const char *file_root;      /* directory file:// URLs must stay under, or NULL */
-    uint64_t max_bytes;         /* 0: default 2 GiB */
-    long connect_timeout_s;     /* 0: default 10 */
-    long total_timeout_s;       /* 0: default 600 */
-    long low_speed_timeout_s;   /* abort below 1 KiB/s for this long; 0: default 30 */
-    const char *sha256;         /* expected hex digest of the downloaded bytes, or NULL */
+    const char *file_root;    /* directory file:// URLs must stay under, or NULL */
+    uint64_t max_bytes;       /* 0: default 2 GiB */
+    long connect_timeout_s;   /* 0: default 10 */
+    long total_timeout_s;     /* 0: default 600 */
+    long low_speed_timeout_s; /* abort below 1 KiB/s for this long; 0: default 30 */
+    const char *sha256;       /* expected hex digest of the downloaded bytes, or NULL */
 } fetch_opts;
 
 typedef struct fetch_stats {
@@ -32,8 +32,8 @@ typedef struct fetch_stats {
 /* Fetches url into *out / *len. -EINVAL bad URL or scheme, -EACCES file outside the root,
  * -EFBIG over max_bytes, -ETIMEDOUT, -EIO transfer or HTTP error (the status is in err),
  * -EBADMSG checksum mismatch or corrupt gzip. stats may be NULL. */
-int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len,
-              fetch_stats *stats, char *err);
+int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, fetch_stats *stats,
+              char *err);
 
 /* Initialises libcurl once per process; call before threads start. */
 int fetch_global_init(char *err);

@@ -41,33 +41,33 @@ typedef struct job_spec {
     char *name;        /* default "job" */
     char *dataset_url; /* http://, https:// or file:// */
     /* dataset */
-    char *label_name;   /* dataset.label_column as a name, or NULL */
-    int label_index;    /* dataset.label_column as an index (negative counts from the end);
-                           default -1: the last column. Ignored when label_name is set. */
-    int header;         /* dataset.header: -1 auto-detect (default), 0 no, 1 yes */
-    char *sha256;       /* dataset.sha256: 64 lowercase hex digits, or NULL */
-    int standardize;    /* dataset.standardize: default 1 */
+    char *label_name; /* dataset.label_column as a name, or NULL */
+    int label_index;  /* dataset.label_column as an index (negative counts from the end);
+                         default -1: the last column. Ignored when label_name is set. */
+    int header;       /* dataset.header: -1 auto-detect (default), 0 no, 1 yes */
+    char *sha256;     /* dataset.sha256: 64 lowercase hex digits, or NULL */
+    int standardize;  /* dataset.standardize: default 1 */
     /* task and model */
-    int task;           /* enum job_task; default classification */
-    int binary;         /* classification only: sigmoid + binary cross-entropy; default 0 */
-    size_t n_layers;    /* model.layers: hidden layers; the output layer follows from the task */
+    int task;        /* enum job_task; default classification */
+    int binary;      /* classification only: sigmoid + binary cross-entropy; default 0 */
+    size_t n_layers; /* model.layers: hidden layers; the output layer follows from the task */
     job_layer layers[JOB_MAX_LAYERS];
     /* hyperparameters */
-    int epochs;             /* default 10, 1..JOB_MAX_EPOCHS */
-    int batch_size;         /* default 32, 1..JOB_MAX_BATCH; larger than the data = full batch */
-    double learning_rate;   /* default 0.001 for adam, 0.01 for sgd; > 0 */
-    int optimizer;          /* enum job_optimizer; default adam */
-    double momentum;        /* sgd: 0 <= momentum < 1, default 0 */
-    double beta1, beta2;    /* adam: defaults 0.9, 0.999 */
-    double epsilon;         /* adam: default 1e-7 (Keras) */
+    int epochs;              /* default 10, 1..JOB_MAX_EPOCHS */
+    int batch_size;          /* default 32, 1..JOB_MAX_BATCH; larger than the data = full batch */
+    double learning_rate;    /* default 0.001 for adam, 0.01 for sgd; > 0 */
+    int optimizer;           /* enum job_optimizer; default adam */
+    double momentum;         /* sgd: 0 <= momentum < 1, default 0 */
+    double beta1, beta2;     /* adam: defaults 0.9, 0.999 */
+    double epsilon;          /* adam: default 1e-7 (Keras) */
     double validation_split; /* 0 <= v < 1, default 0 */
-    int shuffle;            /* default 1 */
-    uint64_t seed;          /* default 0 */
+    int shuffle;             /* default 1 */
+    uint64_t seed;           /* default 0 */
     /* scheduling */
-    int device;             /* resources.device: enum job_device, default any */
-    int max_attempts;       /* default 3, 1..100 */
+    int device;              /* resources.device: enum job_device, default any */
+    int max_attempts;        /* default 3, 1..100 */
     int max_runtime_seconds; /* default 86400, 1..2592000 */
-    int priority;           /* default 0, -100..100 */
+    int priority;            /* default 0, -100..100 */
 } job_spec;
 
 typedef struct job_error {

@@ -33,7 +33,8 @@ typedef struct safetensors_file safetensors_file;
 /* Writes n tensors and n_meta metadata pairs to path (atomically). */
 int safetensors_write(const char *path, const safetensors_tensor *tensors, size_t n,
                       const safetensors_meta *meta, size_t n_meta, char *err);
-/* Reads and validates a whole file (F32 tensors only; offsets in bounds, contiguous, no overlap). */
+/* Reads and validates a whole file (F32 tensors only; offsets in bounds, contiguous, no overlap).
+ */
 int safetensors_open(const char *path, safetensors_file **out, char *err);
 /* The same from bytes in memory (copied). */
 int safetensors_parse(const void *bytes, size_t len, safetensors_file **out, char *err);

@@ -32,7 +32,7 @@ static int check_failures;
 #define CHECK_STR(a, b)                                                                            \
     do {                                                                                           \
         const char *check_a_ = (a), *check_b_ = (b);                                               \
-        if (!check_a_ || !check_b_ || strcmp(check_a_, check_b_) != 0) {                          \
+        if (!check_a_ || !check_b_ || strcmp(check_a_, check_b_) != 0) {                           \
             fprintf(stderr, "%s:%d: %s is \"%s\", expected \"%s\"\n", __FILE__, __LINE__, #a,      \
                     check_a_ ? check_a_ : "(null)", check_b_ ? check_b_ : "(null)");               \
             check_failures++;                                                                      \

@@ -1,0 +1,1 @@
+/* ref_gemm.c: being written. */
