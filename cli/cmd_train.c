@@ -1,5 +1,162 @@
+/* cmd_train: `trainyard train JOB.json --out DIR` runs a whole job in this process, with no
+ * server: the same trainer a worker runs, printing one line per epoch. It is the baseline the
+ * platform's overhead is measured against, and the quickest way to debug a job document. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "cli/cli.h"
+#include "kernels/kernels.h"
+#include "util/err.h"
+#include "worker/fetch.h"
+#include "worker/job.h"
+#include "worker/trainer.h"
+
+static const char usage_text[] =
+    "usage: trainyard train JOB.json --out DIR [options]\n"
+    "\n"
+    "Runs a training job in this process (no server) and writes model.safetensors,\n"
+    "metrics.csv, job.json and train.log to DIR. JOB.json may be - for standard input.\n"
+    "\n"
+    "options:\n"
+    "  --out DIR            where the artifacts go (required; created if missing)\n"
+    "  --dataset-root DIR   where file:// dataset URLs may point (default: the current\n"
+    "                       directory)\n"
+    "  --quiet              print only errors\n"
+    "\n"
+    "The device follows the job's resources.device (gpu, cpu, any); TRAINYARD_DEVICE=<index>\n"
+    "forces one from `trainyard devices`. Exit status: 0 trained, 1 failed, 2 bad usage or an\n"
+    "invalid job document.\n";
+
+static char *read_all(const char *path, size_t *len, char *err)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) {
+        err_set(err, -errno, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    const size_t max = 1 << 20; /* a job document is small; the API caps bodies at 1 MiB too */
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+        if (n == cap) {
+            if (cap >= max) {
+                err_set(err, -EFBIG, "%s is larger than 1 MiB: not a job document", path);
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            cap *= 2;
+            char *bigger = realloc(buf, cap + 1);
+            if (!bigger)
+                free(buf);
+            buf = bigger;
+        }
+    }
+    if (f != stdin)
+        fclose(f);
+    if (!buf) {
+        if (err && !*err)
+            err_set(err, -ENOMEM, "out of memory reading %s", path);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static void print_line(void *user, const char *line)
+{
+    if (!*(int *)user)
+        printf("%s\n", line);
+    fflush(stdout);
+}
+
 int cmd_train(int argc, char **argv)
 {
-    return 1;
+    const char *job_path = NULL, *out = NULL, *root = NULL;
+    int quiet = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_text, stdout);
+            return 0;
+        } else if (!strcmp(a, "--quiet")) {
+            quiet = 1;
+        } else if ((!strcmp(a, "--out") || !strcmp(a, "--dataset-root")) && i + 1 < argc) {
+            *(a[2] == 'o' ? &out : &root) = argv[++i];
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "trainyard train: unknown option '%s' (try --help)\n", a);
+            return 2;
+        } else if (!job_path) {
+            job_path = a;
+        } else {
+            fprintf(stderr, "trainyard train: one job document at a time ('%s')\n", a);
+            return 2;
+        }
+    }
+    if (!job_path || !out) {
+        fputs(usage_text, stderr);
+        return 2;
+    }
+
+    char err[ERR_LEN] = "", cwd[PATH_MAX];
+    if (!root)
+        root = getcwd(cwd, sizeof cwd);
+    size_t len = 0;
+    char *text = read_all(job_path, &len, err);
+    if (!text) {
+        fprintf(stderr, "trainyard train: %s\n", err);
+        return 2;
+    }
+    job_errors errs = {0};
+    job_spec *job = NULL;
+    int rc = job_parse(text, len, &job, &errs);
+    free(text);
+    if (rc < 0) {
+        fprintf(stderr, "trainyard train: %s is not a valid job:\n", job_path);
+        for (size_t i = 0; i < errs.count; i++)
+            fprintf(stderr, "  %s: %s\n", *errs.items[i].field ? errs.items[i].field : "(document)",
+                    errs.items[i].message);
+        return 2;
+    }
+
+    static const char *const device_names[] = {"any", "gpu", "cpu"};
+    ocl_device dev;
+    ocl_ctx *c = NULL;
+    kern *k = NULL;
+    int status = 1;
+    rc = fetch_global_init(err);
+    if (rc == 0)
+        rc = ocl_device_pick(device_names[job->device], &dev, err);
+    if (rc == 0)
+        rc = ocl_ctx_new(&dev, NULL, &c, err);
+    if (rc == 0)
+        rc = kern_new(c, &k, err);
+    if (rc < 0) {
+        fprintf(stderr, "trainyard train: %s\n", err);
+        goto out;
+    }
+    trainer_opts opts = {.out_dir = out, .dataset_root = root};
+    trainer_hooks hooks = {.user = &quiet, .on_log = print_line};
+    trainer_result res;
+    rc = trainer_run(job, c, k, &opts, &hooks, &res, err);
+    if (rc < 0) {
+        fprintf(stderr, "trainyard train: %s\n", err);
+        goto out;
+    }
+    if (!quiet)
+        printf("artifacts in %s: model.safetensors metrics.csv job.json train.log\n", out);
+    status = 0;
+out:
+    kern_free(k);
+    ocl_ctx_free(c);
+    job_free(job);
+    return status;
 }

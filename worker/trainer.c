@@ -1,1 +1,586 @@
-/* trainer.c: being written. */
+/* trainer: the job's whole run (see trainer.h). Its order of work:
+ *
+ *   fetch (libcurl) → parse CSV → split (seeded shuffle) → standardise (training stats) →
+ *   upload everything once → per epoch: shuffle indices, per batch gather + model step,
+ *   validation in chunks, one read-back of the totals → artifacts.
+ *
+ * The device holds the whole dataset for the run; the host only uploads a new permutation per
+ * epoch. A full-batch job trains on the uploaded arrays directly, without a gather. */
+#include "worker/trainer.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "util/err.h"
+#include "util/timeutil.h"
+#include "worker/dataset.h"
+#include "worker/fetch.h"
+#include "worker/model.h"
+#include "worker/safetensors.h"
+
+/* Validation rows evaluated per enqueue sequence when they do not fit the batch buffers. */
+#define TRAINER_VAL_CHUNK 4096
+/* Steps between two polls of should_stop. */
+#define TRAINER_POLL_STEPS 16
+
+typedef struct run {
+    const job_spec *job;
+    const trainer_opts *opts;
+    const trainer_hooks *hooks;
+    ocl_ctx *c;
+    kern *k;
+    FILE *log;
+    FILE *metrics;
+    dataset *all, *train, *val;
+    float *mean, *std;
+    model *m;
+    int loss, outputs, batch;
+    cl_mem xtr, ytr, xva, yva, idx, vidx, xb, yb;
+} run;
+
+static void say(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void say(run *r, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (r->log) {
+        fprintf(r->log, "%s\n", line);
+        fflush(r->log);
+    }
+    if (r->hooks && r->hooks->on_log)
+        r->hooks->on_log(r->hooks->user, line);
+}
+
+static void phase(run *r, const char *name)
+{
+    if (r->hooks && r->hooks->on_phase)
+        r->hooks->on_phase(r->hooks->user, name);
+}
+
+static int path_join(char *out, size_t cap, const char *dir, const char *name, char *err)
+{
+    if ((size_t)snprintf(out, cap, "%s/%s", dir, name) >= cap)
+        return err_set(err, -ENAMETOOLONG, "path %s/%s is too long", dir, name);
+    return 0;
+}
+
+static int open_outputs(run *r, char *err)
+{
+    const char *dir = r->opts->out_dir;
+    char path[4096];
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return err_set(err, -errno, "cannot create %s: %s", dir, strerror(errno));
+    int rc = path_join(path, sizeof path, dir, "train.log", err);
+    if (rc < 0)
+        return rc;
+    r->log = fopen(path, "w");
+    if (!r->log)
+        return err_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
+    rc = path_join(path, sizeof path, dir, "metrics.csv", err);
+    if (rc < 0)
+        return rc;
+    r->metrics = fopen(path, "w");
+    if (!r->metrics)
+        return err_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
+    fprintf(r->metrics, "epoch,loss,val_loss,accuracy,val_accuracy,seconds\n");
+    fflush(r->metrics);
+    return 0;
+}
+
+static int load_data(run *r, char *err)
+{
+    const job_spec *job = r->job;
+    char *text = NULL;
+    size_t len = 0;
+    fetch_stats st;
+    fetch_opts fo = {.file_root = r->opts->dataset_root,
+                     .max_bytes = r->opts->max_dataset_bytes,
+                     .sha256 = job->sha256};
+    phase(r, "downloading");
+    int rc = fetch_url(job->dataset_url, &fo, &text, &len, &st, err);
+    if (rc < 0)
+        return rc;
+    say(r, "dataset: %llu bytes fetched%s in %.2fs", (unsigned long long)st.downloaded,
+        st.was_gzip ? " (gzip)" : "", st.seconds);
+
+    dataset_csv_opts co = {.header = job->header,
+                           .label_name = job->label_name,
+                           .label_index = job->label_index,
+                           .classification = job->task == JOB_TASK_CLASSIFICATION};
+    double t0 = time_mono();
+    rc = dataset_from_csv(text, len, &co, &r->all, err);
+    free(text);
+    if (rc < 0)
+        return rc;
+    dataset *d = r->all;
+    say(r, "dataset: %zu rows, %zu features, label '%s'%s (parsed in %.2fs)", d->rows, d->cols,
+        d->label_name, job->task == JOB_TASK_CLASSIFICATION ? ", classification" : "",
+        time_mono() - t0);
+    if (job->task == JOB_TASK_CLASSIFICATION) {
+        if (d->n_classes < 2)
+            return err_set(err, -EINVAL,
+                           "classification needs at least two classes; label '%s' has only one",
+                           d->label_name);
+        if (job->binary && d->n_classes != 2)
+            return err_set(err, -EINVAL,
+                           "binary classification needs exactly two classes; label '%s' has %d",
+                           d->label_name, d->n_classes);
+        say(r, "classes: %d", d->n_classes);
+    }
+    if (d->cols < 1)
+        return err_set(err, -EINVAL, "the dataset has no feature columns besides the label");
+
+    rc = dataset_split(d, job->validation_split, job->shuffle, job->seed, &r->train, &r->val, err);
+    if (rc < 0)
+        return rc;
+    if (job->standardize) {
+        rc = dataset_stats(r->train, &r->mean, &r->std, err);
+        if (rc < 0)
+            return rc;
+        dataset_standardize(r->train, r->mean, r->std);
+        if (r->val)
+            dataset_standardize(r->val, r->mean, r->std);
+    }
+    say(r, "split: %zu training rows, %zu validation rows", r->train->rows,
+        r->val ? r->val->rows : (size_t)0);
+    return 0;
+}
+
+/* Uploads n targets as the loss wants them: int32 classes for softmax, floats otherwise. */
+static int upload_targets(run *r, const dataset *d, cl_mem *out, char *err)
+{
+    size_t n = d->rows;
+    int rc = ocl_buffer_new(r->c, n * 4, out, err);
+    if (rc < 0)
+        return rc;
+    if (r->loss != MODEL_LOSS_SOFTMAX_XENT)
+        return ocl_write(r->c, *out, 0, n * 4, d->y, err);
+    int32_t *cls = malloc(n * sizeof *cls);
+    if (!cls)
+        return err_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        cls[i] = (int32_t)d->y[i];
+    rc = ocl_write(r->c, *out, 0, n * 4, cls, err);
+    free(cls);
+    return rc;
+}
+
+static int upload_iota(run *r, size_t n, cl_mem *out, char *err)
+{
+    int32_t *v = malloc(n * sizeof *v);
+    if (!v)
+        return err_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        v[i] = (int32_t)i;
+    int rc = ocl_buffer_new(r->c, n * sizeof *v, out, err);
+    if (rc == 0)
+        rc = ocl_write(r->c, *out, 0, n * sizeof *v, v, err);
+    free(v);
+    return rc;
+}
+
+static int prepare_device(run *r, char *err)
+{
+    const job_spec *job = r->job;
+    size_t ntr = r->train->rows, nva = r->val ? r->val->rows : 0, cols = r->train->cols;
+    if (ntr > INT32_MAX / 2 || cols > INT32_MAX / 2)
+        return err_set(err, -EFBIG, "the dataset is too large (%zu rows × %zu features)", ntr,
+                       cols);
+    if (job->task == JOB_TASK_REGRESSION) {
+        r->loss = MODEL_LOSS_MSE;
+        r->outputs = 1;
+    } else if (job->binary) {
+        r->loss = MODEL_LOSS_BCE;
+        r->outputs = 1;
+    } else {
+        r->loss = MODEL_LOSS_SOFTMAX_XENT;
+        r->outputs = r->all->n_classes;
+    }
+    r->batch = job->batch_size < (int)ntr ? job->batch_size : (int)ntr;
+    int val_chunk = nva < TRAINER_VAL_CHUNK ? (int)nva : TRAINER_VAL_CHUNK;
+    int capacity = r->batch > val_chunk ? r->batch : val_chunk;
+
+    int rc = model_new(r->c, r->k, job, (int)cols, r->outputs, r->loss, capacity, &r->m, err);
+    if (rc < 0)
+        return rc;
+    rc = ocl_buffer_new(r->c, ntr * cols * 4, &r->xtr, err);
+    if (rc == 0)
+        rc = ocl_write(r->c, r->xtr, 0, ntr * cols * 4, r->train->x, err);
+    if (rc == 0)
+        rc = upload_targets(r, r->train, &r->ytr, err);
+    if (rc == 0)
+        rc = upload_iota(r, ntr, &r->idx, err);
+    if (rc == 0)
+        rc = ocl_buffer_new(r->c, (size_t)capacity * cols * 4, &r->xb, err);
+    if (rc == 0)
+        rc = ocl_buffer_new(r->c, (size_t)capacity * 4, &r->yb, err);
+    if (rc == 0 && nva) {
+        rc = ocl_buffer_new(r->c, nva * cols * 4, &r->xva, err);
+        if (rc == 0)
+            rc = ocl_write(r->c, r->xva, 0, nva * cols * 4, r->val->x, err);
+        if (rc == 0)
+            rc = upload_targets(r, r->val, &r->yva, err);
+        if (rc == 0 && nva > (size_t)capacity)
+            rc = upload_iota(r, nva, &r->vidx, err);
+    }
+    if (rc == 0)
+        say(r, "model: %zu layers, %zu parameters, batches of %d rows", r->m->n_layers,
+            r->m->n_weights, r->batch);
+    return rc;
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* A new permutation of the training rows for this epoch, uploaded to r->idx. */
+static int shuffle_epoch(run *r, int32_t *perm, size_t n, int epoch, char *err)
+{
+    uint64_t s = r->job->seed * 0x100000001b3ULL + (uint64_t)epoch;
+    for (size_t i = 0; i < n; i++)
+        perm[i] = (int32_t)i;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)(rng_next(&s) % (i + 1));
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    /* Blocking write: perm is reused next epoch. */
+    return ocl_write(r->c, r->idx, 0, n * sizeof *perm, perm, err);
+}
+
+static int stop_requested(run *r)
+{
+    return r->hooks && r->hooks->should_stop && r->hooks->should_stop(r->hooks->user);
+}
+
+static int train_epoch(run *r, int32_t *perm, int epoch, int *stopped, char *err)
+{
+    size_t n = r->train->rows, cols = r->train->cols;
+    int full = r->batch == (int)n;
+    int rc = 0;
+    if (r->job->shuffle && !full)
+        rc = shuffle_epoch(r, perm, n, epoch, err);
+    int step = 0;
+    for (size_t start = 0; start < n && rc == 0; start += (size_t)r->batch, step++) {
+        int rows = (int)(n - start < (size_t)r->batch ? n - start : (size_t)r->batch);
+        if (full) {
+            rc = model_train_step(r->m, rows, r->xtr, r->ytr, err);
+            continue;
+        }
+        if (kern_gather_rows(r->k, rows, (int)cols, r->xtr, r->idx, (int)start, r->xb) < 0 ||
+            kern_gather_rows(r->k, rows, 1, r->ytr, r->idx, (int)start, r->yb) < 0) {
+            rc = err_set(err, -EIO, "%s", kern_last_error(r->k));
+            break;
+        }
+        rc = model_train_step(r->m, rows, r->xb, r->yb, err);
+        if (rc == 0 && step % TRAINER_POLL_STEPS == TRAINER_POLL_STEPS - 1 && stop_requested(r)) {
+            *stopped = 1;
+            break;
+        }
+    }
+    return rc;
+}
+
+static int validate_epoch(run *r, char *err)
+{
+    size_t n = r->val->rows, cols = r->val->cols;
+    int cap = r->m->capacity;
+    if (n <= (size_t)cap)
+        return model_evaluate(r->m, (int)n, r->xva, r->yva, err);
+    int rc = 0;
+    for (size_t start = 0; start < n && rc == 0; start += (size_t)cap) {
+        int rows = (int)(n - start < (size_t)cap ? n - start : (size_t)cap);
+        if (kern_gather_rows(r->k, rows, (int)cols, r->xva, r->vidx, (int)start, r->xb) < 0 ||
+            kern_gather_rows(r->k, rows, 1, r->yva, r->vidx, (int)start, r->yb) < 0)
+            return err_set(err, -EIO, "%s", kern_last_error(r->k));
+        rc = model_evaluate(r->m, rows, r->xb, r->yb, err);
+    }
+    return rc;
+}
+
+static void csv_num(FILE *f, double v, int last)
+{
+    if (isnan(v))
+        fputs(last ? "\n" : ",", f);
+    else
+        fprintf(f, last ? "%.6g\n" : "%.6g,", v);
+}
+
+static void report_epoch(run *r, const trainer_epoch *e)
+{
+    char line[512];
+    int n = snprintf(line, sizeof line, "epoch %d/%d  loss %.4f", e->epoch, e->epochs, e->loss);
+    if (!isnan(e->accuracy))
+        n += snprintf(line + n, sizeof line - (size_t)n, "  accuracy %.4f", e->accuracy);
+    if (!isnan(e->val_loss))
+        n += snprintf(line + n, sizeof line - (size_t)n, "  val_loss %.4f", e->val_loss);
+    if (!isnan(e->val_accuracy))
+        n += snprintf(line + n, sizeof line - (size_t)n, "  val_accuracy %.4f", e->val_accuracy);
+    snprintf(line + n, sizeof line - (size_t)n, "  %.2fs", e->seconds);
+    say(r, "%s", line);
+
+    fprintf(r->metrics, "%d,", e->epoch);
+    csv_num(r->metrics, e->loss, 0);
+    csv_num(r->metrics, e->val_loss, 0);
+    csv_num(r->metrics, e->accuracy, 0);
+    csv_num(r->metrics, e->val_accuracy, 0);
+    csv_num(r->metrics, e->seconds, 1);
+    fflush(r->metrics);
+}
+
+static int train_all(run *r, trainer_result *res, char *err)
+{
+    size_t n = r->train->rows;
+    int32_t *perm = malloc(n * sizeof *perm);
+    if (!perm)
+        return err_set(err, -ENOMEM, "out of memory");
+    int rc = 0, classification = r->loss != MODEL_LOSS_MSE;
+    phase(r, "training");
+    for (int epoch = 1; epoch <= r->job->epochs; epoch++) {
+        double t0 = time_mono(), totals[MODEL_TOTALS];
+        int stopped = 0;
+        rc = model_reset_totals(r->m, err);
+        if (rc == 0)
+            rc = train_epoch(r, perm, epoch, &stopped, err);
+        if (rc < 0)
+            break;
+        if (stopped) {
+            res->stopped = 1;
+            break;
+        }
+        if (r->val)
+            rc = validate_epoch(r, err);
+        if (rc == 0)
+            rc = model_read_totals(r->m, totals, err);
+        if (rc < 0)
+            break;
+        trainer_epoch e = {.epoch = epoch, .epochs = r->job->epochs};
+        e.seconds = time_mono() - t0;
+        e.samples_per_second = e.seconds > 0 ? (double)n / e.seconds : 0;
+        e.loss = totals[MODEL_TRAIN_LOSS] / (double)n;
+        e.accuracy = classification ? totals[MODEL_TRAIN_CORRECT] / (double)n : NAN;
+        e.val_loss = r->val ? totals[MODEL_VAL_LOSS] / (double)r->val->rows : NAN;
+        e.val_accuracy =
+            r->val && classification ? totals[MODEL_VAL_CORRECT] / (double)r->val->rows : NAN;
+        if (!isfinite(e.loss)) {
+            rc = err_set(err, -ERANGE,
+                         "the training loss became %f in epoch %d: lower the learning_rate", e.loss,
+                         epoch);
+            break;
+        }
+        report_epoch(r, &e);
+        res->epochs_done = epoch;
+        res->last = e;
+        if (r->hooks && r->hooks->on_epoch && r->hooks->on_epoch(r->hooks->user, &e)) {
+            res->stopped = 1;
+            break;
+        }
+        if (stop_requested(r)) {
+            res->stopped = 1;
+            break;
+        }
+    }
+    free(perm);
+    return rc;
+}
+
+/* The model description kept in the safetensors metadata, with each dense layer's tensor names
+ * following PyTorch's nn.Sequential numbering (activations and dropout are modules too). */
+static json_t *model_config(run *r)
+{
+    json_t *layers = json_array();
+    int module = 0;
+    for (size_t i = 0; i < r->m->n_layers; i++) {
+        const model_layer *l = &r->m->layers[i];
+        if (l->type == JOB_LAYER_DROPOUT) {
+            json_array_append_new(
+                layers, json_pack("{s:s, s:f}", "type", "dropout", "rate", (double)l->rate));
+            module++;
+            continue;
+        }
+        char w[32], b[32];
+        snprintf(w, sizeof w, "%d.weight", module);
+        snprintf(b, sizeof b, "%d.bias", module);
+        json_array_append_new(layers,
+                              json_pack("{s:s, s:i, s:i, s:s, s:s, s:s}", "type", "dense", "in",
+                                        l->in, "out", l->out, "activation",
+                                        job_activation_name(l->act), "weight", w, "bias", b));
+        module += l->act == KERN_ACT_LINEAR ? 1 : 2;
+    }
+    const char *output = r->loss == MODEL_LOSS_SOFTMAX_XENT ? "softmax"
+                         : r->loss == MODEL_LOSS_BCE        ? "sigmoid"
+                                                            : "linear";
+    const char *loss = r->loss == MODEL_LOSS_SOFTMAX_XENT ? "sparse_categorical_crossentropy"
+                       : r->loss == MODEL_LOSS_BCE        ? "binary_crossentropy"
+                                                          : "mse";
+    return json_pack("{s:i, s:i, s:o, s:s, s:s}", "inputs", r->m->inputs, "outputs", r->m->outputs,
+                     "layers", layers, "output", output, "loss", loss);
+}
+
+static json_t *floats_json(const float *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_real(v[i]));
+    return a;
+}
+
+static json_t *strings_json(char *const *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_string(v[i]));
+    return a;
+}
+
+static int write_model(run *r, char *err)
+{
+    const dataset *d = r->all;
+    float *w = NULL;
+    int rc = model_export(r->m, &w, err);
+    if (rc < 0)
+        return rc;
+    safetensors_tensor t[2 * (JOB_MAX_LAYERS + 1)];
+    char names[2 * (JOB_MAX_LAYERS + 1)][32];
+    size_t nt = 0, off = 0;
+    int module = 0;
+    for (size_t i = 0; i < r->m->n_layers; i++) {
+        const model_layer *l = &r->m->layers[i];
+        if (l->type == JOB_LAYER_DROPOUT) {
+            module++;
+            continue;
+        }
+        snprintf(names[nt], sizeof names[nt], "%d.weight", module);
+        t[nt] = (safetensors_tensor){.name = names[nt], .ndim = 2, .data = w + off};
+        t[nt].shape[0] = l->out;
+        t[nt].shape[1] = l->in;
+        off += (size_t)l->in * (size_t)l->out;
+        nt++;
+        snprintf(names[nt], sizeof names[nt], "%d.bias", module);
+        t[nt] = (safetensors_tensor){.name = names[nt], .ndim = 1, .data = w + off};
+        t[nt].shape[0] = l->out;
+        off += (size_t)l->out;
+        nt++;
+        module += l->act == KERN_ACT_LINEAR ? 1 : 2;
+    }
+
+    json_t *std = r->mean ? json_pack("{s:o, s:o}", "mean", floats_json(r->mean, d->cols), "std",
+                                      floats_json(r->std, d->cols))
+                          : json_null();
+    json_t *meta_json[] = {
+        model_config(r),
+        std,
+        strings_json(d->feature_names, d->cols),
+        d->n_classes ? strings_json(d->class_names, (size_t)d->n_classes) : json_array(),
+        job_to_json(r->job),
+    };
+    const char *keys[] = {"trainyard.model", "trainyard.standardization", "trainyard.features",
+                          "trainyard.classes", "trainyard.job"};
+    enum { NMETA = sizeof keys / sizeof keys[0] };
+    char *vals[NMETA] = {0};
+    safetensors_meta meta[NMETA + 2];
+    size_t nm = 0;
+    meta[nm++] = (safetensors_meta){"format", "pt"};
+    meta[nm++] = (safetensors_meta){"trainyard.label", d->label_name};
+    for (int i = 0; i < NMETA; i++) {
+        vals[i] = json_dumps(meta_json[i], JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(9));
+        json_decref(meta_json[i]);
+        if (!vals[i])
+            rc = err_set(err, -ENOMEM, "out of memory writing the model metadata");
+        meta[nm++] = (safetensors_meta){keys[i], vals[i] ? vals[i] : ""};
+    }
+    char path[4096];
+    if (rc == 0)
+        rc = path_join(path, sizeof path, r->opts->out_dir, "model.safetensors", err);
+    if (rc == 0)
+        rc = safetensors_write(path, t, nt, meta, nm, err);
+    for (int i = 0; i < NMETA; i++)
+        free(vals[i]);
+    free(w);
+    return rc;
+}
+
+static int write_job(run *r, char *err)
+{
+    char path[4096];
+    int rc = path_join(path, sizeof path, r->opts->out_dir, "job.json", err);
+    if (rc < 0)
+        return rc;
+    json_t *doc = job_to_json(r->job);
+    if (json_dump_file(doc, path, JSON_INDENT(2)) != 0)
+        rc = err_set(err, -EIO, "cannot write %s", path);
+    json_decref(doc);
+    return rc;
+}
+
+static void release(cl_mem m)
+{
+    if (m)
+        clReleaseMemObject(m);
+}
+
+int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *opts,
+                const trainer_hooks *hooks, trainer_result *res, char *err)
+{
+    run r = {.job = job, .opts = opts, .hooks = hooks, .c = c, .k = k};
+    trainer_result out = {0};
+    double t0 = time_mono();
+    int rc = open_outputs(&r, err);
+    if (rc == 0)
+        rc = write_job(&r, err);
+    if (rc == 0) {
+        say(&r, "device: %s (%s, %u compute units), kernels %s in %.2fs", c->dev.name,
+            ocl_device_kind(&c->dev), c->dev.compute_units,
+            c->from_cache ? "loaded from cache" : "compiled", c->build_seconds);
+        rc = load_data(&r, err);
+    }
+    if (rc == 0)
+        rc = prepare_device(&r, err);
+    if (rc == 0)
+        rc = train_all(&r, &out, err);
+    if (rc == 0 && !out.stopped) {
+        phase(&r, "uploading");
+        rc = write_model(&r, err);
+    }
+    out.seconds = time_mono() - t0;
+    if (rc == 0)
+        say(&r, "%s after %d epoch(s) in %.2fs", out.stopped ? "stopped" : "done", out.epochs_done,
+            out.seconds);
+    else
+        say(&r, "failed: %s", err);
+
+    release(r.xtr);
+    release(r.ytr);
+    release(r.xva);
+    release(r.yva);
+    release(r.idx);
+    release(r.vidx);
+    release(r.xb);
+    release(r.yb);
+    model_free(r.m);
+    dataset_free(r.all);
+    dataset_free(r.train);
+    dataset_free(r.val);
+    free(r.mean);
+    free(r.std);
+    if (r.log)
+        fclose(r.log);
+    if (r.metrics && fclose(r.metrics) != 0 && rc == 0)
+        rc = err_set(err, -EIO, "writing metrics.csv failed");
+    if (rc == 0 && res)
+        *res = out;
+    return rc;
+}

@@ -1,0 +1,57 @@
+/* trainer: runs one training job end to end on an OpenCL device: fetch the dataset, parse it,
+ * split and standardise, build the model, train epoch by epoch, write the artifacts.
+ *
+ * The same function serves `trainyard train` (in-process) and the worker process (which keeps
+ * the ocl_ctx and kern between jobs, so no job pays for compiling kernels). Progress reaches the
+ * caller through hooks; the trainer itself prints nothing.
+ *
+ * Artifacts written into out_dir: model.safetensors, metrics.csv (appended epoch by epoch),
+ * job.json (the resolved job) and train.log (every log line). */
+#ifndef TRAINYARD_WORKER_TRAINER_H
+#define TRAINYARD_WORKER_TRAINER_H
+
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+#include "worker/job.h"
+
+typedef struct trainer_epoch {
+    int epoch;                     /* 1-based */
+    int epochs;                    /* of the job */
+    double loss, accuracy;         /* accuracy NAN for regression */
+    double val_loss, val_accuracy; /* NAN without a validation split */
+    double seconds;                /* wall time of the epoch, validation included */
+    double samples_per_second;     /* training rows per second */
+} trainer_epoch;
+
+typedef struct trainer_hooks {
+    void *user;
+    /* A line for people (also written to train.log). May be NULL. */
+    void (*on_log)(void *user, const char *line);
+    /* The phase changes: "downloading", "training", "uploading". May be NULL. */
+    void (*on_phase)(void *user, const char *phase);
+    /* After each epoch; a nonzero return stops training after that epoch. May be NULL. */
+    int (*on_epoch)(void *user, const trainer_epoch *e);
+    /* Polled between steps; nonzero stops training at once (no artifacts). May be NULL. */
+    int (*should_stop)(void *user);
+} trainer_hooks;
+
+typedef struct trainer_opts {
+    const char *out_dir;        /* created if missing */
+    const char *dataset_root;   /* where file:// URLs may point, or NULL for none */
+    uint64_t max_dataset_bytes; /* 0: the fetch default */
+} trainer_opts;
+
+typedef struct trainer_result {
+    int epochs_done;
+    int stopped; /* 1 when a hook stopped training */
+    double seconds;
+    trainer_epoch last;
+} trainer_result;
+
+/* Runs job on c/k. Returns 0 when training finished or a hook stopped it (res->stopped), or a
+ * negative code with the reason in err (bad dataset, device failure, disk full, ...). */
+int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *opts,
+                const trainer_hooks *hooks, trainer_result *res, char *err);
+
+#endif
