@@ -1,0 +1,73 @@
+"""Shared fixtures of the end-to-end tests: the trainyard binary, a local HTTP server that serves
+the datasets each test writes, and a helper that runs `trainyard train` on a job.
+
+The binary is $TRAINYARD_BIN, else build/trainyard. Compiled kernels are cached in
+$TRAINYARD_KERNEL_CACHE (set here to a folder under the build tree when unset) so that only the
+first run of a session compiles them.
+"""
+import functools
+import http.server
+import json
+import os
+import pathlib
+import subprocess
+import threading
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = pathlib.Path(os.environ.get("TRAINYARD_BIN", ROOT / "build" / "trainyard"))
+
+
+def opencl_device_count():
+    out = subprocess.run([str(BIN), "devices", "--json"], capture_output=True, text=True)
+    if out.returncode != 0:
+        return 0
+    return len(json.loads(out.stdout)["devices"])
+
+
+def pytest_configure(config):
+    os.environ.setdefault("TRAINYARD_KERNEL_CACHE", str(BIN.parent / "kernel-cache"))
+
+
+@pytest.fixture(scope="session")
+def trainyard_bin():
+    if not BIN.exists():
+        pytest.fail(f"{BIN} does not exist: build first (meson setup build && ninja -C build)")
+    if opencl_device_count() == 0:
+        pytest.skip("no OpenCL device: install pocl-opencl-icd to run the training tests")
+    return BIN
+
+
+class Handler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="session")
+def data_server(tmp_path_factory):
+    """Serves files from a folder over HTTP on a free loopback port; yields (folder, base URL)."""
+    folder = tmp_path_factory.mktemp("served")
+    handler = functools.partial(Handler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def train(trainyard_bin, tmp_path):
+    """Runs `trainyard train` on a job dict; returns (CompletedProcess, output folder)."""
+
+    def run(job, out_name="out", extra=(), cwd=None):
+        job_path = tmp_path / f"{out_name}.json"
+        job_path.write_text(json.dumps(job))
+        out = tmp_path / out_name
+        proc = subprocess.run([str(trainyard_bin), "train", str(job_path), "--out", str(out),
+                               *extra], capture_output=True, text=True, timeout=600,
+                              cwd=cwd or tmp_path)
+        return proc, out
+
+    return run
