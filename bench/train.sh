@@ -37,15 +37,16 @@ job digits classification '[{"type": "dense", "units": 128, "activation": "relu"
 printf '%-8s %10s %10s %7s   %10s %10s %7s\n' workload ours_train torch_train ratio \
   ours_total torch_total ratio
 for w in linear wide digits; do
-  t0=$(date +%s.%N)
+  t0=$(date +%s%N)
   "$bin" train "$data/$w.json" --out "$data/out-$w" --quiet --dataset-root "$PWD/$data"
-  t1=$(date +%s.%N)
-  ours_total=$(echo "$t1 - $t0" | bc -l)
-  ours_train=$(awk -F, 'NR > 1 { s += $6 } END { printf "%.3f", s }' "$data/out-$w/metrics.csv")
+  t1=$(date +%s%N)
   torch=$(/usr/bin/python3 bench/torch_train.py "$w" "$data")
-  torch_train=$(echo "$torch" | /usr/bin/python3 -c 'import json,sys; print("%.3f" % json.load(sys.stdin)["train_s"])')
-  torch_total=$(echo "$torch" | /usr/bin/python3 -c 'import json,sys; print("%.3f" % json.load(sys.stdin)["total_s"])')
-  printf '%-8s %10.3f %10.3f %6.2fx   %10.3f %10.3f %6.2fx\n' "$w" "$ours_train" "$torch_train" \
-    "$(echo "$ours_train / $torch_train" | bc -l)" "$ours_total" "$torch_total" \
-    "$(echo "$ours_total / $torch_total" | bc -l)"
+  /usr/bin/python3 - "$w" "$(( (t1 - t0) / 1000 ))" "$data/out-$w/metrics.csv" "$torch" <<'PY'
+import csv, json, sys
+name, ours_total, metrics, torch = sys.argv[1], int(sys.argv[2]) / 1e6, sys.argv[3], json.loads(sys.argv[4])
+ours_train = sum(float(r["seconds"]) for r in csv.DictReader(open(metrics)))
+print("%-8s %10.3f %10.3f %6.2fx   %10.3f %10.3f %6.2fx" % (
+    name, ours_train, torch["train_s"], ours_train / torch["train_s"],
+    ours_total, torch["total_s"], ours_total / torch["total_s"]))
+PY
 done
