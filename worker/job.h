@@ -22,6 +22,7 @@
 #define JOB_MAX_BATCH      (1 << 20)
 #define JOB_MAX_ERRORS     32
 #define JOB_MAX_JSON_DEPTH 16
+#define JOB_MAX_DOC_BYTES  (1 << 20) /* job_parse() refuses longer text */
 
 enum job_task { JOB_TASK_CLASSIFICATION = 0, JOB_TASK_REGRESSION = 1 };
 enum job_layer_type { JOB_LAYER_DENSE = 0, JOB_LAYER_DROPOUT = 1 };
@@ -89,7 +90,7 @@ int job_from_json(const json_t *doc, job_spec **out, job_errors *errs);
 json_t *job_to_json(const job_spec *spec);
 /* Releases a spec; accepts NULL. */
 void job_free(job_spec *spec);
-/* "relu", "tanh", "sigmoid", "linear" for an enum kern_act value. */
+/* "relu", "tanh", "sigmoid", "linear" for an enum kern_act value; NULL for any other. */
 const char *job_activation_name(int act);
 
 #endif
