@@ -172,8 +172,7 @@ static void job_check_members(job_vctx *v, const json_t *obj, const char *path,
     const char *key;
     json_t *val;
     /* Iteration does not modify the object; jansson's iterator API just is not const. */
-    json_object_foreach((json_t *)obj, key, val)
-    {
+    json_object_foreach ((json_t *)obj, key, val) {
         int found = 0;
         for (size_t i = 0; known[i]; i++) {
             if (strcmp(key, known[i]) == 0) {
