@@ -22,6 +22,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,7 +206,7 @@ static int job_get_int(job_vctx *v, const json_t *obj, const char *key, const ch
         snprintf(what, sizeof what, "an integer from %lld to %lld", lo, hi);
     if (json_is_real(val)) {
         double d = json_real_value(val);
-        if (d == (double)(long long)d)
+        if (isfinite(d) && floor(d) == d) /* no cast: d may be far outside long long */
             job_errors_add(v->errs, p,
                            "must be %s, got %g written as a real number (drop the decimal "
                            "point or exponent)",

@@ -225,6 +225,8 @@ static void test_wrong_types(void)
                  "must be an integer from 1 to 100000, got \"10\"");
     EXPECT_ERROR(DOC_HP("\"epochs\": 3.0"), "hyperparameters.epochs",
                  "must be an integer from 1 to 100000, got 3 written as a real number");
+    EXPECT_ERROR(DOC_HP("\"epochs\": 1e300"), "hyperparameters.epochs",
+                 "got 1e+300 written as a real number");
     EXPECT_ERROR(DOC_HP("\"epochs\": 2.5"), "hyperparameters.epochs",
                  "must be an integer from 1 to 100000, got 2.5");
     EXPECT_ERROR(DOC_HP("\"learning_rate\": \"fast\""), "hyperparameters.learning_rate",
