@@ -6,7 +6,10 @@
  * fills a job_spec with every default resolved. job_to_json() writes the resolved document back
  * out (the `job.json` artifact, and what GET /jobs/{id} shows). Unknown fields are errors.
  *
- * Required: dataset_url, hyperparameters (an object; its members have defaults).
+ * Required: dataset_url, hyperparameters (an object; its members have defaults). model.layers
+ * defaults to [] (no hidden layer: the output layer alone). dataset.sha256 may be null (no
+ * check), which is how job_to_json() writes an absent one. Options that do not apply are errors,
+ * not ignored: "binary" with regression, "momentum" with adam, beta1/beta2/epsilon with sgd.
  * Ownership: job_spec strings are owned by the spec; job_free() releases all, accepts NULL. */
 #ifndef TRAINYARD_WORKER_JOB_H
 #define TRAINYARD_WORKER_JOB_H
