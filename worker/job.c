@@ -1,1 +1,1029 @@
-/* job.c: being written. */
+/* job: parsing, validation and defaults of the training job document (see job.h).
+ *
+ * Design. job_parse() guards the text (size cap, nesting depth counted by a scan that skips
+ * strings, so jansson's recursive parser never goes deeper than JOB_MAX_JSON_DEPTH), lets
+ * jansson parse it (duplicate keys rejected), and hands the tree to job_from_json(). That one
+ * fills a job_spec that starts with every default, section by section; each getter either
+ * writes a valid value or records one {field, message} and leaves the default in place, so one
+ * pass reports every problem. Members are looked up by name; a separate pass over each object's
+ * keys reports the ones no section knows ("unknown field").
+ *
+ * Messages read "must be <what>, got <what was there>" wherever a value is wrong, so a person
+ * sees both the rule and their input. Text copied from the input into a message or field is
+ * cut at a UTF-8 character boundary, so every field and message stays valid UTF-8 (the API
+ * builds JSON from them).
+ *
+ * Invariants: errs->count <= JOB_MAX_ERRORS (when more are found the last slot says so);
+ * a spec handed out has passed every check; job_to_json() of such a spec is accepted by
+ * job_from_json() and yields an equal spec. Only an out-of-memory failure leaves no {field,
+ * message} pair naming the cause in the input (it gets one on field "" saying so). */
+#include "worker/job.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "util/err.h"
+
+#define JOB_NAME_MAX_CHARS  128
+#define JOB_URL_MAX_BYTES   4096
+#define JOB_LABEL_MAX_BYTES 1024
+#define JOB_LABEL_INDEX_MAX 1000000 /* label_column index: -MAX .. MAX-1 */
+#define JOB_SNIP_BYTES      40      /* input text quoted in a message */
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+/* Cuts s (NUL-terminated) so that it does not end inside a UTF-8 sequence. */
+static void job_utf8_trim(char *s)
+{
+    size_t n = strlen(s);
+    size_t lead = n;
+    while (lead > 0 && ((unsigned char)s[lead - 1] & 0xC0) == 0x80)
+        lead--;
+    if (lead == 0)
+        return;
+    unsigned char c = (unsigned char)s[lead - 1];
+    size_t want = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (n - (lead - 1) < want)
+        s[lead - 1] = '\0';
+}
+
+static void job_errors_add(job_errors *errs, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Records one problem. Past the cap, the last slot is turned into a note that more exist. */
+static void job_errors_add(job_errors *errs, const char *field, const char *fmt, ...)
+{
+    if (errs->count >= JOB_MAX_ERRORS) {
+        job_error *last = &errs->items[JOB_MAX_ERRORS - 1];
+        last->field[0] = '\0';
+        snprintf(last->message, sizeof last->message,
+                 "more than %d problems; fix these and submit again to see the rest",
+                 JOB_MAX_ERRORS - 1);
+        return;
+    }
+    job_error *e = &errs->items[errs->count++];
+    snprintf(e->field, sizeof e->field, "%s", field);
+    job_utf8_trim(e->field);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    job_utf8_trim(e->message);
+}
+
+/* ---- validation context and paths ------------------------------------------------------ */
+
+typedef struct job_vctx {
+    job_errors *errs;
+    int rc; /* -ENOMEM once an allocation failed; 0 otherwise */
+} job_vctx;
+
+typedef char job_path[128];
+
+/* base.key, or key at the top; a path longer than the buffer is cut at a character boundary. */
+static void job_path_key(job_path out, const char *base, const char *key)
+{
+    int n;
+    if (base[0])
+        n = snprintf(out, sizeof(job_path), "%s.%s", base, key);
+    else
+        n = snprintf(out, sizeof(job_path), "%s", key);
+    if (n < 0 || (size_t)n >= sizeof(job_path))
+        job_utf8_trim(out);
+}
+
+static void job_path_index(job_path out, const char *base, size_t i)
+{
+    int n = snprintf(out, sizeof(job_path), "%s[%zu]", base, i);
+    if (n < 0 || (size_t)n >= sizeof(job_path))
+        job_utf8_trim(out);
+}
+
+static char *job_strdup(job_vctx *v, const char *s)
+{
+    char *d = strdup(s);
+    if (!d)
+        v->rc = -ENOMEM;
+    return d;
+}
+
+/* A short description of what a value is, for "got ..." (quotes at most JOB_SNIP_BYTES of a
+ * string, cut at a character boundary). */
+static void job_describe(const json_t *v, char *buf, size_t cap)
+{
+    switch (json_typeof(v)) {
+    case JSON_STRING: {
+        const char *s = json_string_value(v);
+        size_t n = strlen(s);
+        if (n > JOB_SNIP_BYTES) {
+            char cut[JOB_SNIP_BYTES + 1];
+            memcpy(cut, s, JOB_SNIP_BYTES);
+            cut[JOB_SNIP_BYTES] = '\0';
+            job_utf8_trim(cut);
+            snprintf(buf, cap, "\"%s...\"", cut);
+        } else {
+            snprintf(buf, cap, "\"%s\"", s);
+        }
+        break;
+    }
+    case JSON_INTEGER:
+        snprintf(buf, cap, "%lld", (long long)json_integer_value(v));
+        break;
+    case JSON_REAL:
+        snprintf(buf, cap, "%g", json_real_value(v));
+        break;
+    case JSON_OBJECT:
+        snprintf(buf, cap, "an object");
+        break;
+    case JSON_ARRAY:
+        snprintf(buf, cap, "an array");
+        break;
+    case JSON_TRUE:
+        snprintf(buf, cap, "true");
+        break;
+    case JSON_FALSE:
+        snprintf(buf, cap, "false");
+        break;
+    case JSON_NULL:
+    default:
+        snprintf(buf, cap, "null");
+        break;
+    }
+}
+
+/* Records "must be <what>, got <value>". */
+static void job_bad(job_vctx *v, const char *path, const char *what, const json_t *got)
+{
+    char desc[JOB_SNIP_BYTES + 16];
+    job_describe(got, desc, sizeof desc);
+    job_errors_add(v->errs, path, "must be %s, got %s", what, desc);
+}
+
+/* Reports every key of obj that is not in known (NULL-terminated) as "unknown field". */
+static void job_check_members(job_vctx *v, const json_t *obj, const char *path,
+                              const char *const *known)
+{
+    const char *key;
+    json_t *val;
+    /* Iteration does not modify the object; jansson's iterator API just is not const. */
+    json_object_foreach ((json_t *)obj, key, val) {
+        int found = 0;
+        for (size_t i = 0; known[i]; i++) {
+            if (strcmp(key, known[i]) == 0) {
+                found = 1;
+                break;
+            }
+        }
+        if (!found) {
+            job_path p;
+            job_path_key(p, path, key);
+            job_errors_add(v->errs, p, "unknown field");
+        }
+    }
+}
+
+/* ---- typed getters: 1 = present and valid (out written), 0 = absent, -1 = invalid ------- */
+
+static int job_get_int(job_vctx *v, const json_t *obj, const char *key, const char *path,
+                       long long lo, long long hi, long long *out)
+{
+    const json_t *val = json_object_get(obj, key);
+    if (!val)
+        return 0;
+    job_path p;
+    job_path_key(p, path, key);
+    char what[96];
+    if (lo == 0 && hi == LLONG_MAX)
+        snprintf(what, sizeof what, "a non-negative integer");
+    else
+        snprintf(what, sizeof what, "an integer from %lld to %lld", lo, hi);
+    if (json_is_real(val)) {
+        double d = json_real_value(val);
+        if (isfinite(d) && floor(d) == d) /* no cast: d may be far outside long long */
+            job_errors_add(v->errs, p,
+                           "must be %s, got %g written as a real number (drop the decimal "
+                           "point or exponent)",
+                           what, d);
+        else
+            job_bad(v, p, what, val);
+        return -1;
+    }
+    if (!json_is_integer(val)) {
+        job_bad(v, p, what, val);
+        return -1;
+    }
+    long long i = json_integer_value(val);
+    if (i < lo || i > hi) {
+        job_bad(v, p, what, val);
+        return -1;
+    }
+    *out = i;
+    return 1;
+}
+
+/* job_get_int for an int field. */
+static int job_get_int32(job_vctx *v, const json_t *obj, const char *key, const char *path, int lo,
+                         int hi, int *out)
+{
+    long long i = 0;
+    int r = job_get_int(v, obj, key, path, lo, hi, &i);
+    if (r == 1)
+        *out = (int)i;
+    return r;
+}
+
+typedef struct job_range {
+    double lo, hi;
+    int lo_open, hi_open; /* 1: the bound itself is excluded */
+} job_range;
+
+static int job_get_number(job_vctx *v, const json_t *obj, const char *key, const char *path,
+                          job_range r, double *out)
+{
+    const json_t *val = json_object_get(obj, key);
+    if (!val)
+        return 0;
+    job_path p;
+    job_path_key(p, path, key);
+    char what[96];
+    snprintf(what, sizeof what, "a number %s %g and %s %g", r.lo_open ? ">" : ">=", r.lo,
+             r.hi_open ? "<" : "<=", r.hi);
+    if (!json_is_number(val)) {
+        job_bad(v, p, what, val);
+        return -1;
+    }
+    double d = json_number_value(val);
+    int low_ok = r.lo_open ? d > r.lo : d >= r.lo;
+    int high_ok = r.hi_open ? d < r.hi : d <= r.hi;
+    if (!low_ok || !high_ok) {
+        job_bad(v, p, what, val);
+        return -1;
+    }
+    *out = d;
+    return 1;
+}
+
+static int job_get_bool(job_vctx *v, const json_t *obj, const char *key, const char *path, int *out)
+{
+    const json_t *val = json_object_get(obj, key);
+    if (!val)
+        return 0;
+    if (!json_is_boolean(val)) {
+        job_path p;
+        job_path_key(p, path, key);
+        job_bad(v, p, "true or false", val);
+        return -1;
+    }
+    *out = json_is_true(val);
+    return 1;
+}
+
+typedef struct job_enum {
+    const char *name;
+    int value;
+} job_enum;
+
+/* A string that must be one of names (terminated by a NULL name); what lists them. */
+static int job_get_enum(job_vctx *v, const json_t *obj, const char *key, const char *path,
+                        const job_enum *names, const char *what, int *out)
+{
+    const json_t *val = json_object_get(obj, key);
+    if (!val)
+        return 0;
+    if (json_is_string(val)) {
+        for (size_t i = 0; names[i].name; i++) {
+            if (strcmp(json_string_value(val), names[i].name) == 0) {
+                *out = names[i].value;
+                return 1;
+            }
+        }
+    }
+    job_path p;
+    job_path_key(p, path, key);
+    job_bad(v, p, what, val);
+    return -1;
+}
+
+/* A string member, borrowed from obj. */
+static int job_get_string(job_vctx *v, const json_t *obj, const char *key, const char *path,
+                          const char **out)
+{
+    const json_t *val = json_object_get(obj, key);
+    if (!val)
+        return 0;
+    if (!json_is_string(val)) {
+        job_path p;
+        job_path_key(p, path, key);
+        job_bad(v, p, "a string", val);
+        return -1;
+    }
+    *out = json_string_value(val);
+    return 1;
+}
+
+/* An object member, borrowed from obj. */
+static int job_get_object(job_vctx *v, const json_t *obj, const char *key, const char *path,
+                          const json_t **out)
+{
+    const json_t *val = json_object_get(obj, key);
+    if (!val)
+        return 0;
+    if (!json_is_object(val)) {
+        job_path p;
+        job_path_key(p, path, key);
+        job_bad(v, p, "an object", val);
+        return -1;
+    }
+    *out = val;
+    return 1;
+}
+
+/* ---- sections ---------------------------------------------------------------------------- */
+
+static const job_enum job_activations[] = {
+    {"relu", KERN_ACT_RELU},
+    {"tanh", KERN_ACT_TANH},
+    {"sigmoid", KERN_ACT_SIGMOID},
+    {"linear", KERN_ACT_LINEAR},
+    {NULL, 0},
+};
+
+static const job_enum job_layer_types[] = {
+    {"dense", JOB_LAYER_DENSE},
+    {"dropout", JOB_LAYER_DROPOUT},
+    {NULL, 0},
+};
+
+static const job_enum job_tasks[] = {
+    {"classification", JOB_TASK_CLASSIFICATION},
+    {"regression", JOB_TASK_REGRESSION},
+    {NULL, 0},
+};
+
+static const job_enum job_optimizers[] = {
+    {"sgd", JOB_OPT_SGD},
+    {"adam", JOB_OPT_ADAM},
+    {NULL, 0},
+};
+
+static const job_enum job_devices[] = {
+    {"any", JOB_DEVICE_ANY},
+    {"gpu", JOB_DEVICE_GPU},
+    {"cpu", JOB_DEVICE_CPU},
+    {NULL, 0},
+};
+
+static const job_enum job_formats[] = {
+    {"csv", 0},
+    {NULL, 0},
+};
+
+/* Decodes one UTF-8 character at s (valid UTF-8, as jansson guarantees); returns its length. */
+static size_t job_utf8_next(const unsigned char *s, unsigned *cp)
+{
+    if (s[0] < 0x80) {
+        *cp = s[0];
+        return 1;
+    }
+    if (s[0] < 0xE0) {
+        *cp = ((s[0] & 0x1Fu) << 6) | (s[1] & 0x3Fu);
+        return 2;
+    }
+    if (s[0] < 0xF0) {
+        *cp = ((s[0] & 0x0Fu) << 12) | ((s[1] & 0x3Fu) << 6) | (s[2] & 0x3Fu);
+        return 3;
+    }
+    *cp = ((s[0] & 0x07u) << 18) | ((s[1] & 0x3Fu) << 12) | ((s[2] & 0x3Fu) << 6) | (s[3] & 0x3Fu);
+    return 4;
+}
+
+static void job_v_name(job_vctx *v, const json_t *doc, job_spec *s)
+{
+    const char *name = NULL;
+    if (job_get_string(v, doc, "name", "", &name) != 1)
+        return;
+    size_t chars = 0;
+    int control = 0;
+    const unsigned char *p = (const unsigned char *)name;
+    while (*p) {
+        unsigned cp;
+        p += job_utf8_next(p, &cp);
+        chars++;
+        if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F))
+            control = 1;
+    }
+    if (chars < 1 || chars > JOB_NAME_MAX_CHARS) {
+        job_errors_add(v->errs, "name", "must be 1 to %d characters long, got %zu",
+                       JOB_NAME_MAX_CHARS, chars);
+        return;
+    }
+    if (control) {
+        job_errors_add(v->errs, "name", "must not contain control characters");
+        return;
+    }
+    char *copy = job_strdup(v, name);
+    if (!copy)
+        return;
+    free(s->name);
+    s->name = copy;
+}
+
+static void job_v_url(job_vctx *v, const json_t *doc, job_spec *s)
+{
+    static const char *const schemes[] = {"http://", "https://", "file://"};
+    const char *url = NULL;
+    int r = job_get_string(v, doc, "dataset_url", "", &url);
+    if (r == 0)
+        job_errors_add(v->errs, "dataset_url",
+                       "is required: an http://, https:// or file:// URL of a CSV file");
+    if (r != 1)
+        return;
+    size_t len = strlen(url);
+    if (len > JOB_URL_MAX_BYTES) {
+        job_errors_add(v->errs, "dataset_url", "must be at most %d bytes long, got %zu",
+                       JOB_URL_MAX_BYTES, len);
+        return;
+    }
+    /* Schemes are matched exactly (lower case), so later checks on the prefix, such as the
+     * file:// root, cannot be sidestepped by "FILE://". */
+    size_t scheme_len = 0;
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
+        if (strncmp(url, schemes[i], strlen(schemes[i])) == 0)
+            scheme_len = strlen(schemes[i]);
+    }
+    if (scheme_len == 0) {
+        job_bad(v, "dataset_url", "a URL starting with http://, https:// or file://",
+                json_object_get(doc, "dataset_url"));
+        return;
+    }
+    if (len == scheme_len) {
+        job_errors_add(v->errs, "dataset_url", "has nothing after the scheme");
+        return;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)url[i];
+        if (c <= 0x20 || c == 0x7F) {
+            job_errors_add(v->errs, "dataset_url",
+                           "must not contain spaces or control characters (percent-encode "
+                           "them, e.g. %%20 for a space)");
+            return;
+        }
+    }
+    char *copy = job_strdup(v, url);
+    if (copy)
+        s->dataset_url = copy;
+}
+
+static void job_v_label(job_vctx *v, const json_t *ds, job_spec *s)
+{
+    const json_t *val = json_object_get(ds, "label_column");
+    if (!val)
+        return;
+    if (json_is_integer(val)) {
+        long long i = 0;
+        if (job_get_int(v, ds, "label_column", "dataset", -JOB_LABEL_INDEX_MAX,
+                        JOB_LABEL_INDEX_MAX - 1, &i) == 1)
+            s->label_index = (int)i;
+        return;
+    }
+    if (!json_is_string(val)) {
+        job_bad(v, "dataset.label_column",
+                "a column name (a string) or a column index (an integer, negative counts from "
+                "the end)",
+                val);
+        return;
+    }
+    const char *name = json_string_value(val);
+    size_t len = strlen(name);
+    if (len < 1 || len > JOB_LABEL_MAX_BYTES) {
+        job_errors_add(v->errs, "dataset.label_column",
+                       "must be a column name of 1 to %d bytes, got %zu bytes", JOB_LABEL_MAX_BYTES,
+                       len);
+        return;
+    }
+    char *copy = job_strdup(v, name);
+    if (copy)
+        s->label_name = copy;
+}
+
+static void job_v_sha256(job_vctx *v, const json_t *ds, job_spec *s)
+{
+    const json_t *val = json_object_get(ds, "sha256");
+    if (!val || json_is_null(val)) /* null: no check, as job_to_json() writes it */
+        return;
+    const char *what = "64 hexadecimal digits (the SHA-256 of the file as downloaded) or null";
+    if (!json_is_string(val)) {
+        job_bad(v, "dataset.sha256", what, val);
+        return;
+    }
+    const char *hex = json_string_value(val);
+    size_t len = strlen(hex);
+    if (len != 64) {
+        job_errors_add(v->errs, "dataset.sha256", "must be %s, got %zu characters", what, len);
+        return;
+    }
+    char lower[65];
+    for (size_t i = 0; i < 64; i++) {
+        unsigned char c = (unsigned char)hex[i];
+        if (!isxdigit(c)) {
+            job_errors_add(v->errs, "dataset.sha256",
+                           "must be %s, got a non-hexadecimal character at position %zu", what,
+                           i + 1);
+            return;
+        }
+        lower[i] = (char)tolower(c);
+    }
+    lower[64] = '\0';
+    char *copy = job_strdup(v, lower);
+    if (copy)
+        s->sha256 = copy;
+}
+
+static void job_v_dataset(job_vctx *v, const json_t *doc, job_spec *s)
+{
+    static const char *const known[] = {"format", "label_column", "header",
+                                        "sha256", "standardize",  NULL};
+    const json_t *ds = NULL;
+    if (job_get_object(v, doc, "dataset", "", &ds) != 1)
+        return;
+    job_check_members(v, ds, "dataset", known);
+    int format = 0;
+    job_get_enum(v, ds, "format", "dataset", job_formats, "\"csv\"", &format);
+    job_v_label(v, ds, s);
+    const json_t *header = json_object_get(ds, "header");
+    if (header) {
+        if (json_is_boolean(header))
+            s->header = json_is_true(header);
+        else if (json_is_string(header) && strcmp(json_string_value(header), "auto") == 0)
+            s->header = -1;
+        else
+            job_bad(v, "dataset.header", "true, false or \"auto\"", header);
+    }
+    job_v_sha256(v, ds, s);
+    job_get_bool(v, ds, "standardize", "dataset", &s->standardize);
+}
+
+static void job_v_layer(job_vctx *v, const json_t *l, const char *path, job_layer *out)
+{
+    static const char *const any_known[] = {"type", "units", "activation", "rate", NULL};
+    static const char *const dense_known[] = {"type", "units", "activation", NULL};
+    static const char *const dropout_known[] = {"type", "rate", NULL};
+    if (!json_is_object(l)) {
+        job_bad(v, path, "an object such as {\"type\": \"dense\", \"units\": 64}", l);
+        return;
+    }
+    int type = -1;
+    int r = job_get_enum(v, l, "type", path, job_layer_types, "\"dense\" or \"dropout\"", &type);
+    if (r == 0) {
+        job_path p;
+        job_path_key(p, path, "type");
+        job_errors_add(v->errs, p, "is required: \"dense\" or \"dropout\"");
+    }
+    if (r != 1) {
+        job_check_members(v, l, path, any_known);
+        return;
+    }
+    job_layer layer = {.type = type, .units = 0, .activation = KERN_ACT_RELU, .rate = 0};
+    job_path p;
+    if (type == JOB_LAYER_DENSE) {
+        job_check_members(v, l, path, dense_known);
+        if (job_get_int32(v, l, "units", path, 1, JOB_MAX_UNITS, &layer.units) == 0) {
+            job_path_key(p, path, "units");
+            job_errors_add(v->errs, p, "is required for a dense layer: an integer from 1 to %d",
+                           JOB_MAX_UNITS);
+        }
+        const json_t *act = json_object_get(l, "activation");
+        if (json_is_string(act) && strcmp(json_string_value(act), "softmax") == 0) {
+            job_path_key(p, path, "activation");
+            job_errors_add(v->errs, p,
+                           "softmax cannot be a hidden layer's activation: the output layer "
+                           "(softmax, sigmoid or linear) is added from \"task\"; use relu, tanh, "
+                           "sigmoid or linear here");
+        } else {
+            job_get_enum(v, l, "activation", path, job_activations,
+                         "one of \"relu\", \"tanh\", \"sigmoid\", \"linear\"", &layer.activation);
+        }
+    } else {
+        job_check_members(v, l, path, dropout_known);
+        job_range rate = {0, 1, 0, 1};
+        if (job_get_number(v, l, "rate", path, rate, &layer.rate) == 0) {
+            job_path_key(p, path, "rate");
+            job_errors_add(v->errs, p, "is required for a dropout layer: a number >= 0 and < 1");
+        }
+    }
+    *out = layer;
+}
+
+static void job_v_model(job_vctx *v, const json_t *doc, job_spec *s)
+{
+    static const char *const known[] = {"layers", NULL};
+    const json_t *model = NULL;
+    if (job_get_object(v, doc, "model", "", &model) != 1)
+        return;
+    job_check_members(v, model, "model", known);
+    const json_t *layers = json_object_get(model, "layers");
+    if (!layers)
+        return;
+    if (!json_is_array(layers)) {
+        job_bad(v, "model.layers", "an array of layers", layers);
+        return;
+    }
+    size_t n = json_array_size(layers);
+    if (n > JOB_MAX_LAYERS) {
+        job_errors_add(v->errs, "model.layers", "must have at most %d layers, got %zu",
+                       JOB_MAX_LAYERS, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        job_path p;
+        job_path_index(p, "model.layers", i);
+        job_v_layer(v, json_array_get(layers, i), p, &s->layers[i]);
+    }
+    s->n_layers = n;
+}
+
+/* Reports key as not applying to the chosen optimizer. */
+static void job_not_for(job_vctx *v, const json_t *hp, const char *key, const char *opt,
+                        const char *other)
+{
+    if (!json_object_get(hp, key))
+        return;
+    job_path p;
+    job_path_key(p, "hyperparameters", key);
+    job_errors_add(v->errs, p, "applies only to optimizer \"%s\"; this job uses \"%s\"", other,
+                   opt);
+}
+
+static void job_v_hyper(job_vctx *v, const json_t *doc, job_spec *s)
+{
+    static const char *const known[] = {
+        "epochs", "batch_size", "learning_rate",    "optimizer", "momentum", "beta1",
+        "beta2",  "epsilon",    "validation_split", "shuffle",   "seed",     NULL};
+    const char *hpath = "hyperparameters";
+    const json_t *hp = NULL;
+    int r = job_get_object(v, doc, hpath, "", &hp);
+    if (r == 0)
+        job_errors_add(v->errs, hpath,
+                       "is required: an object such as {\"epochs\": 10} ({} takes every default)");
+    if (r != 1)
+        return;
+    job_check_members(v, hp, hpath, known);
+    job_get_int32(v, hp, "epochs", hpath, 1, JOB_MAX_EPOCHS, &s->epochs);
+    job_get_int32(v, hp, "batch_size", hpath, 1, JOB_MAX_BATCH, &s->batch_size);
+    int opt_r = job_get_enum(v, hp, "optimizer", hpath, job_optimizers, "\"sgd\" or \"adam\"",
+                             &s->optimizer);
+    s->learning_rate = s->optimizer == JOB_OPT_SGD ? 0.01 : 0.001;
+    job_get_number(v, hp, "learning_rate", hpath, (job_range){0, 10, 1, 0}, &s->learning_rate);
+    if (opt_r < 0) {
+        /* The optimizer is in error already: check each option's own range, not whether it
+         * applies. */
+        job_get_number(v, hp, "momentum", hpath, (job_range){0, 1, 0, 1}, &s->momentum);
+        job_get_number(v, hp, "beta1", hpath, (job_range){0, 1, 0, 1}, &s->beta1);
+        job_get_number(v, hp, "beta2", hpath, (job_range){0, 1, 0, 1}, &s->beta2);
+        job_get_number(v, hp, "epsilon", hpath, (job_range){0, 1, 1, 0}, &s->epsilon);
+    } else if (s->optimizer == JOB_OPT_SGD) {
+        job_get_number(v, hp, "momentum", hpath, (job_range){0, 1, 0, 1}, &s->momentum);
+        job_not_for(v, hp, "beta1", "sgd", "adam");
+        job_not_for(v, hp, "beta2", "sgd", "adam");
+        job_not_for(v, hp, "epsilon", "sgd", "adam");
+    } else {
+        job_not_for(v, hp, "momentum", "adam", "sgd");
+        job_get_number(v, hp, "beta1", hpath, (job_range){0, 1, 0, 1}, &s->beta1);
+        job_get_number(v, hp, "beta2", hpath, (job_range){0, 1, 0, 1}, &s->beta2);
+        job_get_number(v, hp, "epsilon", hpath, (job_range){0, 1, 1, 0}, &s->epsilon);
+    }
+    job_get_number(v, hp, "validation_split", hpath, (job_range){0, 1, 0, 1}, &s->validation_split);
+    job_get_bool(v, hp, "shuffle", hpath, &s->shuffle);
+    long long seed = 0;
+    if (job_get_int(v, hp, "seed", hpath, 0, LLONG_MAX, &seed) == 1)
+        s->seed = (uint64_t)seed;
+}
+
+static void job_v_resources(job_vctx *v, const json_t *doc, job_spec *s)
+{
+    static const char *const known[] = {"device", NULL};
+    const json_t *res = NULL;
+    if (job_get_object(v, doc, "resources", "", &res) != 1)
+        return;
+    job_check_members(v, res, "resources", known);
+    job_get_enum(v, res, "device", "resources", job_devices, "\"gpu\", \"cpu\" or \"any\"",
+                 &s->device);
+}
+
+static void job_v_task(job_vctx *v, const json_t *doc, job_spec *s)
+{
+    job_get_enum(v, doc, "task", "", job_tasks, "\"classification\" or \"regression\"", &s->task);
+    if (s->task == JOB_TASK_REGRESSION) {
+        if (json_object_get(doc, "binary"))
+            job_errors_add(v->errs, "binary",
+                           "applies only to \"task\": \"classification\"; remove it for "
+                           "regression");
+        return;
+    }
+    job_get_bool(v, doc, "binary", "", &s->binary);
+}
+
+static void job_defaults(job_spec *s)
+{
+    s->label_name = NULL;
+    s->label_index = -1;
+    s->header = -1;
+    s->sha256 = NULL;
+    s->standardize = 1;
+    s->task = JOB_TASK_CLASSIFICATION;
+    s->binary = 0;
+    s->n_layers = 0;
+    s->epochs = 10;
+    s->batch_size = 32;
+    s->optimizer = JOB_OPT_ADAM;
+    s->learning_rate = 0.001;
+    s->momentum = 0;
+    s->beta1 = 0.9;
+    s->beta2 = 0.999;
+    s->epsilon = 1e-7;
+    s->validation_split = 0;
+    s->shuffle = 1;
+    s->seed = 0;
+    s->device = JOB_DEVICE_ANY;
+    s->max_attempts = 3;
+    s->max_runtime_seconds = 86400;
+    s->priority = 0;
+}
+
+/* ---- public ------------------------------------------------------------------------------ */
+
+int job_from_json(const json_t *doc, job_spec **out, job_errors *errs)
+{
+    static const char *const known[] = {"name",
+                                        "dataset_url",
+                                        "dataset",
+                                        "task",
+                                        "binary",
+                                        "model",
+                                        "hyperparameters",
+                                        "resources",
+                                        "max_attempts",
+                                        "max_runtime_seconds",
+                                        "priority",
+                                        NULL};
+    job_errors scratch;
+    if (!errs)
+        errs = &scratch;
+    errs->count = 0;
+    job_vctx v = {.errs = errs, .rc = 0};
+    int rc = 0;
+    job_spec *s = NULL;
+    if (!doc) {
+        job_errors_add(errs, "", "no job document was given");
+        rc = -EINVAL;
+        goto out;
+    }
+    if (!json_is_object(doc)) {
+        job_bad(&v, "", "a JSON object (the job)", doc);
+        rc = -EINVAL;
+        goto out;
+    }
+    s = calloc(1, sizeof *s);
+    if (!s) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    job_defaults(s);
+    s->name = job_strdup(&v, "job");
+    job_check_members(&v, doc, "", known);
+    job_v_name(&v, doc, s);
+    job_v_url(&v, doc, s);
+    job_v_dataset(&v, doc, s);
+    job_v_task(&v, doc, s);
+    job_v_model(&v, doc, s);
+    job_v_hyper(&v, doc, s);
+    job_v_resources(&v, doc, s);
+    job_get_int32(&v, doc, "max_attempts", "", 1, 100, &s->max_attempts);
+    job_get_int32(&v, doc, "max_runtime_seconds", "", 1, 2592000, &s->max_runtime_seconds);
+    job_get_int32(&v, doc, "priority", "", -100, 100, &s->priority);
+    if (v.rc < 0) {
+        rc = v.rc;
+        goto out;
+    }
+    if (errs->count > 0) {
+        rc = -EINVAL;
+        goto out;
+    }
+    *out = s;
+    s = NULL;
+out:
+    if (rc == -ENOMEM)
+        job_errors_add(errs, "", "out of memory while checking the job");
+    job_free(s);
+    return rc;
+}
+
+/* Deepest nesting of arrays and objects in text, counting brackets outside strings; stops
+ * counting once past limit. Brackets inside strings (including escaped quotes) are skipped. */
+static size_t job_text_depth(const char *text, size_t len, size_t limit)
+{
+    size_t depth = 0, max = 0;
+    int in_string = 0;
+    for (size_t i = 0; i < len && max <= limit; i++) {
+        char c = text[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = 0;
+            continue;
+        }
+        if (c == '"') {
+            in_string = 1;
+        } else if (c == '[' || c == '{') {
+            depth++;
+            if (depth > max)
+                max = depth;
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            depth--;
+        }
+    }
+    return max;
+}
+
+int job_parse(const char *text, size_t len, job_spec **out, job_errors *errs)
+{
+    job_errors scratch;
+    if (!errs)
+        errs = &scratch;
+    errs->count = 0;
+    int rc = 0;
+    json_t *doc = NULL;
+    if (!text) {
+        job_errors_add(errs, "", "no job document was given");
+        rc = -EINVAL;
+        goto out;
+    }
+    if (len > JOB_MAX_DOC_BYTES) {
+        job_errors_add(errs, "", "the job document is %zu bytes; the limit is %d", len,
+                       JOB_MAX_DOC_BYTES);
+        rc = -EINVAL;
+        goto out;
+    }
+    if (job_text_depth(text, len, JOB_MAX_JSON_DEPTH) > JOB_MAX_JSON_DEPTH) {
+        job_errors_add(errs, "", "the JSON is nested more than %d levels deep", JOB_MAX_JSON_DEPTH);
+        rc = -EINVAL;
+        goto out;
+    }
+    json_error_t jerr;
+    doc = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    if (!doc) {
+        if (json_error_code(&jerr) == json_error_out_of_memory) {
+            job_errors_add(errs, "", "out of memory while reading the job");
+            rc = -ENOMEM;
+            goto out;
+        }
+        job_errors_add(errs, "", "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
+                       jerr.text);
+        rc = -EINVAL;
+        goto out;
+    }
+    rc = job_from_json(doc, out, errs);
+out:
+    json_decref(doc);
+    return rc;
+}
+
+const char *job_activation_name(int act)
+{
+    for (size_t i = 0; job_activations[i].name; i++) {
+        if (job_activations[i].value == act)
+            return job_activations[i].name;
+    }
+    return NULL;
+}
+
+/* The name of value in names, or NULL. */
+static const char *job_enum_name(const job_enum *names, int value)
+{
+    for (size_t i = 0; names[i].name; i++) {
+        if (names[i].value == value)
+            return names[i].name;
+    }
+    return NULL;
+}
+
+/* Sets obj[key] = val, stealing val (jansson frees it on failure too); flags any failure,
+ * including val == NULL from a failed constructor. */
+static void job_put(json_t *obj, const char *key, json_t *val, int *bad)
+{
+    if (json_object_set_new(obj, key, val) < 0)
+        *bad = 1;
+}
+
+/* A string value, or NULL (flagging bad) when s is NULL. */
+static json_t *job_str(const char *s, int *bad)
+{
+    if (!s) {
+        *bad = 1;
+        return NULL;
+    }
+    return json_string(s);
+}
+
+static json_t *job_layers_to_json(const job_spec *s, int *bad)
+{
+    json_t *layers = json_array();
+    for (size_t i = 0; layers && i < s->n_layers && i < JOB_MAX_LAYERS; i++) {
+        const job_layer *l = &s->layers[i];
+        json_t *o = json_object();
+        job_put(o, "type", job_str(job_enum_name(job_layer_types, l->type), bad), bad);
+        if (l->type == JOB_LAYER_DENSE) {
+            job_put(o, "units", json_integer(l->units), bad);
+            job_put(o, "activation", job_str(job_activation_name(l->activation), bad), bad);
+        } else {
+            job_put(o, "rate", json_real(l->rate), bad);
+        }
+        if (json_array_append_new(layers, o) < 0)
+            *bad = 1;
+    }
+    return layers;
+}
+
+json_t *job_to_json(const job_spec *s)
+{
+    if (!s)
+        return NULL;
+    int bad = 0;
+    json_t *doc = json_object();
+
+    job_put(doc, "name", job_str(s->name, &bad), &bad);
+    job_put(doc, "dataset_url", job_str(s->dataset_url, &bad), &bad);
+
+    json_t *ds = json_object();
+    job_put(ds, "format", json_string("csv"), &bad);
+    if (s->label_name)
+        job_put(ds, "label_column", json_string(s->label_name), &bad);
+    else
+        job_put(ds, "label_column", json_integer(s->label_index), &bad);
+    if (s->header < 0)
+        job_put(ds, "header", json_string("auto"), &bad);
+    else
+        job_put(ds, "header", json_boolean(s->header), &bad);
+    job_put(ds, "sha256", s->sha256 ? json_string(s->sha256) : json_null(), &bad);
+    job_put(ds, "standardize", json_boolean(s->standardize), &bad);
+    job_put(doc, "dataset", ds, &bad);
+
+    job_put(doc, "task", job_str(job_enum_name(job_tasks, s->task), &bad), &bad);
+    if (s->task == JOB_TASK_CLASSIFICATION)
+        job_put(doc, "binary", json_boolean(s->binary), &bad);
+
+    json_t *model = json_object();
+    job_put(model, "layers", job_layers_to_json(s, &bad), &bad);
+    job_put(doc, "model", model, &bad);
+
+    json_t *hp = json_object();
+    job_put(hp, "epochs", json_integer(s->epochs), &bad);
+    job_put(hp, "batch_size", json_integer(s->batch_size), &bad);
+    job_put(hp, "learning_rate", json_real(s->learning_rate), &bad);
+    job_put(hp, "optimizer", job_str(job_enum_name(job_optimizers, s->optimizer), &bad), &bad);
+    if (s->optimizer == JOB_OPT_SGD) {
+        job_put(hp, "momentum", json_real(s->momentum), &bad);
+    } else {
+        job_put(hp, "beta1", json_real(s->beta1), &bad);
+        job_put(hp, "beta2", json_real(s->beta2), &bad);
+        job_put(hp, "epsilon", json_real(s->epsilon), &bad);
+    }
+    job_put(hp, "validation_split", json_real(s->validation_split), &bad);
+    job_put(hp, "shuffle", json_boolean(s->shuffle), &bad);
+    /* Parsed seeds are at most INT64_MAX (jansson's integer range). */
+    job_put(hp, "seed", json_integer((json_int_t)s->seed), &bad);
+    job_put(doc, "hyperparameters", hp, &bad);
+
+    json_t *res = json_object();
+    job_put(res, "device", job_str(job_enum_name(job_devices, s->device), &bad), &bad);
+    job_put(doc, "resources", res, &bad);
+
+    job_put(doc, "max_attempts", json_integer(s->max_attempts), &bad);
+    job_put(doc, "max_runtime_seconds", json_integer(s->max_runtime_seconds), &bad);
+    job_put(doc, "priority", json_integer(s->priority), &bad);
+
+    if (bad) {
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+void job_free(job_spec *spec)
+{
+    if (!spec)
+        return;
+    free(spec->name);
+    free(spec->dataset_url);
+    free(spec->label_name);
+    free(spec->sha256);
+    free(spec);
+}

@@ -6,7 +6,10 @@
  * fills a job_spec with every default resolved. job_to_json() writes the resolved document back
  * out (the `job.json` artifact, and what GET /jobs/{id} shows). Unknown fields are errors.
  *
- * Required: dataset_url, hyperparameters (an object; its members have defaults).
+ * Required: dataset_url, hyperparameters (an object; its members have defaults). model.layers
+ * defaults to [] (no hidden layer: the output layer alone). dataset.sha256 may be null (no
+ * check), which is how job_to_json() writes an absent one. Options that do not apply are errors,
+ * not ignored: "binary" with regression, "momentum" with adam, beta1/beta2/epsilon with sgd.
  * Ownership: job_spec strings are owned by the spec; job_free() releases all, accepts NULL. */
 #ifndef TRAINYARD_WORKER_JOB_H
 #define TRAINYARD_WORKER_JOB_H
@@ -22,6 +25,7 @@
 #define JOB_MAX_BATCH      (1 << 20)
 #define JOB_MAX_ERRORS     32
 #define JOB_MAX_JSON_DEPTH 16
+#define JOB_MAX_DOC_BYTES  (1 << 20) /* job_parse() refuses longer text */
 
 enum job_task { JOB_TASK_CLASSIFICATION = 0, JOB_TASK_REGRESSION = 1 };
 enum job_layer_type { JOB_LAYER_DENSE = 0, JOB_LAYER_DROPOUT = 1 };
@@ -89,7 +93,7 @@ int job_from_json(const json_t *doc, job_spec **out, job_errors *errs);
 json_t *job_to_json(const job_spec *spec);
 /* Releases a spec; accepts NULL. */
 void job_free(job_spec *spec);
-/* "relu", "tanh", "sigmoid", "linear" for an enum kern_act value. */
+/* "relu", "tanh", "sigmoid", "linear" for an enum kern_act value; NULL for any other. */
 const char *job_activation_name(int act);
 
 #endif
