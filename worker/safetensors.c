@@ -7,7 +7,8 @@
  * laid out back to back in the order given. The bytes go to "<path>.tmp-XXXXXX" (mkostemp, same
  * directory, so the rename cannot cross file systems), which is fsync'd and renamed over path;
  * the directory is fsync'd too so the rename itself survives a crash. On any failure the
- * temporary file is removed and path is untouched. Files are created with mkostemp's mode 0600.
+ * temporary file is removed and path is untouched. The file is given mode 0644, as any artifact
+ * a person downloads or copies (mkostemp alone would leave it 0600).
  *
  * Reader. The whole file is read into one malloc'd buffer. Header length: 1..100,000,000 bytes
  * (the reference implementation's cap) and inside the file; the header is a JSON object
@@ -321,6 +322,10 @@ int safetensors_write(const char *path, const safetensors_tensor *tensors, size_
         rc = err_set(err, -errno, "cannot create %s: %s", tmp, strerror(errno));
         free(tmp);
         tmp = NULL; /* nothing to unlink */
+        goto out;
+    }
+    if (fchmod(fd, 0644) != 0) {
+        rc = err_set(err, -errno, "cannot set the mode of %s: %s", tmp, strerror(errno));
         goto out;
     }
     rc = st_write_all(fd, head, 8 + padded);
