@@ -190,66 +190,73 @@ int csv_reader_next(csv_reader *r, csv_record *rec, char *err)
 {
     if (!csv_skip_blank(r))
         return 0;
-    const char *start = r->pos;
-    size_t line = r->line;
-    size_t n = 0;
+    /* Locals, not r's fields, in the loop: stores to cells could alias them. */
+    const char *start = r->pos, *end = r->end, *pos = start;
+    size_t line = r->line, n = 0;
+    csv_cell *cells = r->cells;
+    size_t cap = r->cells_cap;
     int rc;
     r->scratch_len = 0;
     r->fix_len = 0;
     for (;;) {
-        rc = csv_cells_reserve(r, n, line, err);
-        if (rc < 0)
-            return rc;
-        const char *p = r->pos;
-        const char *q = p;
-        while (q < r->end && (*q == ' ' || *q == '\t'))
-            q++;
-        if (q < r->end && *q == '"') {
-            rc = csv_quoted(r, q, n, err);
+        if (n == cap) {
+            rc = csv_cells_reserve(r, n, line, err);
             if (rc < 0)
                 return rc;
+            cells = r->cells;
+            cap = r->cells_cap;
+        }
+        const char *q = pos;
+        if (q < end && (*q == ' ' || *q == '\t' || *q == '"')) {
+            while (q < end && (*q == ' ' || *q == '\t'))
+                q++;
+        }
+        if (q < end && *q == '"') {
+            rc = csv_quoted(r, q, n, err); /* advances r->line past quoted line ends */
+            if (rc < 0)
+                return rc;
+            pos = r->pos;
         } else {
-            const char *s = p;
+            const char *s = pos;
             for (;;) {
-                while (s < r->end && !csv_stop[(unsigned char)*s])
+                while (s < end && !csv_stop[(unsigned char)*s])
                     s++;
                 /* A CR ends the cell only as part of CRLF. */
-                if (s < r->end && *s == '\r' && !(s + 1 < r->end && s[1] == '\n')) {
+                if (s < end && *s == '\r' && !(s + 1 < end && s[1] == '\n')) {
                     s++;
                     continue;
                 }
                 break;
             }
-            r->cells[n].ptr = p;
-            r->cells[n].len = (size_t)(s - p);
-            r->pos = s;
+            cells[n].ptr = pos;
+            cells[n].len = (size_t)(s - pos);
+            pos = s;
         }
         n++;
-        if (r->pos == r->end)
+        if (pos == end)
             break;
-        char c = *r->pos;
-        if (c == ',') {
-            r->pos++;
+        if (*pos == ',') {
+            pos++;
             continue;
         }
         /* LF or CRLF */
-        r->pos += c == '\r' ? 2 : 1;
+        pos += *pos == '\r' ? 2 : 1;
         r->line++;
         break;
     }
+    r->pos = pos;
     for (size_t i = 0; i < r->fix_len; i++)
-        r->cells[r->fix[i].cell].ptr = r->scratch + r->fix[i].off;
-    rec->cells = r->cells;
+        cells[r->fix[i].cell].ptr = r->scratch + r->fix[i].off;
+    rec->cells = cells;
     rec->n = n;
     rec->line = line;
-    rec->bytes = (size_t)(r->pos - start);
+    rec->bytes = (size_t)(pos - start);
     return 1;
 }
 
-/* 10^k for k = 0..22, all exact in a double. */
-static const double csv_pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                   1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+const double csv_pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                              1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                              1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
 /* The general case: exponents, long mantissas. Only the bytes of a decimal number may appear,
  * which keeps inf, nan and hex floats out of strtod. */
@@ -277,7 +284,7 @@ static int csv_number_slow(const char *p, size_t len, double *out)
     return 0;
 }
 
-int csv_number(const char *p, size_t len, double *out)
+int csv_number_general(const char *p, size_t len, double *out)
 {
     csv_trim(&p, &len);
     if (len == 0)

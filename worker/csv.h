@@ -20,6 +20,7 @@
 #define TRAINYARD_WORKER_CSV_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define CSV_MAX_CELLS (1u << 20)
 
@@ -68,7 +69,39 @@ void csv_trim(const char **p, size_t *len);
 /* Parses a decimal number that may be surrounded by spaces or tabs: an optional sign, digits
  * with an optional point, and an optional exponent. Returns 0 and writes *out, -EINVAL when the
  * text is empty or not such a number (inf, nan, hex and trailing text are refused), or -ERANGE
- * when it overflows a double. */
-int csv_number(const char *p, size_t len, double *out);
+ * when it overflows a double. csv_number() is the same, inlined for the common case. */
+int csv_number_general(const char *p, size_t len, double *out);
+
+/* 10^0 .. 10^22, each exact in a double. */
+extern const double csv_pow10[23];
+
+/* csv_number_general() with a fast path, inlined where cells are converted: an optional '-',
+ * at most 15 digits with an optional point, nothing around. 15 digits fit a double's mantissa
+ * exactly and 10^k is exact, so one division rounds correctly. */
+static inline int csv_number(const char *p, size_t len, double *out)
+{
+    const char *s = p, *e = p + len;
+    int neg = s < e && *s == '-';
+    s += neg;
+    const char *d = s;
+    uint64_t m = 0;
+    while (s < e && (unsigned)(*s - '0') < 10)
+        m = m * 10 + (unsigned)(*s++ - '0');
+    size_t digits = (size_t)(s - d), frac = 0;
+    if (s < e && *s == '.') {
+        const char *f = ++s;
+        while (s < e && (unsigned)(*s - '0') < 10)
+            m = m * 10 + (unsigned)(*s++ - '0');
+        frac = (size_t)(s - f);
+        digits += frac;
+    }
+    if (s != e || digits == 0 || digits > 15)
+        return csv_number_general(p, len, out);
+    double v = (double)m;
+    if (frac)
+        v /= csv_pow10[frac];
+    *out = neg ? -v : v;
+    return 0;
+}
 
 #endif
