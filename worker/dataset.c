@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,7 +207,10 @@ static int ds_reserve(ds_parse *st, size_t row_bytes, size_t line, char *err)
 {
     if (st->rows < st->cap_rows)
         return 0;
-    size_t max_rows = DATASET_MAX_VALUES / st->cols;
+    size_t max_values = DATASET_MAX_VALUES;
+    if (max_values > SIZE_MAX / sizeof(float))
+        max_values = SIZE_MAX / sizeof(float); /* 32-bit size_t */
+    size_t max_rows = max_values / st->cols;
     if (st->rows >= max_rows)
         return err_set(err, -EFBIG,
                        "line %zu: the dataset is larger than %u values (rows × features)", line,
@@ -630,20 +634,24 @@ static int ds_new_like(const dataset *src, size_t rows, dataset **out, char *err
     ds->cols = src->cols;
     ds->x = malloc(rows * src->cols * sizeof *ds->x);
     ds->y = malloc(rows * sizeof *ds->y);
-    ds->feature_names = calloc(src->cols, sizeof *ds->feature_names);
     ds->label_name = src->label_name ? strdup(src->label_name) : NULL;
-    if (!ds->x || !ds->y || !ds->feature_names || (src->label_name && !ds->label_name))
+    if (!ds->x || !ds->y || (src->label_name && !ds->label_name))
         goto out;
-    for (size_t j = 0; j < src->cols; j++) {
-        ds->feature_names[j] = strdup(src->feature_names[j]);
-        if (!ds->feature_names[j])
+    if (src->feature_names) {
+        ds->feature_names = calloc(src->cols, sizeof *ds->feature_names);
+        if (!ds->feature_names)
             goto out;
+        for (size_t j = 0; j < src->cols; j++) {
+            ds->feature_names[j] = src->feature_names[j] ? strdup(src->feature_names[j]) : NULL;
+            if (src->feature_names[j] && !ds->feature_names[j])
+                goto out;
+        }
     }
-    if (src->n_classes > 0) {
+    ds->n_classes = src->n_classes;
+    if (src->n_classes > 0 && src->class_names) {
         ds->class_names = calloc((size_t)src->n_classes, sizeof *ds->class_names);
         if (!ds->class_names)
             goto out;
-        ds->n_classes = src->n_classes;
         for (int c = 0; c < src->n_classes; c++) {
             ds->class_names[c] = strdup(src->class_names[c]);
             if (!ds->class_names[c])

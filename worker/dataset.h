@@ -55,9 +55,10 @@ int dataset_from_csv(const char *text, size_t len, const dataset_csv_opts *opts,
  * then the last round(rows × validation_split) rows become validation. *val is NULL when the
  * split is 0. ds is left unchanged. The split must be in [0, 1); a split above 0 needs at least
  * 2 rows, gives validation at least 1 row and leaves training at least 1 row.
- * Shuffle: Fisher–Yates over the row order, i from rows-1 down to 1, swapping i with j uniform
- * in [0, i], drawn as splitmix64(seed) outputs (state += 0x9e3779b97f4a7c15, then the usual
- * xor-shift-multiply finaliser) reduced by rejection so that j is unbiased.
+ * Shuffle: Fisher–Yates over the row order, i from rows-1 down to 1, swapping rows i and j,
+ * j = v mod (i+1) for the next output v of splitmix64 seeded with seed (state +=
+ * 0x9e3779b97f4a7c15, then the standard xor-shift-multiply finaliser), redrawing v while
+ * v < 2^64 mod (i+1).
  * Both parts are deep copies (names included); the caller frees each with dataset_free(). */
 int dataset_split(const dataset *ds, double validation_split, int shuffle, uint64_t seed,
                   dataset **train, dataset **val, char *err);
