@@ -353,6 +353,19 @@ static void test_split(void)
     dataset_free(tr2);
     dataset_free(va2);
 
+    /* The order is pinned: an independent implementation of the algorithm documented in
+     * dataset.h (Python, splitmix64 + Fisher-Yates) gives this permutation of 10 rows. */
+    dataset *ten = numbered(10);
+    CHECK_INT(dataset_split(ten, 0.2, 1, 42, &tr, &va, err), 0);
+    if (tr && va) {
+        const int want[10] = {0, 9, 5, 8, 6, 4, 7, 2, 1, 3};
+        for (int i = 0; i < 10; i++)
+            CHECK_NEAR(i < 8 ? tr->y[i] : va->y[i - 8], want[i], 0);
+    }
+    dataset_free(tr);
+    dataset_free(va);
+    dataset_free(ten);
+
     /* No shuffle: validation is the tail. */
     CHECK_INT(dataset_split(ds, 0.25, 0, 1, &tr, &va, err), 0);
     if (tr && va) {
