@@ -606,7 +606,8 @@ void dataset_free(dataset *ds)
 /* splitmix64 (Steele, Lea, Flood 2014): a 64-bit state advanced by a constant, then mixed. */
 static uint64_t ds_splitmix64(uint64_t *state)
 {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    *state += 0x9e3779b97f4a7c15ull;
+    uint64_t z = *state;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
