@@ -1,1 +1,528 @@
-/* fetch.c: being written. */
+/* fetch: dataset downloads into memory, as promised in fetch.h.
+ *
+ * http and https go through one libcurl easy handle restricted to those two protocols, for the
+ * first request and for redirects alike. file:// never reaches curl: the path is resolved with
+ * realpath(), checked against the resolved root and read directly, so that what is checked is
+ * what is read. Both paths feed the same sink, which hashes the bytes as they come, grows the
+ * buffer geometrically and refuses to pass max_bytes; gunzip and the checksum check follow.
+ *
+ * Invariants: sink.len <= max_bytes; sink.cap >= sink.len + 1 once data has arrived (room for
+ * the final NUL). */
+#include "worker/fetch.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "util/err.h"
+#include "util/sha256.h"
+#include "util/timeutil.h"
+
+#define FETCH_DEFAULT_MAX     (2ull << 30)
+#define FETCH_DEFAULT_CONNECT 10
+#define FETCH_DEFAULT_TOTAL   600
+#define FETCH_DEFAULT_LOW     30
+#define FETCH_LOW_SPEED       1024 /* bytes per second */
+#define FETCH_MAX_REDIRS      5
+#define FETCH_FIRST_CHUNK     (64u << 10)
+#define FETCH_SHOWN           204 /* URL bytes in messages, with "..." and NUL */
+
+/* Where downloaded bytes go. */
+typedef struct fetch_sink {
+    char *buf; /* owned until handed to the caller */
+    size_t len, cap;
+    uint64_t max;
+    int too_big; /* set when max would have been passed */
+    int oom;
+    sha256_ctx sha;
+} fetch_sink;
+
+/* Appends n bytes, growing buf by doubling up to max + 1; 0 or -EFBIG / -ENOMEM. */
+static int fetch_sink_put(fetch_sink *s, const void *data, size_t n)
+{
+    if (n > s->max - s->len) {
+        s->too_big = 1;
+        return -EFBIG;
+    }
+    if (s->len + n + 1 > s->cap) {
+        size_t cap = s->cap ? s->cap : FETCH_FIRST_CHUNK;
+        while (cap < s->len + n + 1)
+            cap *= 2;
+        if (cap > s->max + 1)
+            cap = (size_t)s->max + 1;
+        char *b = realloc(s->buf, cap);
+        if (!b) {
+            s->oom = 1;
+            return -ENOMEM;
+        }
+        s->buf = b;
+        s->cap = cap;
+    }
+    memcpy(s->buf + s->len, data, n);
+    s->len += n;
+    sha256_update(&s->sha, data, n);
+    return 0;
+}
+
+/* curl's write callback: a short count aborts the transfer with CURLE_WRITE_ERROR. */
+static size_t fetch_write(char *data, size_t size, size_t nmemb, void *user)
+{
+    size_t n = size * nmemb;
+    return fetch_sink_put(user, data, n) < 0 ? 0 : n;
+}
+
+int fetch_global_init(char *err)
+{
+    static int done;
+    if (done)
+        return 0;
+    CURLcode c = curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (c != CURLE_OK)
+        return err_set(err, -EIO, "libcurl failed to initialise: %s", curl_easy_strerror(c));
+    done = 1;
+    return 0;
+}
+
+/* Downloads an http(s) URL into the sink; messages show the URL as shown. */
+static int fetch_http(const char *url, const char *shown, const fetch_opts *o, fetch_sink *s,
+                      char *err)
+{
+    char cerr[CURL_ERROR_SIZE] = "";
+    int rc = 0;
+    CURL *h = curl_easy_init();
+    if (!h)
+        return err_set(err, -ENOMEM, "could not create a curl handle");
+    long connect = o->connect_timeout_s > 0 ? o->connect_timeout_s : FETCH_DEFAULT_CONNECT;
+    long total = o->total_timeout_s > 0 ? o->total_timeout_s : FETCH_DEFAULT_TOTAL;
+    long low = o->low_speed_timeout_s > 0 ? o->low_speed_timeout_s : FETCH_DEFAULT_LOW;
+
+    curl_easy_setopt(h, CURLOPT_URL, url);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(h, CURLOPT_MAXREDIRS, (long)FETCH_MAX_REDIRS);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, connect);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, total);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, (long)FETCH_LOW_SPEED);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, low);
+    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)s->max);
+    curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "trainyard/" TRAINYARD_VERSION);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, fetch_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
+
+    CURLcode c = curl_easy_perform(h);
+    const char *why = cerr[0] ? cerr : curl_easy_strerror(c);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    switch (c) {
+    case CURLE_OK:
+        break;
+    case CURLE_HTTP_RETURNED_ERROR:
+        rc = err_set(err, -EIO, "HTTP %ld from %s", status, shown);
+        break;
+    case CURLE_FILESIZE_EXCEEDED:
+        rc = err_set(err, -EFBIG, "%s is larger than the limit of %llu bytes", shown,
+                     (unsigned long long)s->max);
+        break;
+    case CURLE_WRITE_ERROR:
+        if (s->too_big)
+            rc = err_set(err, -EFBIG, "%s is larger than the limit of %llu bytes", shown,
+                         (unsigned long long)s->max);
+        else if (s->oom)
+            rc = err_set(err, -ENOMEM, "out of memory after %zu bytes of %s", s->len, shown);
+        else
+            rc = err_set(err, -EIO, "downloading %s: %s", shown, why);
+        break;
+    case CURLE_OPERATION_TIMEDOUT:
+        rc = err_set(err, -ETIMEDOUT,
+                     "downloading %s timed out (connect %lds, total %lds, below %d B/s for "
+                     "%lds): %s",
+                     shown, connect, total, FETCH_LOW_SPEED, low, why);
+        break;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+        /* The first URL was checked to be http(s), so this was a redirect. */
+        rc = err_set(err, -EACCES,
+                     "%s redirected to a URL that is not http or https, which is refused: %s",
+                     shown, why);
+        break;
+    case CURLE_TOO_MANY_REDIRECTS:
+        rc = err_set(err, -EIO, "%s redirected more than %d times", shown, FETCH_MAX_REDIRS);
+        break;
+    case CURLE_URL_MALFORMAT:
+        rc = err_set(err, -EINVAL, "bad URL %s: %s", shown, why);
+        break;
+    case CURLE_OUT_OF_MEMORY:
+        rc = err_set(err, -ENOMEM, "out of memory downloading %s", shown);
+        break;
+    default:
+        rc = err_set(err, -EIO, "downloading %s: %s", shown, why);
+        break;
+    }
+    curl_easy_cleanup(h);
+    return rc;
+}
+
+/* Decodes the path of a file:// URL into *path (malloc'd). Only an empty host or localhost. */
+static int fetch_file_path(const char *url, const char *shown, char **path, char *err)
+{
+    char *host = NULL, *p = NULL;
+    int rc = 0;
+    CURLU *u = curl_url();
+    if (!u)
+        return err_set(err, -ENOMEM, "out of memory");
+    if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) {
+        rc = err_set(err, -EINVAL, "bad file URL %s; write local files as file:///path", shown);
+        goto out;
+    }
+    /* A missing host is fine: file:///path. */
+    curl_url_get(u, CURLUPART_HOST, &host, 0);
+    if (host && host[0] != '\0' && strcasecmp(host, "localhost") != 0) {
+        rc = err_set(err, -EINVAL, "file URL %s names host '%s'; only local files can be read",
+                     shown, host);
+        goto out;
+    }
+    if (curl_url_get(u, CURLUPART_PATH, &p, CURLU_URLDECODE) != CURLUE_OK || !p) {
+        rc = err_set(err, -EINVAL, "file URL %s has no usable path", shown);
+        goto out;
+    }
+    *path = strdup(p);
+    if (!*path)
+        rc = err_set(err, -ENOMEM, "out of memory");
+out:
+    curl_free(host);
+    curl_free(p);
+    curl_url_cleanup(u);
+    return rc;
+}
+
+/* Whether path names dir itself or something under it; trailing slashes of dir are ignored. */
+static int fetch_under(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    while (n > 0 && dir[n - 1] == '/')
+        n--;
+    if (n == 0)
+        return path[0] == '/'; /* dir is "/" */
+    return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* Reads a file:// URL under file_root into the sink. The path is first checked as written (so
+ * that nothing outside the root is even looked up), then again once symlinks are resolved. */
+static int fetch_file(const char *url, const char *shown, const fetch_opts *o, fetch_sink *s,
+                      char *err)
+{
+    char *path = NULL, *real = NULL, *root = NULL;
+    int fd = -1, rc;
+    if (!o->file_root) {
+        return err_set(err, -EACCES,
+                       "file:// URLs are turned off; pass --dataset-root DIR to allow reading "
+                       "files under DIR");
+    }
+    rc = fetch_file_path(url, shown, &path, err);
+    if (rc < 0)
+        goto out;
+    root = realpath(o->file_root, NULL);
+    if (!root) {
+        rc = err_set(err, -errno, "dataset root %s: %s", o->file_root, strerror(errno));
+        goto out;
+    }
+    if (!fetch_under(path, root) && !fetch_under(path, o->file_root)) {
+        rc = err_set(err, -EACCES,
+                     "%s is outside the dataset root %s; move it under the root or pass a "
+                     "different --dataset-root",
+                     path, root);
+        goto out;
+    }
+    real = realpath(path, NULL);
+    if (!real) {
+        rc = err_set(err, -errno, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (!fetch_under(real, root)) {
+        rc = err_set(err, -EACCES,
+                     "%s is outside the dataset root %s; move it under the root or pass a "
+                     "different --dataset-root",
+                     path, root);
+        goto out;
+    }
+    /* real has no symlinks left; O_NOFOLLOW keeps a swapped-in last one out, and O_NONBLOCK
+     * keeps a FIFO from blocking before fstat turns it away. */
+    fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        rc = err_set(err, -errno, "%s: %s", real, strerror(errno));
+        goto out;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        rc = err_set(err, -EINVAL, "%s is not a regular file", real);
+        goto out;
+    }
+    if ((uint64_t)st.st_size > s->max) {
+        rc = err_set(err, -EFBIG, "%s is larger than the limit of %llu bytes", real,
+                     (unsigned long long)s->max);
+        goto out;
+    }
+    char chunk[1 << 16];
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = err_set(err, -EIO, "reading %s: %s", real, strerror(errno));
+            goto out;
+        }
+        if (n == 0)
+            break;
+        rc = fetch_sink_put(s, chunk, (size_t)n);
+        if (rc == -EFBIG) {
+            rc = err_set(err, rc, "%s is larger than the limit of %llu bytes", real,
+                         (unsigned long long)s->max);
+            goto out;
+        }
+        if (rc < 0) {
+            rc = err_set(err, rc, "out of memory reading %s", real);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    if (fd >= 0)
+        close(fd);
+    free(path);
+    free(real);
+    free(root);
+    return rc;
+}
+
+/* Gunzips in[0..in_len) (one or more concatenated members) into a malloc'd, NUL-terminated
+ * *out of at most max bytes. */
+static int fetch_gunzip(const char *in, size_t in_len, uint64_t max, const char *shown, char **out,
+                        size_t *out_len, char *err)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+        return err_set(err, -ENOMEM, "could not start gunzip");
+    /* The buffer holds at most max + 1 bytes of output and the NUL: one byte past max shows
+     * that the data does not fit. */
+    size_t limit = (size_t)max + 2;
+    size_t cap = in_len < 1024 ? 4096 : in_len * 4, len = 0, used_in = 0;
+    if (cap > limit)
+        cap = limit;
+    char *buf = malloc(cap);
+    int rc = 0;
+    if (!buf) {
+        rc = err_set(err, -ENOMEM, "out of memory for gunzip");
+        goto out;
+    }
+    for (;;) {
+        if (len > max)
+            break;
+        if (len + 1 >= cap) {
+            size_t ncap = cap * 2 > limit ? limit : cap * 2;
+            char *b = realloc(buf, ncap);
+            if (!b) {
+                rc = err_set(err, -ENOMEM, "out of memory for gunzip");
+                goto out;
+            }
+            buf = b;
+            cap = ncap;
+        }
+        /* zlib counts in uInt; feed at most 1 GiB at a time. */
+        size_t in_left = in_len - used_in, out_left = cap - 1 - len;
+        z.next_in = (Bytef *)(in + used_in);
+        z.avail_in = (uInt)(in_left < (1u << 30) ? in_left : (1u << 30));
+        z.next_out = (Bytef *)(buf + len);
+        z.avail_out = (uInt)(out_left < (1u << 30) ? out_left : (1u << 30));
+        uInt avail_in = z.avail_in, avail_out = z.avail_out;
+        int zr = inflate(&z, Z_NO_FLUSH);
+        used_in += avail_in - z.avail_in;
+        len += avail_out - z.avail_out;
+        if (zr == Z_STREAM_END) {
+            if (used_in == in_len)
+                break;
+            /* Another member follows; anything else after a member is corruption. */
+            if (in_len - used_in < 2 || (unsigned char)in[used_in] != 0x1f ||
+                (unsigned char)in[used_in + 1] != 0x8b) {
+                rc = err_set(err, -EBADMSG,
+                             "corrupt gzip data from %s: %zu unexpected bytes after the "
+                             "compressed data",
+                             shown, in_len - used_in);
+                goto out;
+            }
+            inflateReset(&z);
+            continue;
+        }
+        if (zr == Z_OK)
+            continue;
+        if (zr == Z_BUF_ERROR && z.avail_out == 0)
+            continue; /* output full: grow and go on */
+        if (zr == Z_BUF_ERROR) {
+            rc = err_set(err, -EBADMSG, "corrupt gzip data from %s: it ends before the stream does",
+                         shown);
+            goto out;
+        }
+        if (zr == Z_MEM_ERROR) {
+            rc = err_set(err, -ENOMEM, "out of memory for gunzip");
+            goto out;
+        }
+        rc = err_set(err, -EBADMSG, "corrupt gzip data from %s: %s", shown,
+                     z.msg ? z.msg : "inflate failed");
+        goto out;
+    }
+    if (len > max) {
+        rc = err_set(err, -EFBIG, "%s is larger than the limit of %llu bytes once decompressed",
+                     shown, (unsigned long long)max);
+        goto out;
+    }
+    buf[len] = '\0';
+    *out = buf;
+    *out_len = len;
+    buf = NULL;
+out:
+    inflateEnd(&z);
+    free(buf);
+    return rc;
+}
+
+/* Writes url as messages show it into shown[FETCH_SHOWN]: without user:password@, query or
+ * fragment (signed URLs carry secrets there), and at most 200 bytes. */
+static void fetch_shown_url(const char *url, char shown[FETCH_SHOWN])
+{
+    size_t n = 0;
+    const char *p = url;
+    const char *scheme_end = strstr(url, "://");
+    if (scheme_end) {
+        size_t authority = strcspn(scheme_end + 3, "/?#");
+        const char *at = memchr(scheme_end + 3, '@', authority);
+        size_t head = (size_t)(scheme_end + 3 - url);
+        if (head > 16)
+            head = 16;
+        memcpy(shown, url, head);
+        n = head;
+        p = at ? at + 1 : scheme_end + 3;
+    }
+    while (*p && *p != '?' && *p != '#' && n < FETCH_SHOWN - 4) {
+        unsigned char c = (unsigned char)*p++;
+        shown[n++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    if (*p && *p != '?' && *p != '#') {
+        memcpy(shown + n, "...", 4);
+        return;
+    }
+    shown[n] = '\0';
+}
+
+/* Checks and lowercases a hex digest into want[65]. */
+static int fetch_parse_sha256(const char *hex, char want[65], char *err)
+{
+    size_t n = strlen(hex);
+    if (n != 64)
+        return err_set(err, -EINVAL, "the expected sha256 must be 64 hex digits, not %zu", n);
+    for (size_t i = 0; i < 64; i++) {
+        if (!isxdigit((unsigned char)hex[i]))
+            return err_set(err, -EINVAL, "the expected sha256 has a non-hex character at %zu",
+                           i + 1);
+        want[i] = (char)tolower((unsigned char)hex[i]);
+    }
+    want[64] = '\0';
+    return 0;
+}
+
+int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, fetch_stats *stats,
+              char *err)
+{
+    static const fetch_opts none;
+    const fetch_opts *o = opts ? opts : &none;
+    fetch_sink s;
+    char want[65], got[65], shown[FETCH_SHOWN];
+    uint8_t digest[32];
+    double t0 = time_mono();
+    int rc;
+
+    memset(&s, 0, sizeof s);
+    s.max = o->max_bytes ? o->max_bytes : FETCH_DEFAULT_MAX;
+    if (s.max > SIZE_MAX - 2)
+        s.max = SIZE_MAX - 2;
+    sha256_init(&s.sha);
+    if (!url) {
+        rc = err_set(err, -EINVAL, "no URL given");
+        goto out;
+    }
+    fetch_shown_url(url, shown);
+    if (o->sha256) {
+        rc = fetch_parse_sha256(o->sha256, want, err);
+        if (rc < 0)
+            goto out;
+    }
+    if (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0) {
+        rc = fetch_global_init(err);
+        if (rc < 0)
+            goto out;
+        rc = fetch_http(url, shown, o, &s, err);
+    } else if (strncasecmp(url, "file://", 7) == 0) {
+        rc = fetch_file(url, shown, o, &s, err);
+    } else {
+        rc = err_set(err, -EINVAL, "unsupported URL '%s': use http://, https:// or file://", shown);
+    }
+    if (rc < 0)
+        goto out;
+    if (!s.buf) {
+        s.buf = malloc(1);
+        if (!s.buf) {
+            rc = err_set(err, -ENOMEM, "out of memory");
+            goto out;
+        }
+    }
+    s.buf[s.len] = '\0';
+
+    sha256_final(&s.sha, digest);
+    sha256_hex(digest, got);
+    if (o->sha256 && strcmp(got, want) != 0) {
+        rc = err_set(err, -EBADMSG, "checksum mismatch for %s: expected sha256 %s, got %s", shown,
+                     want, got);
+        goto out;
+    }
+
+    uint64_t downloaded = s.len;
+    int was_gzip = s.len >= 2 && (unsigned char)s.buf[0] == 0x1f && (unsigned char)s.buf[1] == 0x8b;
+    if (was_gzip) {
+        char *plain = NULL;
+        size_t plain_len = 0;
+        rc = fetch_gunzip(s.buf, s.len, s.max, shown, &plain, &plain_len, err);
+        if (rc < 0)
+            goto out;
+        free(s.buf);
+        s.buf = plain;
+        s.len = plain_len;
+    }
+    if (stats) {
+        stats->downloaded = downloaded;
+        stats->decompressed = s.len;
+        stats->was_gzip = was_gzip;
+        stats->seconds = time_mono() - t0;
+    }
+    *out = s.buf;
+    *len = s.len;
+    s.buf = NULL;
+    rc = 0;
+out:
+    free(s.buf);
+    return rc;
+}

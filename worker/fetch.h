@@ -30,8 +30,10 @@ typedef struct fetch_stats {
 } fetch_stats;
 
 /* Fetches url into *out / *len. -EINVAL bad URL or scheme, -EACCES file outside the root,
+ * file:// without a root, or a redirect to another scheme, -ENOENT no such file under the root,
  * -EFBIG over max_bytes, -ETIMEDOUT, -EIO transfer or HTTP error (the status is in err),
- * -EBADMSG checksum mismatch or corrupt gzip. stats may be NULL. */
+ * -EBADMSG checksum mismatch or corrupt gzip, -ENOMEM. opts and stats may be NULL (defaults;
+ * no file://). Messages show the URL without credentials, query or fragment. */
 int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, fetch_stats *stats,
               char *err);
 

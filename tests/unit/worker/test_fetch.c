@@ -1,0 +1,424 @@
+/* Unit tests of worker/fetch against a real local HTTP server (fetch_server.py, started here on
+ * a port the kernel picks) and real files: plain and gzip bodies, checksums, HTTP errors, size
+ * caps, timeouts, redirects, and file:// confinement to the dataset root. */
+#include "worker/fetch.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "tests/unit/check.h"
+#include "util/err.h"
+#include "util/sha256.h"
+#include "util/timeutil.h"
+
+static char base[64];  /* http://127.0.0.1:PORT */
+static char tmp[256];  /* scratch directory */
+static char root[300]; /* tmp/root: the served directory and the dataset root */
+
+static const char plain[] = "a,b,label\n1,2,x\n3,4,y\n";
+
+static void write_file(const char *dir, const char *name, const void *data, size_t len)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    CHECK_INT(fwrite(data, 1, len, f), len);
+    fclose(f);
+}
+
+/* Gzips data as one member into out (cap bytes); returns the compressed length. */
+static size_t gzip_of(const void *data, size_t len, unsigned char *out, size_t cap)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    CHECK_INT(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    z.next_in = (Bytef *)data;
+    z.avail_in = (uInt)len;
+    z.next_out = out;
+    z.avail_out = (uInt)cap;
+    CHECK_INT(deflate(&z, Z_FINISH), Z_STREAM_END);
+    size_t n = z.total_out;
+    deflateEnd(&z);
+    return n;
+}
+
+static void hex_of(const void *data, size_t len, char hex[65])
+{
+    sha256_ctx c;
+    uint8_t d[32];
+    sha256_init(&c);
+    sha256_update(&c, data, len);
+    sha256_final(&c, d);
+    sha256_hex(d, hex);
+}
+
+/* Starts the server on tmp/root; returns its pid, or -1. */
+static pid_t server_start(void)
+{
+    const char *src = getenv("TRAINYARD_SOURCE_ROOT");
+    char script[512];
+    snprintf(script, sizeof script, "%s/tests/unit/worker/fetch_server.py", src ? src : "..");
+    if (access(script, R_OK) != 0) {
+        fprintf(stderr, "cannot find %s; set TRAINYARD_SOURCE_ROOT\n", script);
+        return -1;
+    }
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphan server if the test dies */
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        execl("/usr/bin/python3", "python3", script, root, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    char line[32] = "";
+    size_t used = 0;
+    struct pollfd p = {.fd = fds[0], .events = POLLIN};
+    while (used < sizeof line - 1 && !strchr(line, '\n') && poll(&p, 1, 10000) > 0) {
+        ssize_t n = read(fds[0], line + used, sizeof line - 1 - used);
+        if (n <= 0)
+            break;
+        used += (size_t)n;
+        line[used] = '\0';
+    }
+    close(fds[0]);
+    int port = atoi(line);
+    if (port <= 0) {
+        fprintf(stderr, "the server did not print its port\n");
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", port);
+    /* Wait until it answers. */
+    char url[128], err[ERR_LEN];
+    snprintf(url, sizeof url, "%s/health", base);
+    for (int i = 0; i < 100; i++) {
+        char *out = NULL;
+        size_t len = 0;
+        fetch_opts o = {.connect_timeout_s = 1, .total_timeout_s = 2};
+        if (fetch_url(url, &o, &out, &len, NULL, err) == 0) {
+            free(out);
+            return pid;
+        }
+        usleep(50000);
+    }
+    fprintf(stderr, "the server never answered: %s\n", err);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+/* Fetches base + path, or path itself when it does not start with '/', with o. */
+static int get(const char *path, const fetch_opts *o, char **out, size_t *len, fetch_stats *st,
+               char *err)
+{
+    char url[1024];
+    if (path[0] == '/')
+        snprintf(url, sizeof url, "%s%s", base, path);
+    else
+        snprintf(url, sizeof url, "%s", path);
+    err[0] = '\0';
+    return fetch_url(url, o, out, len, st, err);
+}
+
+/* Expects failure with code and want in the message, and the outputs untouched. */
+static void expect_fail(const char *path, const fetch_opts *o, int code, const char *want, int line)
+{
+    char err[ERR_LEN];
+    char *out = (char *)"untouched";
+    size_t len = 12345;
+    int rc = get(path, o, &out, &len, NULL, err);
+    if (rc != code || !strstr(err, want)) {
+        fprintf(stderr, "%s:%d: %s gave %d \"%s\", expected %d with \"%s\"\n", __FILE__, line, path,
+                rc, err, code, want);
+        check_failures++;
+    }
+    CHECK_STR(out, "untouched");
+    CHECK_INT(len, 12345);
+}
+
+/* Expects success with exactly the bytes want. */
+static void expect_body(const char *path, const fetch_opts *o, const void *want, size_t want_len,
+                        int gz, int line)
+{
+    char err[ERR_LEN];
+    char *out = NULL;
+    size_t len = 0;
+    fetch_stats st;
+    memset(&st, 0xff, sizeof st);
+    int rc = get(path, o, &out, &len, &st, err);
+    if (rc != 0 || len != want_len || memcmp(out, want, len) != 0 || out[len] != '\0' ||
+        st.was_gzip != gz || st.decompressed != len) {
+        fprintf(stderr, "%s:%d: %s gave %d \"%s\", %zu bytes, gzip %d\n", __FILE__, line, path, rc,
+                err, len, st.was_gzip);
+        check_failures++;
+    }
+    CHECK(rc != 0 || (st.seconds >= 0 && st.seconds < 60));
+    free(out);
+}
+
+static void test_bodies(void)
+{
+    fetch_opts o = {0};
+    size_t n = strlen(plain);
+    expect_body("/plain.csv", &o, plain, n, 0, __LINE__);
+    expect_body("/plain.csv", NULL, plain, n, 0, __LINE__); /* NULL opts: defaults */
+    expect_body("/data.csv.gz", &o, plain, n, 1, __LINE__);
+    expect_body("/data.bin", &o, plain, n, 1, __LINE__); /* gzip by magic, not by name */
+    char both[256];
+    snprintf(both, sizeof both, "%s%s", plain, "5,6,z\n");
+    expect_body("/two.gz", &o, both, strlen(both), 1, __LINE__);
+    expect_body("/empty.csv", &o, "", 0, 0, __LINE__);
+    expect_body("/redirect?to=/plain.csv", &o, plain, n, 0, __LINE__);
+    const char *ua = "trainyard/" TRAINYARD_VERSION;
+    expect_body("/ua", &o, ua, strlen(ua), 0, __LINE__);
+
+    /* downloaded counts the wire bytes. */
+    char err[ERR_LEN], *out = NULL;
+    size_t len = 0;
+    fetch_stats st;
+    CHECK_INT(get("/data.csv.gz", &o, &out, &len, &st, err), 0);
+    unsigned char gz[512];
+    CHECK_INT(st.downloaded, gzip_of(plain, n, gz, sizeof gz));
+    CHECK_INT(st.decompressed, n);
+    free(out);
+
+    expect_fail("/bad.gz", &o, -EBADMSG, "corrupt gzip", __LINE__);
+    expect_fail("/truncated.gz", &o, -EBADMSG, "corrupt gzip", __LINE__);
+    expect_fail("/trailing.gz", &o, -EBADMSG, "unexpected bytes", __LINE__);
+}
+
+static void test_checksums(void)
+{
+    char hex[65], upper[65], err[ERR_LEN];
+    unsigned char gz[512];
+    size_t gz_len = gzip_of(plain, strlen(plain), gz, sizeof gz);
+    /* The digest is of the downloaded (compressed) bytes; case does not matter. */
+    hex_of(gz, gz_len, hex);
+    for (int i = 0; i < 65; i++)
+        upper[i] = (char)toupper((unsigned char)hex[i]);
+    fetch_opts o = {.sha256 = upper};
+    expect_body("/data.csv.gz", &o, plain, strlen(plain), 1, __LINE__);
+
+    char plain_hex[65];
+    hex_of(plain, strlen(plain), plain_hex);
+    o.sha256 = plain_hex;
+    char want[256];
+    snprintf(want, sizeof want, "expected sha256 %s, got %s", plain_hex, hex);
+    expect_fail("/data.csv.gz", &o, -EBADMSG, want, __LINE__);
+    o.sha256 = "abc";
+    expect_fail("/plain.csv", &o, -EINVAL, "64 hex digits", __LINE__);
+    o.sha256 = "zz00000000000000000000000000000000000000000000000000000000000000";
+    expect_fail("/plain.csv", &o, -EINVAL, "non-hex", __LINE__);
+    (void)err;
+}
+
+static void test_http_errors(void)
+{
+    fetch_opts o = {0};
+    char want[256];
+    snprintf(want, sizeof want, "HTTP 404 from %s/missing.csv", base);
+    expect_fail("/missing.csv", &o, -EIO, want, __LINE__);
+    expect_fail("/status/500", &o, -EIO, "HTTP 500 from", __LINE__);
+
+    /* Credentials and query strings stay out of messages. */
+    char url[256], err[ERR_LEN], *out = NULL;
+    size_t len = 0;
+    snprintf(url, sizeof url, "http://user:hunter2@%s/missing.csv?sig=SECRET#frag",
+             base + strlen("http://"));
+    CHECK_INT(fetch_url(url, &o, &out, &len, NULL, err), -EIO);
+    CHECK(strstr(err, want) != NULL);
+    CHECK(strstr(err, "hunter2") == NULL && strstr(err, "SECRET") == NULL);
+    expect_fail("/loop", &o, -EIO, "more than 5", __LINE__);
+    expect_fail("/redirect?to=file:///etc/passwd", &o, -EACCES, "not http or https", __LINE__);
+    expect_fail("ftp://127.0.0.1/x", &o, -EINVAL, "use http://, https:// or file://", __LINE__);
+    expect_fail("", &o, -EINVAL, "unsupported URL", __LINE__);
+    expect_fail("http://127.0.0.1:1/refused", &o, -EIO, "127.0.0.1:1", __LINE__);
+}
+
+static void test_limits(void)
+{
+    fetch_opts o = {.max_bytes = 10};
+    /* Announced length over the cap; a body without a length over the cap. */
+    expect_fail("/plain.csv", &o, -EFBIG, "larger than the limit of 10 bytes", __LINE__);
+    o.max_bytes = 100000;
+    expect_fail("/nolength?n=300000", &o, -EFBIG, "larger than the limit", __LINE__);
+    static char zs[100000];
+    memset(zs, 'z', sizeof zs);
+    expect_body("/nolength?n=100000", &o, zs, sizeof zs, 0, __LINE__);
+    /* A small gzip file that inflates past the cap. */
+    expect_fail("/bomb.gz", &o, -EFBIG, "once decompressed", __LINE__);
+    /* Exactly at the cap is fine, before and after gunzip. */
+    o.max_bytes = strlen(plain);
+    expect_body("/plain.csv", &o, plain, strlen(plain), 0, __LINE__);
+    static char zeros[1 << 20];
+    o.max_bytes = sizeof zeros;
+    expect_body("/bomb.gz", &o, zeros, sizeof zeros, 1, __LINE__);
+    o.max_bytes = sizeof zeros - 1;
+    expect_fail("/bomb.gz", &o, -EFBIG, "once decompressed", __LINE__);
+}
+
+static void test_timeouts(void)
+{
+    /* Stalled: the low-speed check trips after about 1 s. */
+    fetch_opts o = {.low_speed_timeout_s = 1, .total_timeout_s = 30};
+    double t0 = time_mono();
+    expect_fail("/stall", &o, -ETIMEDOUT, "timed out", __LINE__);
+    double t = time_mono() - t0;
+    CHECK(t >= 0.9 && t < 8);
+    /* Steady but slow: only the total timeout trips. */
+    fetch_opts d = {.low_speed_timeout_s = 30, .total_timeout_s = 1};
+    t0 = time_mono();
+    expect_fail("/drip", &d, -ETIMEDOUT, "timed out", __LINE__);
+    t = time_mono() - t0;
+    CHECK(t >= 0.9 && t < 8);
+}
+
+static void test_files(void)
+{
+    char url[1024], want[1024];
+    fetch_opts o = {.file_root = root};
+    snprintf(url, sizeof url, "file://%s/plain.csv", root);
+    expect_body(url, &o, plain, strlen(plain), 0, __LINE__);
+    snprintf(url, sizeof url, "file://localhost%s/data.bin", root);
+    expect_body(url, &o, plain, strlen(plain), 1, __LINE__);
+    snprintf(url, sizeof url, "file://%s/sub%%20dir/inner.csv", root); /* percent-decoded */
+    expect_body(url, &o, plain, strlen(plain), 0, __LINE__);
+
+    /* Outside the root: directly, through "..", through a symlink. */
+    snprintf(url, sizeof url, "file://%s/outside.csv", tmp);
+    snprintf(want, sizeof want, "is outside the dataset root");
+    expect_fail(url, &o, -EACCES, want, __LINE__);
+    snprintf(url, sizeof url, "file://%s/../outside.csv", root);
+    expect_fail(url, &o, -EACCES, want, __LINE__);
+    snprintf(url, sizeof url, "file://%s/link.csv", root);
+    expect_fail(url, &o, -EACCES, want, __LINE__);
+    /* A sibling whose name starts with the root's is still outside. */
+    snprintf(url, sizeof url, "file://%s2/plain.csv", root);
+    expect_fail(url, &o, -EACCES, want, __LINE__);
+
+    /* Whether a file outside exists is not revealed. */
+    snprintf(url, sizeof url, "file://%s/no-such-file.csv", tmp);
+    expect_fail(url, &o, -EACCES, want, __LINE__);
+    /* A root given with a trailing slash works the same. */
+    char slash[400];
+    snprintf(slash, sizeof slash, "%s/", root);
+    fetch_opts os = {.file_root = slash};
+    snprintf(url, sizeof url, "file://%s/plain.csv", root);
+    expect_body(url, &os, plain, strlen(plain), 0, __LINE__);
+
+    snprintf(url, sizeof url, "file://%s/nope.csv", root);
+    expect_fail(url, &o, -ENOENT, "nope.csv", __LINE__);
+    /* A FIFO is refused instead of blocking the reader. */
+    snprintf(url, sizeof url, "file://%s/fifo", root);
+    expect_fail(url, &o, -EINVAL, "not a regular file", __LINE__);
+    snprintf(url, sizeof url, "file://%s/sub%%20dir", root);
+    expect_fail(url, &o, -EINVAL, "not a regular file", __LINE__);
+    snprintf(url, sizeof url, "file://elsewhere%s/plain.csv", root);
+    expect_fail(url, &o, -EINVAL, "bad file URL", __LINE__);
+    fetch_opts small = {.file_root = root, .max_bytes = 5};
+    snprintf(url, sizeof url, "file://%s/plain.csv", root);
+    expect_fail(url, &small, -EFBIG, "larger than the limit of 5 bytes", __LINE__);
+    fetch_opts none = {0};
+    expect_fail(url, &none, -EACCES, "pass --dataset-root", __LINE__);
+    expect_fail(url, NULL, -EACCES, "pass --dataset-root", __LINE__);
+}
+
+static void make_files(void)
+{
+    unsigned char gz[4096], gz2[512];
+    size_t n = strlen(plain);
+    size_t gz_len = gzip_of(plain, n, gz, sizeof gz);
+    write_file(root, "plain.csv", plain, n);
+    write_file(root, "empty.csv", "", 0);
+    write_file(root, "data.csv.gz", gz, gz_len);
+    write_file(root, "data.bin", gz, gz_len);
+    write_file(root, "truncated.gz", gz, gz_len / 2);
+    unsigned char trailing[4200];
+    memcpy(trailing, gz, gz_len);
+    memcpy(trailing + gz_len, "junk", 4);
+    write_file(root, "trailing.gz", trailing, gz_len + 4);
+    size_t gz2_len = gzip_of("5,6,z\n", 6, gz2, sizeof gz2);
+    memcpy(gz + gz_len, gz2, gz2_len);
+    write_file(root, "two.gz", gz, gz_len + gz2_len);
+    unsigned char bad[64] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 'n', 'o', 't', ' ', 'g', 'z'};
+    write_file(root, "bad.gz", bad, sizeof bad);
+    static unsigned char zeros[1 << 20];
+    unsigned char *bomb = malloc(1 << 16);
+    CHECK(bomb != NULL);
+    if (bomb) {
+        write_file(root, "bomb.gz", bomb, gzip_of(zeros, sizeof zeros, bomb, 1 << 16));
+        free(bomb);
+    }
+    write_file(tmp, "outside.csv", plain, n);
+    char path[600], target[600];
+    snprintf(path, sizeof path, "%s/link.csv", root);
+    snprintf(target, sizeof target, "%s/outside.csv", tmp);
+    CHECK_INT(symlink(target, path), 0);
+    snprintf(path, sizeof path, "%s/fifo", root);
+    CHECK_INT(mkfifo(path, 0600), 0);
+    snprintf(path, sizeof path, "%s/sub dir", root);
+    CHECK_INT(mkdir(path, 0755), 0);
+    write_file(path, "inner.csv", plain, n);
+    snprintf(path, sizeof path, "%s2", root);
+    CHECK_INT(mkdir(path, 0755), 0);
+    write_file(path, "plain.csv", plain, n);
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+int main(void)
+{
+    char err[ERR_LEN];
+    /* The server is local: keep any proxy settings of the environment out of the way. */
+    setenv("NO_PROXY", "*", 1);
+    setenv("no_proxy", "*", 1);
+    CHECK_INT(fetch_global_init(err), 0);
+    CHECK_INT(fetch_global_init(err), 0); /* idempotent */
+
+    snprintf(tmp, sizeof tmp, "/tmp/trainyard-fetch-XXXXXX");
+    if (!mkdtemp(tmp)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    snprintf(root, sizeof root, "%s/root", tmp);
+    CHECK_INT(mkdir(root, 0755), 0);
+    make_files();
+
+    pid_t pid = server_start();
+    CHECK(pid > 0);
+    if (pid > 0) {
+        test_bodies();
+        test_checksums();
+        test_http_errors();
+        test_limits();
+        test_timeouts();
+        kill(pid, SIGTERM);
+        waitpid(pid, NULL, 0);
+    }
+    test_files();
+    nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    return check_exit();
+}
