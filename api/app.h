@@ -1,0 +1,42 @@
+/* app: what the API handlers share — the data directory, the database, the signals that wake
+ * parked requests, and the service's settings. `trainyard serve` (cli/cmd_serve.c) fills one,
+ * starts the HTTP server with api_routes(), and runs the scheduler's housekeeping.
+ *
+ * Threads: every HTTP pool thread opens its own SQLite connection on first use (app_db());
+ * nothing else in app changes after start, except through the scheduler's own locking. */
+#ifndef TRAINYARD_API_APP_H
+#define TRAINYARD_API_APP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/http.h"
+
+struct db;
+
+typedef struct app {
+    char data_dir[4096];
+    char db_path[4200];       /* <data_dir>/trainyard.db */
+    char artifacts_dir[4200]; /* <data_dir>/artifacts: one folder per job id */
+    char tmp_dir[4200];       /* <data_dir>/tmp: uploads in flight */
+    http_server *http;
+    http_signal *queued;  /* raised when a job becomes queued: wakes lease long-polls */
+    http_signal *changed; /* raised when any job's status, phase, metrics or logs change */
+    int lease_seconds;    /* a lease lapses this long after the last heartbeat (default 30) */
+    int worker_gone_seconds; /* a worker unseen this long is listed as gone (default 60) */
+    uint64_t max_artifact_bytes; /* per upload (default 4 GiB) */
+    const char *version;
+} app;
+
+/* The calling thread's database connection, opened on first use; NULL (with a log line) when
+ * the database cannot be opened. Closed when the thread exits. */
+struct db *app_db(app *a);
+
+/* The route table of every endpoint in openapi.yaml. */
+const http_route *api_routes(size_t *n);
+
+/* The embedded openapi.yaml (generated at build time), and its length. */
+extern const char api_openapi_yaml[];
+extern const size_t api_openapi_yaml_len;
+
+#endif

@@ -1,0 +1,149 @@
+/* http: trainyard's HTTP layer over libmicrohttpd.
+ *
+ * A server is a libmicrohttpd daemon with a thread pool and a route table. For each request the
+ * framework matches the route (method + pattern with {params}), reads the body within the
+ * route's cap (413 past it), and calls the route's handler once the whole body is in. A handler
+ * answers with exactly one http_reply_*() call and returns 0, or returns a negative errno-style
+ * code and leaves the answer to the error table (api_error.c: -ENOENT → 404, -EINVAL → 400,
+ * -EEXIST/-EBUSY → 409, -EFBIG → 413, -ENOSPC → 507, ...), which writes problem+json with the
+ * handler's sentence from http_errbuf() as `detail`. Unknown paths are 404 and known paths with
+ * another method 405 (with Allow), both problem+json.
+ *
+ * HTTP threads never wait (STYLE 9). A handler with nothing to answer yet *parks* the request
+ * on a signal (http_park): the connection is suspended, no thread is held, and the handler is
+ * called again when the signal is raised or the timeout passes. Streams (log follow, SSE) are
+ * pulled: the pull function returns bytes, HTTP_PULL_WAIT (the stream parks on its signal) or
+ * HTTP_PULL_END. Signals are broadcast: raising one wakes every request and stream parked on it;
+ * a woken one rechecks its state (SQLite) and parks again if it still has nothing.
+ *
+ * Every request is logged as one line to the server's log: method, path, status, bytes, ms.
+ *
+ * Ownership: the framework owns http_req; json bodies handed to http_reply_json are stolen;
+ * state set with http_state_set is freed with its destructor when the request ends. */
+#ifndef TRAINYARD_API_HTTP_H
+#define TRAINYARD_API_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "util/err.h"
+#include "worker/job.h"
+
+#define HTTP_MAX_PARAMS    4
+#define HTTP_JSON_MAX_BODY (1u << 20) /* JSON request bodies: 1 MiB */
+
+typedef struct http_server http_server;
+typedef struct http_req http_req;
+typedef struct http_signal http_signal;
+
+/* Answers one request (see above). app is http_config.app. */
+typedef int (*http_handler)(http_req *r, void *app);
+
+typedef struct http_route {
+    const char *method;  /* "GET", "POST", "PUT", "DELETE" */
+    const char *pattern; /* "/jobs/{id}/artifacts/{name}": literal segments and {params} */
+    http_handler handler;
+    uint64_t max_body; /* 0: a body is refused (413); else its cap in bytes */
+    int body_to_file;  /* 1: the body is streamed to a temporary file (http_body_file) */
+} http_route;
+
+typedef struct http_config {
+    const char *bind;  /* address to listen on, "127.0.0.1" by default */
+    int port;          /* 0 picks a free port; http_port() tells which */
+    unsigned threads;  /* thread pool size, default 4 */
+    const http_route *routes;
+    size_t n_routes;
+    void *app;
+    const char *tmp_dir; /* where body_to_file bodies go; must exist */
+    /* Called with each request's log line; NULL prints it to stderr. */
+    void (*log)(void *app, const char *line);
+} http_config;
+
+/* Starts listening and serving. */
+int http_start(const http_config *cfg, http_server **out, char *err);
+/* The port the server listens on. */
+int http_port(const http_server *s);
+/* Stops accepting, ends parked requests and streams, and releases the server; accepts NULL. */
+void http_stop(http_server *s);
+
+/* ---- signals: what parked requests and streams wait on ------------------------------------ */
+
+/* A new signal belonging to s (freed by http_stop). */
+http_signal *http_signal_new(http_server *s);
+/* Wakes every request and stream parked on sig. Safe from any thread. */
+void http_signal_raise(http_signal *sig);
+
+/* ---- the request ---------------------------------------------------------------------------- */
+
+const char *http_method(const http_req *r);
+const char *http_path(const http_req *r);
+/* A path parameter by name ({id}), URL-decoded; NULL when the route has none of that name. */
+const char *http_param(const http_req *r, const char *name);
+/* A query-string argument, URL-decoded; NULL when absent. */
+const char *http_query(const http_req *r, const char *name);
+/* A request header (case-insensitive name); NULL when absent. */
+const char *http_header(const http_req *r, const char *name);
+/* The body read into memory (NUL-terminated, not counted in *len); "" when empty. */
+const char *http_body(const http_req *r, size_t *len);
+/* The path of the temporary file holding a body_to_file body, and its size. The handler may
+ * rename() it away; otherwise it is removed when the request ends. */
+const char *http_body_file(const http_req *r, uint64_t *len);
+/* Parses the body as a JSON object: Content-Type must be application/json (415), depth at most
+ * JOB_MAX_JSON_DEPTH, syntax errors 400 with line and column. On failure it has already
+ * answered with problem+json and returns the negative code; the handler returns it as is. */
+int http_body_json(http_req *r, json_t **out);
+/* The caller's buffer for the failure sentence that becomes `detail`. */
+char *http_errbuf(http_req *r);
+
+/* Per-request state kept across parks; free_fn (may be NULL) runs when the request ends. */
+void http_state_set(http_req *r, void *state, void (*free_fn)(void *));
+void *http_state(const http_req *r);
+
+/* ---- answers (exactly one per handler call that returns 0) ---------------------------------- */
+
+/* Adds a header to the answer about to be made. */
+int http_header_add(http_req *r, const char *name, const char *value);
+/* JSON answer; body is stolen (decref'd by the framework). */
+int http_reply_json(http_req *r, int status, json_t *body);
+/* Any bytes with a content type (copied). */
+int http_reply_bytes(http_req *r, int status, const char *content_type, const void *data,
+                     size_t len);
+/* No body (204, 304). */
+int http_reply_empty(http_req *r, int status);
+/* A file on disk, answering Range (one range → 206 with Content-Range, unsatisfiable → 416) and
+ * If-None-Match (304) against etag. content_type and etag may be NULL. */
+int http_reply_file(http_req *r, const char *path, const char *content_type, const char *etag);
+/* problem+json: type "about:blank" unless type_uri is given; errs (may be NULL) becomes the
+ * `errors` list of {field, message}. */
+int http_reply_problem(http_req *r, int status, const char *title, const char *detail,
+                       const job_errors *errs);
+/* problem+json for a negative code through the error table, detail from http_errbuf(). */
+int http_reply_error(http_req *r, int code);
+
+/* ---- parking and streams -------------------------------------------------------------------- */
+
+/* Answers later: the connection is suspended until sig is raised or timeout_ms passes, then the
+ * handler is called again (http_parked_timeout() says which woke it). The handler returns 0
+ * right after this call. */
+int http_park(http_req *r, http_signal *sig, int timeout_ms);
+/* 1 when the handler is being called again because its park timed out. */
+int http_parked_timeout(const http_req *r);
+/* How many times this request has been parked and woken so far (0 on the first call). */
+int http_wakeups(const http_req *r);
+
+enum { HTTP_PULL_WAIT = -1, HTTP_PULL_END = -2, HTTP_PULL_ERROR = -3 };
+
+/* Fills buf with at most cap bytes; returns the count (> 0), HTTP_PULL_WAIT when nothing is
+ * ready (the stream parks on its signal), HTTP_PULL_END at the end, HTTP_PULL_ERROR to abort. */
+typedef ssize_t (*http_pull)(void *state, char *buf, size_t cap);
+
+/* A streamed answer of unknown length (chunked): pull is called until it returns END. The
+ * stream re-pulls when sig is raised, and at least every heartbeat_ms (so it can notice a
+ * client gone or send an SSE comment). state is freed with free_fn when the stream ends. */
+int http_reply_stream(http_req *r, int status, const char *content_type, http_pull pull,
+                      void *state, void (*free_fn)(void *), http_signal *sig, int heartbeat_ms);
+
+#endif
