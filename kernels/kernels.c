@@ -183,6 +183,23 @@ static int launch_1d(kern *k, const char *who, cl_kernel kn, const karg *a, cl_u
     return launch(k, who, kn, a, na, 1, &global, &local);
 }
 
+/* One work-item per element of a rows×cols matrix on a 2-D range (columns, rows), in work-groups
+ * of k->local_1d: lx columns (the next power of two ≥ cols, at most 32, so a narrow matrix wastes
+ * few work-items and a wide one reads 32 consecutive floats) by local_1d / lx rows. */
+static int launch_rows(kern *k, const char *who, cl_kernel kn, const karg *a, cl_uint na, int rows,
+                       int cols)
+{
+    size_t lx = 1;
+    while (lx < (size_t)cols && lx < 32 && lx * 2 <= k->local_1d)
+        lx *= 2;
+    size_t ly = k->local_1d / lx;
+    if (ly > k->max_item[1])
+        ly = pow2_floor(k->max_item[1]);
+    size_t local[2] = {lx, ly};
+    size_t global[2] = {round_up((size_t)cols, lx), round_up((size_t)rows, ly)};
+    return launch(k, who, kn, a, na, 2, global, local);
+}
+
 /* rows·cols as a count of elements, or -EINVAL when a size is negative or the product does not
  * fit the int indices the kernels use. */
 static int elements(kern *k, const char *who, int rows, int cols, int *n)
@@ -218,7 +235,7 @@ static int scratch_need(kern *k, const char *who, size_t bytes)
 
 int kern_bias_act_fwd(kern *k, int rows, int cols, int act, cl_mem y, cl_mem bias)
 {
-    int n, rc = elements(k, "kern_bias_act_fwd", rows, cols, &n);
+    int n = 0, rc = elements(k, "kern_bias_act_fwd", rows, cols, &n);
     if (rc < 0)
         return rc;
     if (act < KERN_ACT_LINEAR || act > KERN_ACT_SIGMOID)
@@ -226,13 +243,13 @@ int kern_bias_act_fwd(kern *k, int rows, int cols, int act, cl_mem y, cl_mem bia
     if (n == 0)
         return 0;
     karg a[] = {ARG(rows), ARG(cols), ARG(act), ARG_MEM(y), ARG_MEM(bias)};
-    return launch_1d(k, "kern_bias_act_fwd", k->bias_act_fwd, a, NARGS(a), (size_t)n);
+    return launch_rows(k, "kern_bias_act_fwd", k->bias_act_fwd, a, NARGS(a), rows, cols);
 }
 
 int kern_bias_act_bwd(kern *k, int rows, int cols, int act, cl_mem y, cl_mem dy, cl_mem dbias)
 {
     const char *who = "kern_bias_act_bwd";
-    int n, rc = elements(k, who, rows, cols, &n);
+    int n = 0, rc = elements(k, who, rows, cols, &n);
     if (rc < 0)
         return rc;
     if (act < KERN_ACT_LINEAR || act > KERN_ACT_SIGMOID)
@@ -278,7 +295,7 @@ int kern_bias_act_bwd(kern *k, int rows, int cols, int act, cl_mem y, cl_mem dy,
 int kern_softmax_xent(kern *k, int rows, int cols, cl_mem logits, cl_mem labels, float scale,
                       cl_mem dlogits, cl_mem loss, cl_mem correct)
 {
-    int n, rc = elements(k, "kern_softmax_xent", rows, cols, &n);
+    int n = 0, rc = elements(k, "kern_softmax_xent", rows, cols, &n);
     if (rc < 0)
         return rc;
     if (rows == 0)
@@ -307,7 +324,7 @@ int kern_bce(kern *k, int rows, cl_mem logits, cl_mem labels, float scale, cl_me
 int kern_mse(kern *k, int rows, int cols, cl_mem pred, cl_mem target, float scale, cl_mem dpred,
              cl_mem loss)
 {
-    int n, rc = elements(k, "kern_mse", rows, cols, &n);
+    int n = 0, rc = elements(k, "kern_mse", rows, cols, &n);
     if (rc < 0)
         return rc;
     if (rows == 0)
@@ -323,7 +340,7 @@ int kern_mse(kern *k, int rows, int cols, cl_mem pred, cl_mem target, float scal
 
 int kern_dropout(kern *k, int n, float rate, uint64_t seed, uint64_t offset, cl_mem x, cl_mem y)
 {
-    int count, rc = elements(k, "kern_dropout", n, 1, &count);
+    int count = 0, rc = elements(k, "kern_dropout", n, 1, &count);
     if (rc < 0)
         return rc;
     if (n == 0)
@@ -338,7 +355,7 @@ int kern_dropout(kern *k, int n, float rate, uint64_t seed, uint64_t offset, cl_
 int kern_reduce_sum(kern *k, int n, cl_mem x, cl_mem out, int index, int accumulate)
 {
     const char *who = "kern_reduce_sum";
-    int count, rc = elements(k, who, n, 1, &count);
+    int count = 0, rc = elements(k, who, n, 1, &count);
     if (rc < 0)
         return rc;
     if (index < 0)
@@ -375,7 +392,7 @@ int kern_reduce_sum(kern *k, int n, cl_mem x, cl_mem out, int index, int accumul
 
 int kern_sgd(kern *k, int n, float lr, float momentum, cl_mem w, cl_mem g, cl_mem v)
 {
-    int count, rc = elements(k, "kern_sgd", n, 1, &count);
+    int count = 0, rc = elements(k, "kern_sgd", n, 1, &count);
     if (rc < 0)
         return rc;
     if (n == 0)
@@ -391,7 +408,7 @@ int kern_sgd(kern *k, int n, float lr, float momentum, cl_mem w, cl_mem g, cl_me
 int kern_adam(kern *k, int n, float lr, float beta1, float beta2, float eps, float bc1, float bc2,
               cl_mem w, cl_mem g, cl_mem m, cl_mem v)
 {
-    int count, rc = elements(k, "kern_adam", n, 1, &count);
+    int count = 0, rc = elements(k, "kern_adam", n, 1, &count);
     if (rc < 0)
         return rc;
     if (n == 0)
@@ -413,7 +430,7 @@ static size_t mem_bytes(cl_mem m)
 int kern_gather_rows(kern *k, int rows, int cols, cl_mem src, cl_mem idx, int start, cl_mem dst)
 {
     const char *who = "kern_gather_rows";
-    int n, rc = elements(k, who, rows, cols, &n);
+    int n = 0, rc = elements(k, who, rows, cols, &n);
     if (rc < 0)
         return rc;
     if (n == 0)
@@ -430,5 +447,5 @@ int kern_gather_rows(kern *k, int rows, int cols, cl_mem src, cl_mem idx, int st
     int src_rows_i = src_rows > INT_MAX ? INT_MAX : (int)src_rows;
     karg a[] = {ARG(rows),    ARG(cols),  ARG_MEM(src), ARG(src_rows_i),
                 ARG_MEM(idx), ARG(start), ARG_MEM(dst)};
-    return launch_1d(k, who, k->gather_rows, a, NARGS(a), (size_t)n);
+    return launch_rows(k, who, k->gather_rows, a, NARGS(a), rows, cols);
 }
