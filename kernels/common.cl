@@ -1,1 +1,66 @@
-/* common.cl: being written. */
+/* common.cl: helpers shared by the kernel families. Every kernels/\*.cl file is built into one
+ * program, common.cl first, so the families may use what is defined here; nothing here is a
+ * kernel. Names carry the prefix `common_` so that they cannot collide with a family's.
+ *
+ * Portable OpenCL C 1.2: no extensions, no double, static inline helpers only.
+ *
+ * Activation codes must match enum kern_act in kernels/kernels.h. */
+
+#define COMMON_ACT_LINEAR  0
+#define COMMON_ACT_RELU    1
+#define COMMON_ACT_TANH    2
+#define COMMON_ACT_SIGMOID 3
+
+/* y = act(x). NaN through relu gives 0, as in the host reference. */
+static inline float common_act(int act, float x)
+{
+    switch (act) {
+    case COMMON_ACT_RELU:
+        return x > 0.0f ? x : 0.0f;
+    case COMMON_ACT_TANH:
+        return tanh(x);
+    case COMMON_ACT_SIGMOID:
+        return 1.0f / (1.0f + exp(-x));
+    default:
+        return x;
+    }
+}
+
+/* act'(x) expressed through the output y = act(x), which is what the backward pass keeps. */
+static inline float common_act_grad(int act, float y)
+{
+    switch (act) {
+    case COMMON_ACT_RELU:
+        return y > 0.0f ? 1.0f : 0.0f;
+    case COMMON_ACT_TANH:
+        return 1.0f - y * y;
+    case COMMON_ACT_SIGMOID:
+        return y * (1.0f - y);
+    default:
+        return 1.0f;
+    }
+}
+
+/* Tree sum of s[0 .. n) into s[0] for a 1-D work-group; n = the local size, a power of two.
+ * Every work-item must call it (it holds barriers); s[0] is valid after it returns. */
+static inline void common_local_sum(__local float *s, int lid, int n)
+{
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int h = n >> 1; h > 0; h >>= 1) {
+        if (lid < h)
+            s[lid] += s[lid + h];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+/* Column sums of an lx_n × ly_n work-group laid out as s[ly·lx_n + lx]: after the call
+ * s[lx] holds Σ over ly. ly_n is a power of two; every work-item must call it. */
+static inline void common_local_colsum(__local float *s, int lx, int ly, int lx_n, int ly_n)
+{
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int h = ly_n >> 1; h > 0; h >>= 1) {
+        if (ly < h)
+            s[ly * lx_n + lx] += s[(ly + h) * lx_n + lx];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}

@@ -6,7 +6,11 @@
  * use one per thread. All matrices are row-major float32; sizes are in elements.
  *
  * Each wrapper returns 0, or -EIO if OpenCL refused the enqueue (kern_last_error() says why).
- * Each kernel has a plain-C twin in kernels/ref.h with the same meaning, used by the tests. */
+ * Arguments no kernel can honour (a negative size, more than INT_MAX − 4096 elements in one call,
+ * an unknown activation) give -EINVAL, also with a sentence; nothing is enqueued then. A call with
+ * nothing to do (zero rows or elements) enqueues nothing and returns 0, except where the result is
+ * a sum, which is then written as 0. Each kernel has a plain-C twin in kernels/ref.h with the same
+ * meaning, used by the tests. */
 #ifndef TRAINYARD_KERNELS_KERNELS_H
 #define TRAINYARD_KERNELS_KERNELS_H
 
@@ -34,32 +38,43 @@ int kern_gemm(kern *k, int ta, int tb, int M, int N, int K, float alpha, cl_mem 
 int kern_bias_act_fwd(kern *k, int rows, int cols, int act, cl_mem y, cl_mem bias);
 
 /* Backward of bias_act_fwd, given its output y: dy ← dy ⊙ act'(y) in place, then
- * dbias[c] = Σ_r dy[r][c]. */
+ * dbias[c] = Σ_r dy[r][c] (overwritten; zeros when rows is 0). act' from the output: relu y > 0,
+ * tanh 1 − y², sigmoid y·(1 − y), linear 1. One enqueue up to a few hundred rows (how many
+ * depends on cols and the device), two beyond; deterministic, no atomics. */
 int kern_bias_act_bwd(kern *k, int rows, int cols, int act, cl_mem y, cl_mem dy, cl_mem dbias);
 
 /* Softmax + sparse categorical cross-entropy over rows×cols logits and int32 labels:
  * loss[r] = −log softmax(logits[r])[labels[r]], correct[r] = 1 if argmax == label else 0,
- * dlogits = (softmax − onehot)·scale. dlogits may be NULL (validation). */
+ * dlogits = (softmax − onehot)·scale. dlogits may be NULL (validation), or the logits buffer
+ * itself (overwritten). Argmax ties go to the first maximum. A label outside [0, cols) is never
+ * used as an index: that row gets loss −ln(FLT_MIN) ≈ 87.34, correct 0 and a zero dlogits row. */
 int kern_softmax_xent(kern *k, int rows, int cols, cl_mem logits, cl_mem labels, float scale,
                       cl_mem dlogits, cl_mem loss, cl_mem correct);
 
 /* Sigmoid + binary cross-entropy on one logit per row and float 0/1 labels:
  * loss[r] = BCE(sigmoid(z), y), correct[r] = (z > 0) == (y > 0.5), dlogits = (σ(z) − y)·scale.
- * dlogits may be NULL. */
+ * dlogits may be NULL. The loss is computed as max(z, 0) − z·y + log(1 + e^−|z|), finite for
+ * any finite z; y between 0 and 1 (soft targets) is allowed. */
 int kern_bce(kern *k, int rows, cl_mem logits, cl_mem labels, float scale, cl_mem dlogits,
              cl_mem loss, cl_mem correct);
 
 /* Mean squared error over rows×cols: loss[r] = Σ_c (p−t)² / cols,
- * dpred = 2·(p − t)·scale / cols. dpred may be NULL. */
+ * dpred = 2·(p − t)·scale / cols. dpred may be NULL, or the pred buffer itself. cols ≥ 1. */
 int kern_mse(kern *k, int rows, int cols, cl_mem pred, cl_mem target, float scale, cl_mem dpred,
              cl_mem loss);
 
 /* Inverted dropout over n floats: y[i] = keep(i) ? x[i] / (1 − rate) : 0, where keep(i) comes
  * from a counter-based random stream: uniform(seed, offset + i) ≥ rate. x and y may be the same
- * buffer. The same call with the same seed and offset on dY gives dX. */
+ * buffer. The same call with the same seed and offset on dY gives dX. uniform is ref_uniform()
+ * (splitmix64, defined in kernels/dropout.cl), bit-identical on host and device; the scale is
+ * the float 1/(1 − rate), so y matches ref_dropout bit for bit. rate ≤ 0 copies x, rate ≥ 1
+ * gives zeros. Give each dropout layer and step its own offset range (or seed). */
 int kern_dropout(kern *k, int n, float rate, uint64_t seed, uint64_t offset, cl_mem x, cl_mem y);
 
-/* out[index] = Σ_{i<n} x[i], or out[index] += Σ x[i] when accumulate. */
+/* out[index] = Σ_{i<n} x[i], or out[index] += Σ x[i] when accumulate. A tree of partial sums
+ * (error ~ a few dozen roundings, not n), deterministic for a given n and device; one enqueue up
+ * to a few thousand floats, two beyond. n = 0 stores 0 (or leaves out[index] when accumulating).
+ */
 int kern_reduce_sum(kern *k, int n, cl_mem x, cl_mem out, int index, int accumulate);
 
 /* SGD with momentum, Keras form: v = momentum·v − lr·g; w += v. With momentum 0, v is unused
@@ -72,7 +87,9 @@ int kern_adam(kern *k, int n, float lr, float beta1, float beta2, float eps, flo
               cl_mem w, cl_mem g, cl_mem m, cl_mem v);
 
 /* Row gather of 32-bit words: dst[i][:] = src[idx[start + i]][:] for i < rows, cols words per
- * row; idx is int32. Used for shuffled mini-batches of features (float) and labels (int/float). */
+ * row; idx is int32. Used for shuffled mini-batches of features (float) and labels (int/float).
+ * An index outside the rows that src's buffer holds gives a zero row (never an out-of-bounds
+ * read); an index window or destination that does not fit its buffer is -EINVAL. */
 int kern_gather_rows(kern *k, int rows, int cols, cl_mem src, cl_mem idx, int start, cl_mem dst);
 
 #endif
