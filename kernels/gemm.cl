@@ -1,1 +1,282 @@
-/* gemm.cl: being written. */
+/* gemm.cl: C = alpha·op(A)·op(B) + beta·C, row-major float32 (the kern_gemm contract).
+ *
+ * Two kernels, chosen by the host per device type (kernels/gemm.c):
+ *
+ * gemm_cpu — for CPU devices (PoCL). One work-item per work-group; each work-group owns an
+ *   mb×nb tile of C and walks K in blocks of kc. For each block it packs op(A)[tile rows, block]
+ *   into Ap as MR-row micro-panels laid out [panel][k][MR], and op(B)[block, tile cols] into Bp
+ *   as NR-column micro-panels [panel][k][NR], zero-padding past the matrix edges. The packed
+ *   panels live in __local memory, which on a CPU device is a per-work-group scratch buffer that
+ *   stays in L1/L2 and has no stride to alias in the caches. A register micro-kernel then
+ *   multiplies one MR×kc A panel by one kc×NR B panel into MR×NR = 8×32 accumulators (16
+ *   float16 registers), loading two float16 of B and broadcasting MR scalars of A per k.
+ *   The transposes only change how the packing reads memory; the micro-kernel never sees them.
+ *
+ * gemm_tiled — for GPUs and anything else: the classic shared-memory tiling, a TS×TS tile of C
+ *   per work-group of (TS/WPT)² work-items, each computing WPT×WPT outputs.
+ *
+ * Invariants: every C element in range is written exactly once per K block; for the first K
+ * block C is read only when beta != 0, so beta 0 overwrites NaNs. */
+
+#define GEMM_MR 8
+#define GEMM_NR 32
+
+/* op(A)[rows m0.., cols k0..k0+kb) → Ap[panel][k][MR], zero rows past M. */
+static void gemm_pack_a(int ta, int M, __global const float *A, int lda, int m0, int mh, int k0,
+                        int kb, __local float *Ap)
+{
+    int panels = (mh + GEMM_MR - 1) / GEMM_MR;
+    for (int ip = 0; ip < panels; ip++) {
+        __local float *dst = Ap + ip * GEMM_MR * kb;
+        int r0 = m0 + ip * GEMM_MR;
+        int rows = min(GEMM_MR, M - r0);
+        if (ta) {
+            /* A is K×M: the MR values of one k are contiguous. */
+            if (rows == GEMM_MR) {
+                for (int p = 0; p < kb; p++)
+                    vstore8(vload8(0, A + (size_t)(k0 + p) * lda + r0), p, dst);
+            } else {
+                for (int p = 0; p < kb; p++)
+                    for (int r = 0; r < GEMM_MR; r++)
+                        dst[p * GEMM_MR + r] = r < rows ? A[(size_t)(k0 + p) * lda + r0 + r] : 0.0f;
+            }
+        } else {
+            /* A is M×K: each row is contiguous along k; interleave MR rows. */
+            for (int r = 0; r < GEMM_MR; r++) {
+                if (r < rows) {
+                    __global const float *src = A + (size_t)(r0 + r) * lda + k0;
+                    for (int p = 0; p < kb; p++)
+                        dst[p * GEMM_MR + r] = src[p];
+                } else {
+                    for (int p = 0; p < kb; p++)
+                        dst[p * GEMM_MR + r] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+/* op(B)[rows k0..k0+kb, cols n0..] → Bp[panel][k][NR], zero columns past N. */
+static void gemm_pack_b(int tb, int N, __global const float *B, int ldb, int n0, int nw, int k0,
+                        int kb, __local float *Bp)
+{
+    int panels = (nw + GEMM_NR - 1) / GEMM_NR;
+    for (int jp = 0; jp < panels; jp++) {
+        __local float *dst = Bp + jp * GEMM_NR * kb;
+        int c0 = n0 + jp * GEMM_NR;
+        int cols = min(GEMM_NR, N - c0);
+        if (!tb) {
+            /* B is K×N: the NR values of one k are contiguous. */
+            if (cols == GEMM_NR) {
+                for (int p = 0; p < kb; p++) {
+                    __global const float *src = B + (size_t)(k0 + p) * ldb + c0;
+                    vstore16(vload16(0, src), 2 * p, dst);
+                    vstore16(vload16(1, src), 2 * p + 1, dst);
+                }
+            } else {
+                for (int p = 0; p < kb; p++)
+                    for (int c = 0; c < GEMM_NR; c++)
+                        dst[p * GEMM_NR + c] =
+                            c < cols ? B[(size_t)(k0 + p) * ldb + c0 + c] : 0.0f;
+            }
+        } else {
+            /* B is N×K: each stored row is one column of op(B), contiguous along k. */
+            for (int c = 0; c < GEMM_NR; c++) {
+                if (c < cols) {
+                    __global const float *src = B + (size_t)(c0 + c) * ldb + k0;
+                    for (int p = 0; p < kb; p++)
+                        dst[p * GEMM_NR + c] = src[p];
+                } else {
+                    for (int p = 0; p < kb; p++)
+                        dst[p * GEMM_NR + c] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+/* One C row of the micro-tile: 32 values as two float16, combined with what C holds. */
+#define GEMM_ROW_STORE(r)                                                                          \
+    do {                                                                                           \
+        __global float *cr = crow + (size_t)(r) * ldc;                                             \
+        float16 v0 = alpha * c##r##0, v1 = alpha * c##r##1;                                        \
+        if (!first) {                                                                              \
+            v0 += vload16(0, cr);                                                                  \
+            v1 += vload16(1, cr);                                                                  \
+        } else if (beta != 0.0f) {                                                                 \
+            v0 = fma((float16)beta, vload16(0, cr), v0);                                           \
+            v1 = fma((float16)beta, vload16(1, cr), v1);                                           \
+        }                                                                                          \
+        vstore16(v0, 0, cr);                                                                       \
+        vstore16(v1, 1, cr);                                                                       \
+    } while (0)
+
+#define GEMM_ROW_SPILL(r)                                                                          \
+    do {                                                                                           \
+        vstore16(c##r##0, 2 * (r), tile);                                                          \
+        vstore16(c##r##1, 2 * (r) + 1, tile);                                                      \
+    } while (0)
+
+#define GEMM_ROW_FMA(r)                                                                            \
+    do {                                                                                           \
+        float16 a_ = (float16)(a[r]);                                                              \
+        c##r##0 = fma(a_, b0, c##r##0);                                                            \
+        c##r##1 = fma(a_, b1, c##r##1);                                                            \
+    } while (0)
+
+/* C[r0.., c0..] (rows×cols of it) = micro-tile of Ap panel × Bp panel, merged per `first`. */
+static void gemm_micro(__local const float *a, __local const float16 *b, int kb, int rows,
+                       int cols, float alpha, float beta, int first, __global float *crow,
+                       int ldc)
+{
+    float16 c00 = 0, c01 = 0, c10 = 0, c11 = 0, c20 = 0, c21 = 0, c30 = 0, c31 = 0;
+    float16 c40 = 0, c41 = 0, c50 = 0, c51 = 0, c60 = 0, c61 = 0, c70 = 0, c71 = 0;
+    for (int p = 0; p < kb; p++) {
+        float16 b0 = b[0], b1 = b[1];
+        GEMM_ROW_FMA(0);
+        GEMM_ROW_FMA(1);
+        GEMM_ROW_FMA(2);
+        GEMM_ROW_FMA(3);
+        GEMM_ROW_FMA(4);
+        GEMM_ROW_FMA(5);
+        GEMM_ROW_FMA(6);
+        GEMM_ROW_FMA(7);
+        a += GEMM_MR;
+        b += 2;
+    }
+    if (rows == GEMM_MR && cols == GEMM_NR) {
+        GEMM_ROW_STORE(0);
+        GEMM_ROW_STORE(1);
+        GEMM_ROW_STORE(2);
+        GEMM_ROW_STORE(3);
+        GEMM_ROW_STORE(4);
+        GEMM_ROW_STORE(5);
+        GEMM_ROW_STORE(6);
+        GEMM_ROW_STORE(7);
+        return;
+    }
+    float tile[GEMM_MR * GEMM_NR];
+    GEMM_ROW_SPILL(0);
+    GEMM_ROW_SPILL(1);
+    GEMM_ROW_SPILL(2);
+    GEMM_ROW_SPILL(3);
+    GEMM_ROW_SPILL(4);
+    GEMM_ROW_SPILL(5);
+    GEMM_ROW_SPILL(6);
+    GEMM_ROW_SPILL(7);
+    for (int r = 0; r < rows; r++) {
+        __global float *cr = crow + (size_t)r * ldc;
+        for (int c = 0; c < cols; c++) {
+            float v = alpha * tile[r * GEMM_NR + c];
+            if (!first)
+                v += cr[c];
+            else if (beta != 0.0f)
+                v = fma(beta, cr[c], v);
+            cr[c] = v;
+        }
+    }
+}
+
+/* Global size (tiles across N, tiles down M), local size (1, 1). Ap holds mb·kc floats, Bp
+ * kc·nb; mb is a multiple of GEMM_MR and nb of GEMM_NR. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, __global const float *A, int lda,
+         __global const float *B, int ldb, float beta, __global float *C, int ldc, int mb, int nb,
+         int kc, __local float *Ap, __local float *Bp)
+{
+    int n0 = get_group_id(0) * nb, m0 = get_group_id(1) * mb;
+    int mh = min(mb, M - m0), nw = min(nb, N - n0);
+    int mpanels = (mh + GEMM_MR - 1) / GEMM_MR, npanels = (nw + GEMM_NR - 1) / GEMM_NR;
+    int k0 = 0;
+    do {
+        int kb = min(kc, K - k0);
+        gemm_pack_b(tb, N, B, ldb, n0, nw, k0, kb, Bp);
+        gemm_pack_a(ta, M, A, lda, m0, mh, k0, kb, Ap);
+        for (int jp = 0; jp < npanels; jp++) {
+            int c0 = n0 + jp * GEMM_NR;
+            for (int ip = 0; ip < mpanels; ip++) {
+                int r0 = m0 + ip * GEMM_MR;
+                gemm_micro(Ap + ip * GEMM_MR * kb,
+                           (__local const float16 *)(Bp + jp * GEMM_NR * kb), kb,
+                           min(GEMM_MR, M - r0), min(GEMM_NR, N - c0), alpha, beta, k0 == 0,
+                           C + (size_t)r0 * ldc + c0, ldc);
+            }
+        }
+        k0 += kc;
+    } while (k0 < K);
+}
+
+#define GEMM_TS  64 /* C tile edge per work-group */
+#define GEMM_WPT 4  /* outputs per work-item along each edge */
+#define GEMM_TK  16 /* K slice staged in local memory */
+#define GEMM_RTS (GEMM_TS / GEMM_WPT)
+
+/* Global size (ceil(N/TS)·RTS, ceil(M/TS)·RTS), local size (RTS, RTS). */
+__kernel __attribute__((reqd_work_group_size(GEMM_RTS, GEMM_RTS, 1))) void
+gemm_tiled(int ta, int tb, int M, int N, int K, float alpha, __global const float *A, int lda,
+           __global const float *B, int ldb, float beta, __global float *C, int ldc)
+{
+    __local float As[GEMM_TK][GEMM_TS + 1];
+    __local float Bs[GEMM_TK][GEMM_TS + 1];
+    int tx = get_local_id(0), ty = get_local_id(1);
+    int n0 = get_group_id(0) * GEMM_TS, m0 = get_group_id(1) * GEMM_TS;
+    int lin = ty * GEMM_RTS + tx;
+    float acc[GEMM_WPT][GEMM_WPT];
+    for (int i = 0; i < GEMM_WPT; i++)
+        for (int j = 0; j < GEMM_WPT; j++)
+            acc[i][j] = 0.0f;
+
+    for (int k0 = 0; k0 < K; k0 += GEMM_TK) {
+        /* TS·TK values of each operand, RTS² work-items, loaded so that consecutive work-items
+         * read consecutive addresses of whichever layout the operand has. */
+        for (int e = lin; e < GEMM_TS * GEMM_TK; e += GEMM_RTS * GEMM_RTS) {
+            int m, p, n;
+            if (ta) {
+                m = e % GEMM_TS, p = e / GEMM_TS;
+            } else {
+                p = e % GEMM_TK, m = e / GEMM_TK;
+            }
+            int gm = m0 + m, gp = k0 + p;
+            float v = 0.0f;
+            if (gm < M && gp < K)
+                v = ta ? A[(size_t)gp * lda + gm] : A[(size_t)gm * lda + gp];
+            As[p][m] = v;
+            if (tb) {
+                p = e % GEMM_TK, n = e / GEMM_TK;
+            } else {
+                n = e % GEMM_TS, p = e / GEMM_TS;
+            }
+            int gn = n0 + n;
+            gp = k0 + p;
+            v = 0.0f;
+            if (gn < N && gp < K)
+                v = tb ? B[(size_t)gn * ldb + gp] : B[(size_t)gp * ldb + gn];
+            Bs[p][n] = v;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int p = 0; p < GEMM_TK; p++) {
+            float a[GEMM_WPT], b[GEMM_WPT];
+            for (int i = 0; i < GEMM_WPT; i++)
+                a[i] = As[p][ty + i * GEMM_RTS];
+            for (int j = 0; j < GEMM_WPT; j++)
+                b[j] = Bs[p][tx + j * GEMM_RTS];
+            for (int i = 0; i < GEMM_WPT; i++)
+                for (int j = 0; j < GEMM_WPT; j++)
+                    acc[i][j] = fma(a[i], b[j], acc[i][j]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int i = 0; i < GEMM_WPT; i++) {
+        int gm = m0 + ty + i * GEMM_RTS;
+        if (gm >= M)
+            continue;
+        for (int j = 0; j < GEMM_WPT; j++) {
+            int gn = n0 + tx + j * GEMM_RTS;
+            if (gn >= N)
+                continue;
+            __global float *c = C + (size_t)gm * ldc + gn;
+            float v = alpha * acc[i][j];
+            *c = beta != 0.0f ? fma(beta, *c, v) : v;
+        }
+    }
+}

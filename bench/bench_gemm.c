@@ -1,0 +1,248 @@
+/* bench-gemm: kern_gemm against CLBlast's SGEMM on the default OpenCL device.
+ *
+ * Prints one JSON object per line: first the square sizes (NN, alpha 1, beta 0)
+ *   {"size": N, "ours_gflops": x, "clblast_gflops": y, "max_rel_err": e}
+ * then the shapes the trainer runs every step
+ *   {"shape": "MxNxK", "op": "NN", "ours_gflops": x, "clblast_gflops": y, "max_rel_err": e}.
+ * Before timing, both results are compared: max_rel_err is max|ours − clblast| / max|clblast|,
+ * and a "warning" field appears when it exceeds 1e-4·sqrt(K). GFLOP/s = 2·M·N·K / t, t the
+ * median over several timed batches; a batch is enough back-to-back calls to last ~20 ms ended by
+ * one clFinish, so small shapes include the launch overhead the trainer pays. Warm-up calls
+ * (which also compile kernels) come first and are not timed.
+ *
+ * Run: ./build/bench/bench-gemm [--quick]   (TRAINYARD_DEVICE=<index> picks another device;
+ * --quick skips 2048 and the 100000-row shapes). */
+#include <clblast_c.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "util/err.h"
+#include "util/timeutil.h"
+
+#define BENCH_BATCH_SECONDS 0.02
+#define BENCH_MIN_BATCHES   5
+#define BENCH_MAX_SECONDS   2.0
+
+struct bench_case {
+    int ta, tb, M, N, K;
+};
+
+struct bench {
+    ocl_ctx *c;
+    kern *k;
+};
+
+typedef int (*gemm_fn)(struct bench *b, const struct bench_case *s, cl_mem A, cl_mem B, cl_mem C);
+
+static int run_ours(struct bench *b, const struct bench_case *s, cl_mem A, cl_mem B, cl_mem C)
+{
+    int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+    return kern_gemm(b->k, s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 0.0f, C, s->N);
+}
+
+static int run_clblast(struct bench *b, const struct bench_case *s, cl_mem A, cl_mem B, cl_mem C)
+{
+    int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+    CLBlastStatusCode st = CLBlastSgemm(
+        CLBlastLayoutRowMajor, s->ta ? CLBlastTransposeYes : CLBlastTransposeNo,
+        s->tb ? CLBlastTransposeYes : CLBlastTransposeNo, (size_t)s->M, (size_t)s->N, (size_t)s->K,
+        1.0f, A, 0, (size_t)lda, B, 0, (size_t)ldb, 0.0f, C, 0, (size_t)s->N, &b->c->queue, NULL);
+    return st == CLBlastSuccess ? 0 : -EIO;
+}
+
+static double median(double *v, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Seconds per call, median over batches; negative when a call fails. */
+static double time_gemm(struct bench *b, gemm_fn fn, const struct bench_case *s, cl_mem A, cl_mem B,
+                        cl_mem C)
+{
+    /* Warm up, and size a batch from the second call. */
+    if (fn(b, s, A, B, C) < 0 || clFinish(b->c->queue) != CL_SUCCESS)
+        return -1;
+    double t0 = time_mono();
+    if (fn(b, s, A, B, C) < 0 || clFinish(b->c->queue) != CL_SUCCESS)
+        return -1;
+    double one = time_mono() - t0;
+    int calls = one > 0 ? (int)(BENCH_BATCH_SECONDS / one) : 1000;
+    calls = calls < 1 ? 1 : calls > 1000 ? 1000 : calls;
+    double per[64];
+    int n = 0;
+    double start = time_mono();
+    while (n < 64 && (n < BENCH_MIN_BATCHES || time_mono() - start < BENCH_MAX_SECONDS)) {
+        t0 = time_mono();
+        for (int i = 0; i < calls; i++)
+            if (fn(b, s, A, B, C) < 0)
+                return -1;
+        if (clFinish(b->c->queue) != CL_SUCCESS)
+            return -1;
+        per[n++] = (time_mono() - t0) / calls;
+        if (n >= BENCH_MIN_BATCHES && time_mono() - start > BENCH_MAX_SECONDS)
+            break;
+    }
+    return median(per, n);
+}
+
+static void fill(float *x, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+    }
+}
+
+static int buffer_from(struct bench *b, const float *h, size_t n, cl_mem *out)
+{
+    char err[ERR_LEN];
+    int rc = ocl_buffer_new(b->c, n * sizeof(float), out, err);
+    if (rc == 0 && h)
+        rc = ocl_write(b->c, *out, 0, n * sizeof(float), h, err);
+    if (rc < 0)
+        fprintf(stderr, "bench-gemm: %s\n", err);
+    return rc;
+}
+
+/* Fills C with NaN so that neither result can pass for the other's leftovers. */
+static int poison(struct bench *b, cl_mem C, size_t n)
+{
+    float nan = NAN;
+    cl_int rc =
+        clEnqueueFillBuffer(b->c->queue, C, &nan, sizeof nan, 0, n * sizeof(float), 0, NULL, NULL);
+    return rc == CL_SUCCESS ? 0 : -EIO;
+}
+
+/* Runs one case and prints its line; prefix is the JSON text before "ours_gflops". */
+static int bench_case_run(struct bench *b, const struct bench_case *s, const char *prefix)
+{
+    size_t na = (size_t)s->M * s->K, nb = (size_t)s->K * s->N, nc = (size_t)s->M * s->N;
+    float *ha = malloc(na * sizeof(float)), *hb = malloc(nb * sizeof(float));
+    float *ours = malloc(nc * sizeof(float)), *theirs = malloc(nc * sizeof(float));
+    cl_mem A = NULL, B = NULL, C = NULL;
+    int rc = -ENOMEM;
+    if (!ha || !hb || !ours || !theirs)
+        goto out;
+    fill(ha, na, 1);
+    fill(hb, nb, 2);
+    rc = buffer_from(b, ha, na, &A);
+    if (rc == 0)
+        rc = buffer_from(b, hb, nb, &B);
+    if (rc == 0)
+        rc = buffer_from(b, NULL, nc, &C);
+    if (rc < 0)
+        goto out;
+
+    char err[ERR_LEN];
+    const char *warning = NULL;
+    double rel = NAN;
+    int have_theirs = poison(b, C, nc) == 0 && run_clblast(b, s, A, B, C) == 0 &&
+                      ocl_read(b->c, C, 0, nc * sizeof(float), theirs, err) == 0;
+    rc = poison(b, C, nc);
+    if (rc == 0)
+        rc = run_ours(b, s, A, B, C);
+    if (rc == 0)
+        rc = ocl_read(b->c, C, 0, nc * sizeof(float), ours, err);
+    if (rc < 0) {
+        fprintf(stderr, "bench-gemm: ours failed: %s\n", kern_last_error(b->k));
+        goto out;
+    }
+    if (have_theirs) {
+        double dmax = 0, rmax = 0;
+        for (size_t i = 0; i < nc; i++) {
+            double d = fabs((double)ours[i] - theirs[i]);
+            dmax = d > dmax || isnan(d) ? d : dmax;
+            rmax = fabs(theirs[i]) > rmax ? fabs(theirs[i]) : rmax;
+        }
+        rel = rmax > 0 ? dmax / rmax : dmax;
+        if (!(rel <= 1e-4 * sqrt((double)s->K)))
+            warning = "ours and CLBlast disagree";
+    } else {
+        warning = "CLBlast failed on this device";
+    }
+
+    double flops = 2.0 * s->M * s->N * s->K;
+    double t_ours = time_gemm(b, run_ours, s, A, B, C);
+    double t_theirs = have_theirs ? time_gemm(b, run_clblast, s, A, B, C) : -1;
+    printf("{%s\"ours_gflops\": %.1f, ", prefix, t_ours > 0 ? flops / t_ours / 1e9 : 0.0);
+    if (t_theirs > 0)
+        printf("\"clblast_gflops\": %.1f, ", flops / t_theirs / 1e9);
+    else
+        printf("\"clblast_gflops\": null, ");
+    printf(isnan(rel) ? "\"max_rel_err\": null" : "\"max_rel_err\": %.2g", rel);
+    if (warning)
+        printf(", \"warning\": \"%s\"", warning);
+    printf("}\n");
+    fflush(stdout);
+    rc = 0;
+out:
+    if (A)
+        clReleaseMemObject(A);
+    if (B)
+        clReleaseMemObject(B);
+    if (C)
+        clReleaseMemObject(C);
+    free(ha);
+    free(hb);
+    free(ours);
+    free(theirs);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    char err[ERR_LEN];
+    ocl_device dev;
+    struct bench b = {0};
+    int rc = ocl_device_pick("any", &dev, err);
+    if (rc == 0)
+        rc = ocl_ctx_new(&dev, NULL, &b.c, err);
+    if (rc == 0)
+        rc = kern_new(b.c, &b.k, err);
+    if (rc < 0) {
+        fprintf(stderr, "bench-gemm: %s\n", err);
+        ocl_ctx_free(b.c);
+        return 1;
+    }
+    fprintf(stderr, "bench-gemm: device %s (%s)\n", dev.name, ocl_device_kind(&dev));
+
+    static const int sizes[] = {64, 128, 256, 512, 1024, 2048};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes && rc == 0; i++) {
+        int n = sizes[i];
+        if (quick && n > 1024)
+            continue;
+        struct bench_case s = {0, 0, n, n, n};
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "\"size\": %d, ", n);
+        rc = bench_case_run(&b, &s, prefix);
+    }
+
+    /* (ta, tb, M, N, K): a 784-128-10 MLP at batch 64, forward and backward, and full-batch. */
+    static const struct bench_case shapes[] = {
+        {0, 0, 64, 128, 784},   {1, 0, 784, 128, 64},   {0, 1, 64, 784, 128},
+        {0, 0, 64, 10, 128},    {1, 0, 128, 10, 64},    {0, 1, 64, 128, 10},
+        {0, 0, 100000, 64, 10}, {1, 0, 10, 64, 100000}, {0, 0, 1000, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes && rc == 0; i++) {
+        const struct bench_case *s = &shapes[i];
+        if (quick && (s->M >= 100000 || s->K >= 100000))
+            continue;
+        char prefix[96];
+        snprintf(prefix, sizeof prefix, "\"shape\": \"%dx%dx%d\", \"op\": \"%c%c\", ", s->M, s->N,
+                 s->K, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N');
+        rc = bench_case_run(&b, s, prefix);
+    }
+    kern_free(b.k);
+    ocl_ctx_free(b.c);
+    return rc < 0 ? 1 : 0;
+}

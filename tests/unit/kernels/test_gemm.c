@@ -1,0 +1,198 @@
+/* Unit tests of kern_gemm against ref_gemm, for both kernels (gemm_cpu, gemm_tiled) whatever the
+ * device: every transpose combination over a cube of awkward sizes, alpha/beta other than 1/0,
+ * beta 0 over a NaN-filled C, row strides longer than the rows, K = 0, the trainer's shapes, and
+ * argument checks. An element passes when |got − ref| ≤ 1e-4·sqrt(K)·(|alpha|·Σ|a||b| + |beta·c|)
+ * (plus a hair for exact zeros): the error budget of a K-term float sum, relative to its size.
+ * Exits 77 without an OpenCL device. */
+#include <stdlib.h>
+
+#include "kernels/kernels.h"
+#include "kernels/ref.h"
+#include "util/err.h"
+
+#include "tests/unit/check.h"
+
+struct gemm_case {
+    int ta, tb, M, N, K;
+    float alpha, beta;
+    int pad; /* added to every minimal row stride */
+};
+
+static ocl_ctx *ctx;
+
+static void fill(float *x, size_t n, unsigned *seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        *seed = *seed * 1664525u + 1013904223u;
+        x[i] = (float)((*seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+    }
+}
+
+static cl_mem upload(const float *h, size_t n)
+{
+    char err[ERR_LEN];
+    cl_mem m = NULL;
+    if (ocl_buffer_new(ctx, n * sizeof(float), &m, err) < 0 ||
+        ocl_write(ctx, m, 0, n * sizeof(float), h, err) < 0) {
+        fprintf(stderr, "upload: %s\n", err);
+        exit(1);
+    }
+    return m;
+}
+
+/* Runs one case on k and compares every element of C, padding included (which must not move). */
+static int gemm_case_check(kern *k, const char *variant, const struct gemm_case *t)
+{
+    int ar = t->ta ? t->K : t->M, ac = t->ta ? t->M : t->K;
+    int br = t->tb ? t->N : t->K, bc = t->tb ? t->K : t->N;
+    int lda = (ac > 0 ? ac : 1) + t->pad, ldb = (bc > 0 ? bc : 1) + t->pad, ldc = t->N + t->pad;
+    size_t na = (size_t)(ar > 0 ? ar : 1) * lda, nb = (size_t)(br > 0 ? br : 1) * ldb;
+    size_t nc = (size_t)t->M * ldc;
+    float *a = malloc(na * sizeof(float)), *b = malloc(nb * sizeof(float));
+    float *c0 = malloc(nc * sizeof(float)), *want = malloc(nc * sizeof(float));
+    float *got = malloc(nc * sizeof(float)), *bound = malloc(nc * sizeof(float));
+    float *aa = malloc(na * sizeof(float)), *ab = malloc(nb * sizeof(float));
+    unsigned seed = (unsigned)(t->M * 131 + t->N * 17 + t->K * 7 + t->ta * 2 + t->tb);
+    fill(a, na, &seed);
+    fill(b, nb, &seed);
+    fill(c0, nc, &seed);
+    if (t->beta == 0.0f)
+        for (size_t i = 0; i < nc; i++)
+            c0[i] = NAN; /* beta 0 must overwrite, never read */
+    for (size_t i = 0; i < nc; i++)
+        if ((int)(i % ldc) >= t->N)
+            c0[i] = 12345.0f; /* the stride padding of C must be left alone */
+    for (size_t i = 0; i < na; i++)
+        aa[i] = fabsf(a[i]);
+    for (size_t i = 0; i < nb; i++)
+        ab[i] = fabsf(b[i]);
+    memcpy(want, c0, nc * sizeof(float));
+    ref_gemm(t->ta, t->tb, t->M, t->N, t->K, t->alpha, a, lda, b, ldb, t->beta, want, ldc);
+    for (size_t i = 0; i < nc; i++)
+        bound[i] = t->beta == 0.0f ? 0.0f : fabsf(t->beta * c0[i]);
+    ref_gemm(t->ta, t->tb, t->M, t->N, t->K, fabsf(t->alpha), aa, lda, ab, ldb, 1.0f, bound, ldc);
+
+    cl_mem A = upload(a, na), B = upload(b, nb), C = upload(c0, nc);
+    char err[ERR_LEN];
+    int rc =
+        kern_gemm(k, t->ta, t->tb, t->M, t->N, t->K, t->alpha, A, lda, B, ldb, t->beta, C, ldc);
+    if (rc == 0)
+        rc = ocl_read(ctx, C, 0, nc * sizeof(float), got, err);
+    else
+        snprintf(err, sizeof err, "%s", kern_last_error(k));
+    int bad = 0;
+    if (rc < 0) {
+        fprintf(stderr, "%s %c%c %dx%dx%d: %s\n", variant, t->ta ? 'T' : 'N', t->tb ? 'T' : 'N',
+                t->M, t->N, t->K, err);
+        bad = 1;
+    }
+    double tol = 1e-4 * sqrt(t->K > 1 ? (double)t->K : 1.0);
+    for (size_t i = 0; i < nc && rc == 0; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (!(d <= tol * bound[i] + 1e-30)) {
+            if (bad < 3)
+                fprintf(stderr,
+                        "%s %c%c %dx%dx%d alpha %g beta %g pad %d: C[%zu][%zu] = %.9g, want "
+                        "%.9g (bound %g)\n",
+                        variant, t->ta ? 'T' : 'N', t->tb ? 'T' : 'N', t->M, t->N, t->K, t->alpha,
+                        t->beta, t->pad, i / ldc, i % ldc, got[i], want[i], bound[i]);
+            bad++;
+        }
+    }
+    clReleaseMemObject(A);
+    clReleaseMemObject(B);
+    clReleaseMemObject(C);
+    free(a);
+    free(b);
+    free(c0);
+    free(want);
+    free(got);
+    free(bound);
+    free(aa);
+    free(ab);
+    CHECK(bad == 0);
+    return bad == 0;
+}
+
+/* Every transpose over the cube of sizes; alternating cases get alpha/beta and padded strides. */
+static void gemm_check_all(kern *k, const char *variant)
+{
+    static const int dims[] = {1, 7, 33, 64, 257};
+    const int nd = sizeof dims / sizeof *dims;
+    int n = 0, ok = 0;
+    for (int op = 0; op < 4; op++)
+        for (int i = 0; i < nd; i++)
+            for (int j = 0; j < nd; j++)
+                for (int l = 0; l < nd; l++) {
+                    struct gemm_case t = {op >> 1, op & 1, dims[i], dims[j],
+                                          dims[l], 1.0f,   0.0f,    0};
+                    if ((i + j + l + op) % 2) {
+                        t.alpha = -0.75f;
+                        t.beta = 1.5f;
+                        t.pad = 3 + l;
+                    }
+                    ok += gemm_case_check(k, variant, &t);
+                    n++;
+                }
+    static const struct gemm_case extra[] = {
+        {0, 0, 300, 200, 513, 1.0f, 0.0f, 0}, {1, 1, 300, 200, 513, 0.5f, -1.0f, 16},
+        {1, 0, 300, 200, 513, 2.0f, 1.0f, 5}, {0, 1, 300, 200, 513, 1.0f, 0.25f, 1},
+        {0, 0, 7, 33, 0, 1.0f, 0.5f, 2},      {0, 0, 7, 33, 0, 1.0f, 0.0f, 0},
+        {0, 0, 64, 128, 784, 1.0f, 0.0f, 0},  {1, 0, 784, 128, 64, 1.0f, 0.0f, 0},
+        {0, 1, 64, 784, 128, 1.0f, 0.0f, 0},  {0, 0, 64, 10, 128, 1.0f, 0.0f, 0},
+        {1, 0, 128, 10, 64, 1.0f, 1.0f, 0},   {0, 1, 64, 128, 10, 1.0f, 0.0f, 0},
+        {0, 0, 20000, 64, 10, 1.0f, 0.0f, 0}, {1, 0, 10, 64, 100000, 1.0f, 0.0f, 0},
+        {0, 0, 1000, 1, 1, 1.0f, 0.0f, 0},    {1, 1, 1, 1000, 1, 1.0f, 0.0f, 0},
+        {0, 0, 512, 512, 512, 1.0f, 0.0f, 0}, {0, 0, 1024, 64, 1024, 1.0f, 0.0f, 0},
+    };
+    for (size_t e = 0; e < sizeof extra / sizeof *extra; e++) {
+        ok += gemm_case_check(k, variant, &extra[e]);
+        n++;
+    }
+    printf("%s: %d/%d cases pass\n", variant, ok, n);
+}
+
+/* Bad arguments are refused with -EINVAL before anything is enqueued. */
+static void gemm_check_args(kern *k)
+{
+    char err[ERR_LEN];
+    cl_mem small = NULL;
+    if (ocl_buffer_new(ctx, 16 * sizeof(float), &small, err) < 0)
+        return;
+    CHECK_INT(kern_gemm(k, 0, 0, -1, 4, 4, 1, small, 4, small, 4, 0, small, 4), -EINVAL);
+    CHECK_INT(kern_gemm(k, 0, 0, 4, 4, 4, 1, small, 3, small, 4, 0, small, 4), -EINVAL);
+    CHECK_INT(kern_gemm(k, 0, 0, 4, 4, 8, 1, small, 8, small, 4, 0, small, 4), -EINVAL);
+    CHECK_INT(kern_gemm(k, 0, 0, 4, 4, 4, 1, small, 4, small, 4, 0, small, 4), 0);
+    CHECK_INT(kern_gemm(k, 0, 0, 0, 4, 4, 1, NULL, 4, NULL, 4, 0, NULL, 4), 0);
+    CHECK(strlen(kern_last_error(k)) > 0);
+    clReleaseMemObject(small);
+}
+
+int main(void)
+{
+    char err[ERR_LEN];
+    ocl_device dev;
+    int rc = ocl_device_pick("any", &dev, err);
+    if (rc == -ENODEV)
+        check_skip("no OpenCL device");
+    if (rc < 0 || ocl_ctx_new(&dev, NULL, &ctx, err) < 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    static const char *variants[] = {"cpu", "tiled"};
+    for (int v = 0; v < 2; v++) {
+        kern *k = NULL;
+        setenv("TRAINYARD_GEMM", variants[v], 1);
+        if (kern_new(ctx, &k, err) < 0) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+        gemm_check_all(k, variants[v]);
+        if (v == 0)
+            gemm_check_args(k);
+        kern_free(k);
+    }
+    unsetenv("TRAINYARD_GEMM");
+    ocl_ctx_free(ctx);
+    return check_exit();
+}
