@@ -9,4 +9,7 @@ int cmd_train(int argc, char **argv);
 /* trainyard devices [--json]: lists OpenCL platforms and devices. */
 int cmd_devices(int argc, char **argv);
 
+/* trainyard worker --server URL: leases and trains jobs for a server. */
+int cmd_worker(int argc, char **argv);
+
 #endif

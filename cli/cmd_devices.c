@@ -9,15 +9,17 @@
 #include "cli/cli.h"
 #include "kernels/ocl.h"
 #include "util/err.h"
+#include "worker/agent.h"
 
+/* The API's Device object plus what only a person at this machine needs. */
 static json_t *device_json(const ocl_device *d)
 {
-    return json_pack("{s:i, s:s, s:s, s:s, s:s, s:i, s:I, s:I, s:s, s:s, s:s}", "index", d->index,
-                     "platform", d->platform_name, "name", d->name, "vendor", d->vendor, "type",
-                     ocl_device_kind(d), "compute_units", (int)d->compute_units, "global_mem_bytes",
-                     (json_int_t)d->global_mem, "max_alloc_bytes", (json_int_t)d->max_alloc,
-                     "opencl_c_version", d->c_version, "device_version", d->version,
-                     "driver_version", d->driver);
+    json_t *o = agent_device_json(d);
+    json_object_set_new(o, "vendor", json_string(d->vendor));
+    json_object_set_new(o, "max_alloc_bytes", json_integer((json_int_t)d->max_alloc));
+    json_object_set_new(o, "device_version", json_string(d->version));
+    json_object_set_new(o, "driver_version", json_string(d->driver));
+    return o;
 }
 
 int cmd_devices(int argc, char **argv)

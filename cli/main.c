@@ -11,6 +11,7 @@ static const struct {
 } commands[] = {
     {"train", cmd_train, "run a training job in this process: train JOB.json --out DIR"},
     {"devices", cmd_devices, "list the OpenCL devices trainyard can train on"},
+    {"worker", cmd_worker, "lease and train jobs for a server: worker --server URL"},
 };
 
 static void usage(FILE *to)

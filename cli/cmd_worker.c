@@ -1,0 +1,104 @@
+/* cmd_worker: `trainyard worker --server URL` runs a worker process: it registers its OpenCL
+ * device with the server, leases jobs, trains them and reports back. `trainyard serve` starts
+ * one per local device; on other GPU machines people start it by hand. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "util/err.h"
+#include "worker/agent.h"
+
+static const char usage_text[] =
+    "usage: trainyard worker --server URL [options]\n"
+    "\n"
+    "Runs a worker: registers this machine's OpenCL device with the server, then leases\n"
+    "training jobs, trains them and uploads their artifacts, until stopped (SIGTERM/SIGINT).\n"
+    "\n"
+    "options:\n"
+    "  --server URL         the trainyard server (default $TRAINYARD_URL)\n"
+    "  --token TOKEN        worker token (default $TRAINYARD_TOKEN)\n"
+    "  --device D           gpu, cpu, any (default), or an index from `trainyard devices`\n"
+    "  --name NAME          how the worker is listed (default <host>-<pid>)\n"
+    "  --work-dir DIR       where job folders are made while a job runs (default $TMPDIR)\n"
+    "  --dataset-root DIR   where file:// dataset URLs may point (default: nowhere)\n"
+    "  --max-jobs N         exit after N jobs (default: never)\n";
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+int cmd_worker(int argc, char **argv)
+{
+    agent_opts o = {.server = getenv("TRAINYARD_URL"),
+                    .token = getenv("TRAINYARD_TOKEN"),
+                    .device = "any",
+                    .stop = &stop_requested};
+    static const char *const flags[] = {"--server",   "--token",        "--device",  "--name",
+                                        "--work-dir", "--dataset-root", "--max-jobs"};
+    const char **slots[] = {&o.server, &o.token, &o.device, &o.name, &o.work_dir, &o.dataset_root};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+        size_t f = 0;
+        while (f < sizeof flags / sizeof flags[0] && strcmp(argv[i], flags[f]))
+            f++;
+        if (f == sizeof flags / sizeof flags[0] || i + 1 >= argc) {
+            fprintf(stderr, "trainyard worker: unknown or incomplete option '%s' (try --help)\n",
+                    argv[i]);
+            return 2;
+        }
+        if (f < sizeof slots / sizeof slots[0]) {
+            *slots[f] = argv[++i];
+        } else {
+            char *end = NULL;
+            long n = strtol(argv[++i], &end, 10);
+            if (*end || n < 0 || n > 1000000) {
+                fprintf(stderr, "trainyard worker: --max-jobs takes a count, not '%s'\n", argv[i]);
+                return 2;
+            }
+            o.max_jobs = (int)n;
+        }
+    }
+    if (!o.server || !*o.server) {
+        fprintf(stderr, "trainyard worker: --server URL (or TRAINYARD_URL) is required\n");
+        return 2;
+    }
+
+    char work[4096];
+    if (!o.work_dir) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(work, sizeof work, "%s/trainyard-worker-%d", tmp && *tmp ? tmp : "/tmp",
+                 (int)getpid());
+        o.work_dir = work;
+    }
+    if (mkdir(o.work_dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "trainyard worker: cannot create %s: %s\n", o.work_dir, strerror(errno));
+        return 1;
+    }
+
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    char err[ERR_LEN] = "";
+    int rc = agent_run(&o, err);
+    if (o.work_dir == work)
+        rmdir(work);
+    if (rc < 0) {
+        fprintf(stderr, "trainyard worker: %s\n", err);
+        return 1;
+    }
+    return 0;
+}

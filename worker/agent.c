@@ -1,0 +1,431 @@
+/* agent: the worker loop (see agent.h).
+ *
+ *   register ──▶ lease (long poll) ──▶ run: trainer on this thread,      ──▶ upload ──▶ complete
+ *      ▲             │ 204                  heartbeat thread beside it            │
+ *      │ 404         └──── again ◀────────────────────────────────────────────────┘
+ *
+ * A 404 on lease means the server forgot this worker (its database was replaced): register
+ * again. Network failures back off from 0.1 s to 5 s and retry; they never end the worker.
+ * When the server answers a heartbeat with 409/404 the lease is lost (the job was given to
+ * another worker after a lapse): training stops and nothing is uploaded. */
+#include "worker/agent.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/kernels.h"
+#include "util/err.h"
+#include "worker/client.h"
+#include "worker/fetch.h"
+#include "worker/trainer.h"
+
+#define AGENT_LEASE_WAIT_S  30
+#define AGENT_MAX_LOG_QUEUE 10000
+
+static const char *const artifact_names[] = {"model.safetensors", "metrics.csv", "job.json",
+                                             "train.log"};
+
+json_t *agent_device_json(const ocl_device *d)
+{
+    return json_pack("{s:i, s:s, s:s, s:s, s:i, s:I, s:s}", "index", d->index, "name", d->name,
+                     "type", ocl_device_kind(d), "platform", d->platform_name, "compute_units",
+                     (int)d->compute_units, "global_mem_bytes", (json_int_t)d->global_mem,
+                     "opencl_c_version", d->c_version);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "worker: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---- the heartbeat thread ------------------------------------------------------------------ */
+
+typedef struct beat {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    client *c; /* its own connection */
+    char path[1024];
+    json_t *logs, *epochs; /* queued for the next heartbeat */
+    char phase[16];
+    int urgent, done;
+    volatile int cancel, lost; /* read by the trainer thread without the lock: flags only */
+    const agent_opts *o;
+} beat;
+
+/* Sends what is queued; on a network failure the items go back to the front of the queue. */
+static void beat_send(beat *b)
+{
+    pthread_mutex_lock(&b->mu);
+    json_t *body = json_pack("{s:O, s:O}", "epochs", b->epochs, "logs", b->logs);
+    if (*b->phase)
+        json_object_set_new(body, "phase", json_string(b->phase));
+    json_t *sent_logs = b->logs, *sent_epochs = b->epochs;
+    b->logs = json_array();
+    b->epochs = json_array();
+    b->urgent = 0;
+    pthread_mutex_unlock(&b->mu);
+
+    char err[ERR_LEN];
+    long status = 0;
+    json_t *reply = NULL;
+    int rc = client_post_json(b->c, b->path, body, &status, &reply, err);
+    json_decref(body);
+    if (rc == 0 && status == 200) {
+        if (json_is_true(json_object_get(reply, "cancel")))
+            b->cancel = 1;
+    } else if (rc == 0 && (status == 404 || status == 409)) {
+        char why[512];
+        client_problem(status, reply, why, sizeof why);
+        say("lease lost: %s", why);
+        b->lost = 1;
+    } else {
+        if (rc < 0)
+            say("heartbeat failed, retrying: %s", err);
+        else
+            say("heartbeat answered %ld, retrying", status);
+        pthread_mutex_lock(&b->mu);
+        json_array_extend(sent_logs, b->logs);
+        json_array_extend(sent_epochs, b->epochs);
+        json_decref(b->logs);
+        json_decref(b->epochs);
+        b->logs = json_incref(sent_logs);
+        b->epochs = json_incref(sent_epochs);
+        pthread_mutex_unlock(&b->mu);
+    }
+    json_decref(sent_logs);
+    json_decref(sent_epochs);
+    json_decref(reply);
+}
+
+static void *beat_main(void *arg)
+{
+    beat *b = arg;
+    for (;;) {
+        pthread_mutex_lock(&b->mu);
+        if (!b->urgent && !b->done) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += AGENT_HEARTBEAT_MS * 1000000L;
+            until.tv_sec += until.tv_nsec / 1000000000L;
+            until.tv_nsec %= 1000000000L;
+            pthread_cond_timedwait(&b->cv, &b->mu, &until);
+        }
+        int done = b->done;
+        pthread_mutex_unlock(&b->mu);
+        if (b->lost)
+            break;
+        beat_send(b); /* the last one flushes what the job left queued */
+        if (done)
+            break;
+    }
+    return NULL;
+}
+
+static void hook_log(void *user, const char *line)
+{
+    beat *b = user;
+    pthread_mutex_lock(&b->mu);
+    if (json_array_size(b->logs) < AGENT_MAX_LOG_QUEUE)
+        json_array_append_new(b->logs, json_string(line));
+    pthread_mutex_unlock(&b->mu);
+    fprintf(stderr, "%s\n", line);
+}
+
+static void hook_phase(void *user, const char *phase)
+{
+    beat *b = user;
+    pthread_mutex_lock(&b->mu);
+    snprintf(b->phase, sizeof b->phase, "%s", phase);
+    b->urgent = 1;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static json_t *num_or_null(double v)
+{
+    return isnan(v) ? json_null() : json_real(v);
+}
+
+static int hook_epoch(void *user, const trainer_epoch *e)
+{
+    beat *b = user;
+    json_t *m = json_pack("{s:i, s:f, s:o, s:o, s:o, s:f, s:f}", "epoch", e->epoch, "loss", e->loss,
+                          "val_loss", num_or_null(e->val_loss), "accuracy",
+                          num_or_null(e->accuracy), "val_accuracy", num_or_null(e->val_accuracy),
+                          "seconds", e->seconds, "samples_per_second", e->samples_per_second);
+    pthread_mutex_lock(&b->mu);
+    json_array_append_new(b->epochs, m);
+    b->urgent = 1;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return b->cancel || b->lost || *b->o->stop;
+}
+
+static int hook_stop(void *user)
+{
+    beat *b = user;
+    return b->cancel || b->lost || *b->o->stop;
+}
+
+/* ---- one job ------------------------------------------------------------------------------- */
+
+static void remove_dir(const char *dir)
+{
+    char path[4200];
+    for (size_t i = 0; i < sizeof artifact_names / sizeof artifact_names[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, artifact_names[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+static int upload(client *c, const char *prefix, const char *dir, char *err)
+{
+    for (size_t i = 0; i < sizeof artifact_names / sizeof artifact_names[0]; i++) {
+        char file[4200], path[1024], why[512];
+        snprintf(file, sizeof file, "%s/%s", dir, artifact_names[i]);
+        snprintf(path, sizeof path, "%s/artifacts/%s", prefix, artifact_names[i]);
+        long status = 0;
+        json_t *reply = NULL;
+        int rc = client_put_file(c, path, file, &status, &reply, err);
+        if (rc == 0 && status != 201) {
+            client_problem(status, reply, why, sizeof why);
+            rc = err_set(err, status == 507 ? -ENOSPC : -EIO, "uploading %s: %s", artifact_names[i],
+                         why);
+        }
+        json_decref(reply);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static void complete(client *c, const char *prefix, const char *status_word, const char *error)
+{
+    char path[1024], err[ERR_LEN];
+    snprintf(path, sizeof path, "%s/complete", prefix);
+    json_t *body = json_pack("{s:s}", "status", status_word);
+    if (error)
+        json_object_set_new(body, "error", json_string(error));
+    /* A completion must arrive: retry network failures a while (the lease outlives them). */
+    for (int attempt = 0; attempt < 20; attempt++) {
+        long status = 0;
+        json_t *reply = NULL;
+        int rc = client_post_json(c, path, body, &status, &reply, err);
+        json_decref(reply);
+        if (rc == 0) {
+            if (status != 200)
+                say("completion answered %ld", status);
+            break;
+        }
+        say("completion failed, retrying: %s", err);
+        sleep_ms(500);
+    }
+    json_decref(body);
+}
+
+static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ctx *ctx, kern *k,
+                    json_t *lease)
+{
+    const char *job_id = json_string_value(json_object_get(lease, "job_id"));
+    json_t *doc = json_object_get(lease, "document");
+    char prefix[512], dir[4096], err[ERR_LEN] = "";
+    snprintf(prefix, sizeof prefix, "/workers/%s/jobs/%s", worker_id, job_id);
+    snprintf(dir, sizeof dir, "%s/%s", o->work_dir, job_id);
+    say("job %s attempt %lld", job_id,
+        (long long)json_integer_value(json_object_get(lease, "attempt")));
+
+    job_errors errs = {0};
+    job_spec *job = NULL;
+    if (job_from_json(doc, &job, &errs) < 0) {
+        snprintf(err, sizeof err, "the server sent an invalid job: %s: %s", errs.items[0].field,
+                 errs.items[0].message);
+        complete(c, prefix, "failed", err);
+        return;
+    }
+
+    beat b = {.o = o, .logs = json_array(), .epochs = json_array()};
+    pthread_mutex_init(&b.mu, NULL);
+    pthread_cond_init(&b.cv, NULL);
+    snprintf(b.path, sizeof b.path, "%s/heartbeat", prefix);
+    pthread_t thread;
+    int rc = client_new(o->server, o->token, &b.c, err);
+    int have_thread = rc == 0 && pthread_create(&thread, NULL, beat_main, &b) == 0;
+    if (rc == 0 && !have_thread)
+        rc = err_set(err, -EAGAIN, "cannot start the heartbeat thread");
+
+    trainer_result res = {0};
+    if (rc == 0) {
+        trainer_opts topts = {.out_dir = dir, .dataset_root = o->dataset_root};
+        trainer_hooks hooks = {.user = &b,
+                               .on_log = hook_log,
+                               .on_phase = hook_phase,
+                               .on_epoch = hook_epoch,
+                               .should_stop = hook_stop};
+        rc = trainer_run(job, ctx, k, &topts, &hooks, &res, err);
+    }
+    if (have_thread) {
+        pthread_mutex_lock(&b.mu);
+        b.done = 1;
+        pthread_cond_signal(&b.cv);
+        pthread_mutex_unlock(&b.mu);
+        pthread_join(thread, NULL);
+    }
+
+    if (b.lost) {
+        say("job %s: lease lost, dropping the attempt", job_id);
+    } else if (rc < 0) {
+        complete(c, prefix, "failed", err);
+    } else if (res.stopped) {
+        complete(c, prefix, b.cancel ? "cancelled" : "failed",
+                 b.cancel ? NULL : "the worker was stopped");
+    } else {
+        rc = upload(c, prefix, dir, err);
+        complete(c, prefix, rc == 0 ? "succeeded" : "failed", rc == 0 ? NULL : err);
+    }
+    say("job %s finished", job_id);
+    remove_dir(dir);
+    client_free(b.c);
+    json_decref(b.logs);
+    json_decref(b.epochs);
+    pthread_mutex_destroy(&b.mu);
+    pthread_cond_destroy(&b.cv);
+    job_free(job);
+}
+
+/* ---- the loop ------------------------------------------------------------------------------ */
+
+static int pick_device(const char *want, ocl_device *out, char *err)
+{
+    char *end = NULL;
+    long index = strtol(want, &end, 10);
+    if (end == want || *end)
+        return ocl_device_pick(want, out, err);
+    ocl_device *list = NULL;
+    size_t n = 0;
+    int rc = ocl_devices_list(&list, &n, err);
+    if (rc == 0 && (index < 0 || (size_t)index >= n))
+        rc = err_set(err, -ENODEV, "there is no OpenCL device %ld (%zu found)", index, n);
+    if (rc == 0)
+        *out = list[index];
+    free(list);
+    return rc;
+}
+
+static int register_worker(const agent_opts *o, client *c, const ocl_device *dev, char *id,
+                           size_t cap, char *err)
+{
+    char host[256] = "worker", name[512];
+    gethostname(host, sizeof host - 1);
+    if (o->name)
+        snprintf(name, sizeof name, "%s", o->name);
+    else
+        snprintf(name, sizeof name, "%s-%d", host, (int)getpid());
+    json_t *body = json_pack("{s:s, s:[o]}", "name", name, "devices", agent_device_json(dev));
+    long backoff = 100;
+    int rc;
+    while (!*o->stop) {
+        long status = 0;
+        json_t *reply = NULL;
+        rc = client_post_json(c, "/workers", body, &status, &reply, err);
+        if (rc == 0 && status == 201) {
+            snprintf(id, cap, "%s", json_string_value(json_object_get(reply, "id")));
+            json_decref(reply);
+            json_decref(body);
+            say("registered as %s (%s) with %s", id, name, dev->name);
+            return 0;
+        }
+        if (rc == 0) {
+            char why[512];
+            client_problem(status, reply, why, sizeof why);
+            say("registration refused: %s", why);
+        } else {
+            say("cannot reach %s, retrying: %s", o->server, err);
+        }
+        json_decref(reply);
+        sleep_ms(backoff);
+        backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
+    }
+    json_decref(body);
+    return err_set(err, -EINTR, "stopped before registering");
+}
+
+int agent_run(const agent_opts *o, char *err)
+{
+    ocl_device dev;
+    ocl_ctx *ctx = NULL;
+    kern *k = NULL;
+    client *c = NULL;
+    char worker_id[128];
+    int rc = fetch_global_init(err);
+    if (rc == 0)
+        rc = pick_device(o->device ? o->device : "any", &dev, err);
+    if (rc == 0)
+        rc = ocl_ctx_new(&dev, NULL, &ctx, err);
+    if (rc == 0)
+        rc = kern_new(ctx, &k, err);
+    if (rc == 0)
+        rc = client_new(o->server, o->token, &c, err);
+    if (rc < 0)
+        goto out;
+    client_set_abort(c, o->stop);
+    say("device %s, kernels %s in %.2fs", dev.name, ctx->from_cache ? "from cache" : "compiled",
+        ctx->build_seconds);
+    client_set_timeout(c, AGENT_LEASE_WAIT_S + 30);
+    rc = register_worker(o, c, &dev, worker_id, sizeof worker_id, err);
+
+    int jobs = 0;
+    long backoff = 100;
+    while (rc == 0 && !*o->stop && (o->max_jobs == 0 || jobs < o->max_jobs)) {
+        char path[512];
+        snprintf(path, sizeof path, "/workers/%s/lease?wait=%d", worker_id, AGENT_LEASE_WAIT_S);
+        long status = 0;
+        json_t *lease = NULL;
+        int lrc = client_post_json(c, path, NULL, &status, &lease, err);
+        if (lrc < 0 || (status != 200 && status != 204 && status != 404)) {
+            if (lrc < 0)
+                say("lease failed, retrying: %s", err);
+            else
+                say("lease answered %ld, retrying", status);
+            json_decref(lease);
+            sleep_ms(backoff);
+            backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
+            continue;
+        }
+        backoff = 100;
+        if (status == 404) {
+            rc = register_worker(o, c, &dev, worker_id, sizeof worker_id, err);
+        } else if (status == 200 && json_is_object(lease)) {
+            run_job(o, c, worker_id, ctx, k, lease);
+            jobs++;
+        }
+        json_decref(lease);
+    }
+    if (rc == -EINTR)
+        rc = 0;
+out:
+    client_free(c);
+    kern_free(k);
+    ocl_ctx_free(ctx);
+    return rc;
+}

@@ -1,0 +1,40 @@
+/* agent: the worker process's loop — register with the server, lease a job (long poll), run the
+ * trainer on this worker's device, stream progress, upload the artifacts, report completion,
+ * and lease again. The OpenCL context and compiled kernels are made once and kept for every
+ * job, so no job waits for a compile.
+ *
+ * Two threads per job: the trainer runs on the agent's thread and never waits on the network;
+ * a heartbeat thread sends queued log lines and epoch metrics at least every
+ * AGENT_HEARTBEAT_MS (at once at a phase change or an epoch's end), extends the lease, and
+ * brings back the server's cancel flag, which the trainer polls between steps. */
+#ifndef TRAINYARD_WORKER_AGENT_H
+#define TRAINYARD_WORKER_AGENT_H
+
+#include <signal.h>
+
+#include <jansson.h>
+
+#include "kernels/ocl.h"
+
+#define AGENT_HEARTBEAT_MS 500
+
+typedef struct agent_opts {
+    const char *server;       /* base URL of the server */
+    const char *token;        /* worker token, or NULL */
+    const char *name;         /* shown in GET /workers; default "<host>-<pid>" */
+    const char *device;       /* "any", "gpu", "cpu", or a device index from `trainyard devices` */
+    const char *work_dir;     /* job folders go here; default $TMPDIR or /tmp */
+    const char *dataset_root; /* where file:// dataset URLs may point, or NULL */
+    int max_jobs;             /* stop after this many jobs; 0 = run until stopped */
+    volatile sig_atomic_t *stop; /* set by a signal handler: finish up and return */
+} agent_opts;
+
+/* Runs the loop until *stop is set or max_jobs are done. Returns 0, or a negative code when the
+ * worker cannot start (no device, kernels fail to build); a server that cannot be reached is
+ * retried, not fatal. */
+int agent_run(const agent_opts *o, char *err);
+
+/* A device as the API describes it (Device in openapi.yaml), new reference. */
+json_t *agent_device_json(const ocl_device *d);
+
+#endif

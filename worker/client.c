@@ -1,0 +1,254 @@
+/* client: requests to a trainyard server with libcurl (see client.h). Answers are read into a
+ * growing buffer capped at CLIENT_MAX_REPLY (API answers are small JSON; artifacts go through
+ * client_download, which streams to a file). */
+#include "worker/client.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "util/err.h"
+
+#define CLIENT_MAX_REPLY (8u << 20)
+
+struct client {
+    CURL *curl;
+    char *base;
+    char auth[512];
+    long timeout_s;
+    volatile sig_atomic_t *abort_flag;
+};
+
+typedef struct reply_buf {
+    char *data;
+    size_t len, cap;
+    int too_big;
+} reply_buf;
+
+static size_t on_data(char *ptr, size_t size, size_t n, void *user)
+{
+    reply_buf *b = user;
+    size_t add = size * n;
+    if (b->len + add + 1 > CLIENT_MAX_REPLY) {
+        b->too_big = 1;
+        return 0;
+    }
+    if (b->len + add + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + add + 1)
+            cap *= 2;
+        char *bigger = realloc(b->data, cap);
+        if (!bigger)
+            return 0;
+        b->data = bigger;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, ptr, add);
+    b->len += add;
+    b->data[b->len] = '\0';
+    return add;
+}
+
+int client_new(const char *base_url, const char *token, client **out, char *err)
+{
+    client *c = calloc(1, sizeof *c);
+    if (!c)
+        return err_set(err, -ENOMEM, "out of memory");
+    c->curl = curl_easy_init();
+    c->base = strdup(base_url);
+    if (!c->curl || !c->base) {
+        client_free(c);
+        return err_set(err, -ENOMEM, "cannot create an HTTP client");
+    }
+    size_t n = strlen(c->base);
+    while (n > 0 && c->base[n - 1] == '/')
+        c->base[--n] = '\0';
+    if (token)
+        snprintf(c->auth, sizeof c->auth, "Authorization: Bearer %s", token);
+    c->timeout_s = 120;
+    *out = c;
+    return 0;
+}
+
+void client_free(client *c)
+{
+    if (!c)
+        return;
+    if (c->curl)
+        curl_easy_cleanup(c->curl);
+    free(c->base);
+    free(c);
+}
+
+void client_set_timeout(client *c, long timeout_s)
+{
+    c->timeout_s = timeout_s;
+}
+
+static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    const client *c = user;
+    return c->abort_flag && *c->abort_flag; /* nonzero aborts the transfer */
+}
+
+void client_set_abort(client *c, volatile sig_atomic_t *flag)
+{
+    c->abort_flag = flag;
+    curl_easy_setopt(c->curl, CURLOPT_XFERINFOFUNCTION, flag ? on_progress : NULL);
+    curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, c);
+    curl_easy_setopt(c->curl, CURLOPT_NOPROGRESS, flag ? 0L : 1L);
+}
+
+static int curl_failure(CURLcode cc, const char *url, char *err)
+{
+    int code = cc == CURLE_ABORTED_BY_CALLBACK  ? -EINTR
+               : cc == CURLE_COULDNT_CONNECT    ? -ECONNREFUSED
+               : cc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
+                                                : -EIO;
+    return err_set(err, code, "%s: %s", url, curl_easy_strerror(cc));
+}
+
+/* Performs one request on the prepared handle; fills status and a parsed JSON reply. */
+static int perform(client *c, const char *method, const char *path, struct curl_slist *headers,
+                   long *status, json_t **reply, char *err)
+{
+    char url[4096];
+    reply_buf b = {0};
+    int rc = 0;
+    if ((size_t)snprintf(url, sizeof url, "%s%s", c->base, path) >= sizeof url)
+        return err_set(err, -EINVAL, "URL too long: %s%s", c->base, path);
+    if (*c->auth)
+        headers = curl_slist_append(headers, c->auth);
+    CURL *h = c->curl;
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, c->timeout_s);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "trainyard/" TRAINYARD_VERSION);
+    CURLcode cc = curl_easy_perform(h);
+    if (cc != CURLE_OK) {
+        rc = b.too_big ? err_set(err, -EFBIG, "%s: the answer is larger than %u bytes", url,
+                                 CLIENT_MAX_REPLY)
+                       : curl_failure(cc, url, err);
+        goto out;
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    if (reply) {
+        *reply = NULL;
+        if (b.len > 0)
+            *reply = json_loadb(b.data, b.len, 0, NULL); /* NULL when not JSON */
+    }
+out:
+    /* Leave the handle clean for the next request: no body, no upload. */
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, -1L);
+    curl_easy_setopt(h, CURLOPT_UPLOAD, 0L);
+    curl_easy_setopt(h, CURLOPT_READDATA, NULL);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(h, CURLOPT_NOBODY, 0L);
+    curl_slist_free_all(headers);
+    free(b.data);
+    return rc;
+}
+
+int client_get_json(client *c, const char *path, long *status, json_t **reply, char *err)
+{
+    curl_easy_setopt(c->curl, CURLOPT_HTTPGET, 1L);
+    return perform(c, "GET", path, NULL, status, reply, err);
+}
+
+int client_post_json(client *c, const char *path, const json_t *body, long *status, json_t **reply,
+                     char *err)
+{
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    if (body && !text)
+        return err_set(err, -ENOMEM, "out of memory encoding a request");
+    struct curl_slist *headers = NULL;
+    headers = curl_slist_append(headers, "Content-Type: application/json");
+    curl_easy_setopt(c->curl, CURLOPT_POST, 1L);
+    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, text ? text : "");
+    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE, (long)(text ? strlen(text) : 0));
+    int rc = perform(c, "POST", path, headers, status, reply, err);
+    free(text);
+    return rc;
+}
+
+int client_put_file(client *c, const char *path, const char *file, long *status, json_t **reply,
+                    char *err)
+{
+    FILE *f = fopen(file, "rb");
+    struct stat st;
+    if (!f)
+        return err_set(err, -errno, "cannot open %s: %s", file, strerror(errno));
+    if (fstat(fileno(f), &st) != 0) {
+        fclose(f);
+        return err_set(err, -errno, "cannot stat %s: %s", file, strerror(errno));
+    }
+    struct curl_slist *headers = NULL;
+    headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+    headers = curl_slist_append(headers, "Expect:");
+    curl_easy_setopt(c->curl, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(c->curl, CURLOPT_READDATA, f);
+    curl_easy_setopt(c->curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)st.st_size);
+    int rc = perform(c, "PUT", path, headers, status, reply, err);
+    fclose(f);
+    return rc;
+}
+
+int client_download(client *c, const char *path, const char *file, long *status, char *err)
+{
+    char url[4096];
+    if ((size_t)snprintf(url, sizeof url, "%s%s", c->base, path) >= sizeof url)
+        return err_set(err, -EINVAL, "URL too long");
+    FILE *f = fopen(file, "wb");
+    if (!f)
+        return err_set(err, -errno, "cannot write %s: %s", file, strerror(errno));
+    struct curl_slist *headers = NULL;
+    if (*c->auth)
+        headers = curl_slist_append(headers, c->auth);
+    CURL *h = c->curl;
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, NULL);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, NULL); /* fwrite */
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, f);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 0L);
+    CURLcode cc = curl_easy_perform(h);
+    int rc = 0;
+    if (cc != CURLE_OK)
+        rc = curl_failure(cc, url, err);
+    else
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+    curl_slist_free_all(headers);
+    if (fclose(f) != 0 && rc == 0)
+        rc = err_set(err, -EIO, "writing %s failed", file);
+    return rc;
+}
+
+void client_problem(long status, const json_t *reply, char *out, size_t cap)
+{
+    const char *title = json_string_value(json_object_get(reply, "title"));
+    const char *detail = json_string_value(json_object_get(reply, "detail"));
+    int n = snprintf(out, cap, "%ld %s", status, title ? title : "error");
+    if (detail && n > 0 && (size_t)n < cap)
+        n += snprintf(out + n, cap - (size_t)n, ": %s", detail);
+    const json_t *errs = json_object_get(reply, "errors");
+    size_t i;
+    const json_t *e;
+    json_array_foreach (errs, i, e) {
+        if (n < 0 || (size_t)n >= cap)
+            break;
+        n += snprintf(out + n, cap - (size_t)n, "%s %s: %s", i ? ";" : " —",
+                      json_string_value(json_object_get(e, "field")),
+                      json_string_value(json_object_get(e, "message")));
+    }
+}
