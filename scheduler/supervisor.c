@@ -1,0 +1,229 @@
+/* supervisor: spawn, watch and restart local workers (see supervisor.h).
+ *
+ * Invariant: slot i is either running (pid > 0) or waiting to restart at restart_at; only the
+ * watcher thread changes slots after start, under the mutex, so supervisor_pid() may read them
+ * from any thread. */
+#include "scheduler/supervisor.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/err.h"
+#include "util/timeutil.h"
+
+#define SUPERVISOR_POLL_MS   100
+#define SUPERVISOR_MIN_DELAY 0.5
+#define SUPERVISOR_MAX_DELAY 30.0
+#define SUPERVISOR_HEALTHY_S 60.0
+
+extern char **environ;
+
+typedef struct slot {
+    pid_t pid;
+    int device;
+    double started_at, restart_at, delay;
+} slot;
+
+struct supervisor {
+    supervisor_opts o;
+    char *exe, *url, *token, *root, *work;
+    slot slots[SUPERVISOR_MAX_WORKERS];
+    pthread_mutex_t mu;
+    pthread_t thread;
+    int running, stopping;
+};
+
+static void say(supervisor *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void say(supervisor *s, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (s->o.log)
+        s->o.log(line);
+    else
+        fprintf(stderr, "%s\n", line);
+}
+
+static int spawn(supervisor *s, int i, char *err)
+{
+    char device[16], name[64], work[4200];
+    snprintf(device, sizeof device, "%d", s->slots[i].device);
+    snprintf(name, sizeof name, "local-%d", i);
+    snprintf(work, sizeof work, "%s/worker-%d", s->work, i);
+    const char *argv[16];
+    int n = 0;
+    argv[n++] = s->exe;
+    argv[n++] = "worker";
+    argv[n++] = "--server";
+    argv[n++] = s->url;
+    argv[n++] = "--device";
+    argv[n++] = device;
+    argv[n++] = "--name";
+    argv[n++] = name;
+    argv[n++] = "--work-dir";
+    argv[n++] = work;
+    if (s->token) {
+        argv[n++] = "--token";
+        argv[n++] = s->token;
+    }
+    if (s->root) {
+        argv[n++] = "--dataset-root";
+        argv[n++] = s->root;
+    }
+    argv[n] = NULL;
+    pid_t pid;
+    int rc = posix_spawn(&pid, s->exe, NULL, NULL, (char *const *)argv, environ);
+    if (rc != 0)
+        return err_set(err, -rc, "cannot start %s worker: %s", s->exe, strerror(rc));
+    s->slots[i].pid = pid;
+    s->slots[i].started_at = time_mono();
+    say(s, "local worker %d started (pid %d, device %d)", i, (int)pid, s->slots[i].device);
+    return 0;
+}
+
+static void describe_exit(int status, char *out, size_t cap)
+{
+    if (WIFEXITED(status))
+        snprintf(out, cap, "exited with status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(out, cap, "was killed by signal %d", WTERMSIG(status));
+    else
+        snprintf(out, cap, "stopped");
+}
+
+static void *watch(void *arg)
+{
+    supervisor *s = arg;
+    char err[ERR_LEN];
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        if (s->stopping) {
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        double now = time_mono();
+        for (int i = 0; i < s->o.count; i++) {
+            slot *sl = &s->slots[i];
+            if (sl->pid > 0) {
+                int status;
+                if (waitpid(sl->pid, &status, WNOHANG) != sl->pid)
+                    continue;
+                char how[64];
+                describe_exit(status, how, sizeof how);
+                /* A worker that ran a while gets restarted at once; one dying young backs off. */
+                if (now - sl->started_at >= SUPERVISOR_HEALTHY_S)
+                    sl->delay = SUPERVISOR_MIN_DELAY;
+                else
+                    sl->delay =
+                        sl->delay * 2 > SUPERVISOR_MAX_DELAY ? SUPERVISOR_MAX_DELAY : sl->delay * 2;
+                say(s, "local worker %d (pid %d) %s; restarting in %.1fs", i, (int)sl->pid, how,
+                    sl->delay);
+                sl->pid = 0;
+                sl->restart_at = now + sl->delay;
+            } else if (now >= sl->restart_at && spawn(s, i, err) < 0) {
+                say(s, "%s", err);
+                sl->restart_at = now + SUPERVISOR_MAX_DELAY;
+            }
+        }
+        pthread_mutex_unlock(&s->mu);
+        struct timespec ts = {0, SUPERVISOR_POLL_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static char *dup_or_null(const char *v)
+{
+    return v ? strdup(v) : NULL;
+}
+
+int supervisor_start(const supervisor_opts *o, supervisor **out, char *err)
+{
+    if (o->count < 1 || o->count > SUPERVISOR_MAX_WORKERS)
+        return err_set(err, -EINVAL, "local workers: %d is not from 1 to %d", o->count,
+                       SUPERVISOR_MAX_WORKERS);
+    supervisor *s = calloc(1, sizeof *s);
+    if (!s)
+        return err_set(err, -ENOMEM, "out of memory");
+    s->o = *o;
+    s->exe = strdup(o->exe);
+    s->url = strdup(o->server_url);
+    s->work = strdup(o->work_dir);
+    s->token = dup_or_null(o->token);
+    s->root = dup_or_null(o->dataset_root);
+    pthread_mutex_init(&s->mu, NULL);
+    int rc = 0;
+    if (!s->exe || !s->url || !s->work)
+        rc = err_set(err, -ENOMEM, "out of memory");
+    for (int i = 0; i < o->count && rc == 0; i++) {
+        s->slots[i].device = o->devices ? o->devices[i] : 0;
+        s->slots[i].delay = SUPERVISOR_MIN_DELAY;
+        rc = spawn(s, i, err);
+    }
+    if (rc == 0 && pthread_create(&s->thread, NULL, watch, s) != 0)
+        rc = err_set(err, -EAGAIN, "cannot start the supervisor thread");
+    if (rc < 0) {
+        supervisor_stop(s, 0);
+        return rc;
+    }
+    s->running = 1;
+    *out = s;
+    return 0;
+}
+
+pid_t supervisor_pid(supervisor *s, int i)
+{
+    pthread_mutex_lock(&s->mu);
+    pid_t pid = i >= 0 && i < s->o.count ? s->slots[i].pid : 0;
+    pthread_mutex_unlock(&s->mu);
+    return pid;
+}
+
+void supervisor_stop(supervisor *s, int grace_ms)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    pthread_mutex_unlock(&s->mu);
+    if (s->running)
+        pthread_join(s->thread, NULL);
+    for (int i = 0; i < s->o.count; i++)
+        if (s->slots[i].pid > 0)
+            kill(s->slots[i].pid, SIGTERM);
+    double deadline = time_mono() + grace_ms / 1000.0;
+    for (int i = 0; i < s->o.count; i++) {
+        slot *sl = &s->slots[i];
+        while (sl->pid > 0) {
+            if (waitpid(sl->pid, NULL, WNOHANG) == sl->pid) {
+                sl->pid = 0;
+            } else if (time_mono() >= deadline) {
+                kill(sl->pid, SIGKILL);
+                waitpid(sl->pid, NULL, 0);
+                sl->pid = 0;
+            } else {
+                struct timespec ts = {0, 20 * 1000000L};
+                nanosleep(&ts, NULL);
+            }
+        }
+    }
+    pthread_mutex_destroy(&s->mu);
+    free(s->exe);
+    free(s->url);
+    free(s->work);
+    free(s->token);
+    free(s->root);
+    free(s);
+}

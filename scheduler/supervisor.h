@@ -1,0 +1,37 @@
+/* supervisor: keeps `serve`'s local worker processes running.
+ *
+ * It starts one `trainyard worker` process per slot (each with its own --device), watches them
+ * from one thread, and restarts one that exits, after a delay that doubles from 0.5 s up to
+ * 30 s while a worker keeps dying young and resets once it has run for a minute. Workers talk
+ * to the server only over HTTP, as remote ones do; the supervisor only starts and stops them.
+ *
+ * Ownership: supervisor_stop() ends the processes and frees everything; accepts NULL. */
+#ifndef TRAINYARD_SCHEDULER_SUPERVISOR_H
+#define TRAINYARD_SCHEDULER_SUPERVISOR_H
+
+#include <sys/types.h>
+
+#define SUPERVISOR_MAX_WORKERS 64
+
+typedef struct supervisor supervisor;
+
+typedef struct supervisor_opts {
+    const char *exe;               /* the trainyard binary */
+    const char *server_url;        /* what the workers connect to */
+    const char *token;             /* worker token, or NULL */
+    const char *dataset_root;      /* passed on as --dataset-root, or NULL */
+    const char *work_dir;          /* parent of each worker's --work-dir */
+    int count;                     /* workers to run, 1..SUPERVISOR_MAX_WORKERS */
+    const int *devices;            /* OpenCL device index per worker */
+    void (*log)(const char *line); /* NULL: stderr */
+} supervisor_opts;
+
+/* Starts the workers and the watching thread. */
+int supervisor_start(const supervisor_opts *o, supervisor **out, char *err);
+/* The pid of worker slot i now (0 while it is being restarted). */
+pid_t supervisor_pid(supervisor *s, int i);
+/* Sends SIGTERM to every worker, waits up to grace_ms for them, then SIGKILLs the rest, and
+ * frees the supervisor. Accepts NULL. */
+void supervisor_stop(supervisor *s, int grace_ms);
+
+#endif
