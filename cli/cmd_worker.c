@@ -25,6 +25,8 @@ static const char usage_text[] =
     "  --name NAME          how the worker is listed (default <host>-<pid>)\n"
     "  --work-dir DIR       where job folders are made while a job runs (default $TMPDIR)\n"
     "  --dataset-root DIR   where file:// dataset URLs may point (default: nowhere)\n"
+    "  --dataset-stall-seconds S\n"
+    "                       fail a dataset download that stalls this long (default 30)\n"
     "  --max-jobs N         exit after N jobs (default: never)\n";
 
 static volatile sig_atomic_t stop_requested;
@@ -41,8 +43,9 @@ int cmd_worker(int argc, char **argv)
                     .token = getenv("TRAINYARD_TOKEN"),
                     .device = "any",
                     .stop = &stop_requested};
-    static const char *const flags[] = {"--server",   "--token",        "--device",  "--name",
-                                        "--work-dir", "--dataset-root", "--max-jobs"};
+    static const char *const flags[] = {
+        "--server",   "--token",        "--device",   "--name",
+        "--work-dir", "--dataset-root", "--max-jobs", "--dataset-stall-seconds"};
     const char **slots[] = {&o.server, &o.token, &o.device, &o.name, &o.work_dir, &o.dataset_root};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -63,10 +66,14 @@ int cmd_worker(int argc, char **argv)
             char *end = NULL;
             long n = strtol(argv[++i], &end, 10);
             if (*end || n < 0 || n > 1000000) {
-                fprintf(stderr, "trainyard worker: --max-jobs takes a count, not '%s'\n", argv[i]);
+                fprintf(stderr, "trainyard worker: %s takes a count, not '%s'\n", flags[f],
+                        argv[i]);
                 return 2;
             }
-            o.max_jobs = (int)n;
+            if (!strcmp(flags[f], "--max-jobs"))
+                o.max_jobs = (int)n;
+            else
+                o.dataset_stall_s = n;
         }
     }
     if (!o.server || !*o.server) {

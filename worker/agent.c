@@ -276,7 +276,8 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
 
     trainer_result res = {0};
     if (rc == 0) {
-        trainer_opts topts = {.out_dir = dir, .dataset_root = o->dataset_root};
+        trainer_opts topts = {
+            .out_dir = dir, .dataset_root = o->dataset_root, .dataset_stall_s = o->dataset_stall_s};
         trainer_hooks hooks = {.user = &b,
                                .on_log = hook_log,
                                .on_phase = hook_phase,

@@ -40,6 +40,7 @@ typedef struct trainer_opts {
     const char *out_dir;        /* created if missing */
     const char *dataset_root;   /* where file:// URLs may point, or NULL for none */
     uint64_t max_dataset_bytes; /* 0: the fetch default */
+    long dataset_stall_s;       /* abort a download stalled this long; 0: the fetch default */
 } trainer_opts;
 
 typedef struct trainer_result {

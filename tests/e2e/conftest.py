@@ -71,3 +71,94 @@ def train(trainyard_bin, tmp_path):
         return proc, out
 
     return run
+
+
+class FaultyHandler(Handler):
+    """Serves files, plus /stall (sends headers and a few bytes, then nothing) and /garbage
+    (random bytes) for the dataset-failure tests."""
+
+    def do_GET(self):
+        if self.path.startswith("/stall"):
+            self.send_response(200)
+            self.send_header("Content-Length", "1000000")
+            self.end_headers()
+            self.wfile.write(b"a,b,y\n")
+            self.wfile.flush()
+            try:
+                threading.Event().wait(60)
+            except Exception:
+                pass
+            return
+        if self.path.startswith("/garbage"):
+            body = bytes((i * 7919 + 13) % 256 for i in range(5000))
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        super().do_GET()
+
+
+@pytest.fixture(scope="session")
+def faulty_server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("faulty")
+    handler = functools.partial(FaultyHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+class Service:
+    """A running `trainyard serve` on a free loopback port, its output kept in a log file."""
+
+    def __init__(self, binary, data_dir, args):
+        import re
+        import time
+        self.data_dir = data_dir
+        self.log_path = data_dir.parent / (data_dir.name + ".log")
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([str(binary), "serve", "--port", "0", "--data-dir",
+                                      str(data_dir), *args], stdout=self.log,
+                                     stderr=subprocess.STDOUT, text=True)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            text = self.log_path.read_text()
+            m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", text)
+            if m:
+                self.url = m.group(1)
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"serve exited {self.proc.returncode}:\n{text}")
+            time.sleep(0.05)
+        raise RuntimeError("serve did not start:\n" + self.log_path.read_text())
+
+    def output(self):
+        return self.log_path.read_text()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def serve(trainyard_bin, tmp_path):
+    """Starts `trainyard serve` with extra arguments; every service is stopped at teardown."""
+    started = []
+
+    def start(*args, name="data"):
+        svc = Service(trainyard_bin, tmp_path / name, args)
+        started.append(svc)
+        return svc
+
+    yield start
+    for svc in started:
+        svc.stop()

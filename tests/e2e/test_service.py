@@ -1,0 +1,236 @@
+"""End-to-end tests of `trainyard serve`: the real server on a loopback port with real worker
+processes on the default OpenCL device, datasets from a local HTTP server, driven over HTTP with
+requests as a user would with curl."""
+import base64
+import hashlib
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+import requests
+from safetensors.numpy import load
+
+TERMINAL = {"succeeded", "failed", "cancelled"}
+
+
+def wait_for(svc, job_id, statuses, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        job = requests.get(f"{svc.url}/jobs/{job_id}").json()
+        if job["status"] in statuses:
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} still {job['status']}:\n{svc.output()[-3000:]}")
+
+
+def submit(svc, job, **headers):
+    r = requests.post(f"{svc.url}/train", json=job, headers=headers)
+    assert r.status_code in (200, 202), r.text
+    return r
+
+
+@pytest.fixture(scope="module")
+def blobs(data_server):
+    """A small three-class dataset served over HTTP."""
+    folder, base = data_server
+    rng = np.random.default_rng(3)
+    centers = np.array([[0, 0], [4, 0], [0, 4]])
+    label = rng.integers(0, 3, 600)
+    x = centers[label] + rng.normal(0, 0.6, (600, 2))
+    lines = ["a,b,kind"] + [f"{p:.4f},{q:.4f},k{c}" for (p, q), c in zip(x, label)]
+    (folder / "blobs.csv").write_text("\n".join(lines) + "\n")
+    return f"{base}/blobs.csv"
+
+
+def job_doc(url, epochs=5, **extra):
+    doc = {"name": "blobs", "dataset_url": url,
+           "model": {"layers": [{"type": "dense", "units": 16, "activation": "relu"}]},
+           "hyperparameters": {"epochs": epochs, "batch_size": 32, "learning_rate": 0.01,
+                               "validation_split": 0.2}}
+    doc.update(extra)
+    return doc
+
+
+def test_round_trip_submit_poll_download(serve, blobs):
+    svc = serve()
+    r = submit(svc, job_doc(blobs))
+    assert r.status_code == 202
+    job = r.json()
+    assert r.headers["Location"] == f"/jobs/{job['id']}"
+    assert job["status"] in ("queued", "running")
+    assert job["document"]["hyperparameters"]["optimizer"] == "adam"  # defaults resolved
+
+    done = wait_for(svc, job["id"], TERMINAL)
+    assert done["status"] == "succeeded", done
+    assert done["attempt"] == 1 and done["started_at"] and done["finished_at"]
+    assert done["device"]
+
+    epochs = requests.get(f"{svc.url}/jobs/{job['id']}/metrics").json()["epochs"]
+    assert [e["epoch"] for e in epochs] == [1, 2, 3, 4, 5]
+    assert epochs[-1]["val_accuracy"] > 0.9
+
+    listing = requests.get(f"{svc.url}/jobs/{job['id']}/artifacts").json()["artifacts"]
+    names = {a["name"]: a for a in listing}
+    assert {"model.safetensors", "metrics.csv", "job.json", "train.log"} <= set(names)
+
+    r = requests.get(f"{svc.url}/jobs/{job['id']}/artifacts/model.safetensors")
+    assert r.status_code == 200
+    digest = hashlib.sha256(r.content).digest()
+    assert names["model.safetensors"]["sha256"] == digest.hex()
+    assert r.headers["ETag"] == f'"{digest.hex()}"'
+    assert base64.b64encode(digest).decode() in r.headers["Repr-Digest"]
+    tensors = load(r.content)
+    assert tensors["0.weight"].shape == (16, 2) and tensors["2.weight"].shape == (3, 16)
+
+    part = requests.get(f"{svc.url}/jobs/{job['id']}/artifacts/model.safetensors",
+                        headers={"Range": "bytes=8-99"})
+    assert part.status_code == 206 and part.content == r.content[8:100]
+
+    logs = requests.get(f"{svc.url}/jobs/{job['id']}/logs").text
+    assert "epoch 5/5" in logs
+    health = requests.get(f"{svc.url}/healthz").json()
+    assert health["status"] == "ok" and health["workers"] >= 1
+
+
+def test_cancel_in_each_state(serve, blobs):
+    svc = serve("--workers", "0")  # nothing runs: jobs stay queued
+    queued = submit(svc, job_doc(blobs)).json()
+    r = requests.post(f"{svc.url}/jobs/{queued['id']}/cancel")
+    assert r.status_code == 200 and r.json()["status"] == "cancelled"
+    r = requests.post(f"{svc.url}/jobs/{queued['id']}/cancel")
+    assert r.status_code == 409
+    assert r.headers["Content-Type"].startswith("application/problem+json")
+
+    svc2 = serve(name="running")
+    long_job = submit(svc2, job_doc(blobs, epochs=100000)).json()
+    wait_for(svc2, long_job["id"], {"running"})
+    time.sleep(0.5)
+    t0 = time.time()
+    r = requests.post(f"{svc2.url}/jobs/{long_job['id']}/cancel")
+    assert r.status_code == 200 and r.json()["cancel_requested"] is True
+    done = wait_for(svc2, long_job["id"], TERMINAL, timeout=30)
+    assert done["status"] == "cancelled"
+    assert time.time() - t0 < 5, "a running job must stop soon after cancel"
+    # The worker is free again: the next job runs to the end.
+    nxt = submit(svc2, job_doc(blobs, epochs=2)).json()
+    assert wait_for(svc2, nxt["id"], TERMINAL)["status"] == "succeeded"
+
+
+def test_delete_only_finished_jobs(serve, blobs):
+    svc = serve("--workers", "0")
+    job = submit(svc, job_doc(blobs)).json()
+    assert requests.delete(f"{svc.url}/jobs/{job['id']}").status_code == 409
+    requests.post(f"{svc.url}/jobs/{job['id']}/cancel")
+    assert requests.delete(f"{svc.url}/jobs/{job['id']}").status_code == 204
+    assert requests.get(f"{svc.url}/jobs/{job['id']}").status_code == 404
+    assert requests.delete(f"{svc.url}/jobs/{job['id']}").status_code == 404
+
+
+def test_pagination_filters_and_newest_first(serve, blobs):
+    svc = serve("--workers", "0")
+    ids = []
+    for i in range(260):
+        ids.append(submit(svc, job_doc(blobs, name=f"p{i % 3}")).json()["id"])
+    seen, cursor = [], None
+    while True:
+        params = {"limit": 50}
+        if cursor:
+            params["cursor"] = cursor
+        page = requests.get(f"{svc.url}/jobs", params=params).json()
+        seen += [j["id"] for j in page["jobs"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == ids[::-1]
+    p1 = requests.get(f"{svc.url}/jobs", params={"name": "p1", "limit": 500}).json()["jobs"]
+    assert len(p1) == 87 and all(j["name"] == "p1" for j in p1)
+    requests.post(f"{svc.url}/jobs/{ids[5]}/cancel")
+    cancelled = requests.get(f"{svc.url}/jobs", params={"status": "cancelled"}).json()["jobs"]
+    assert [j["id"] for j in cancelled] == [ids[5]]
+    for bad in ({"limit": 0}, {"limit": 501}, {"status": "sleeping"}, {"cursor": "!!"}):
+        r = requests.get(f"{svc.url}/jobs", params=bad)
+        assert r.status_code == 400, (bad, r.text)
+
+
+def test_idempotent_resubmit(serve, blobs):
+    svc = serve("--workers", "0")
+    first = submit(svc, job_doc(blobs), **{"Idempotency-Key": "k-1"})
+    again = submit(svc, job_doc(blobs), **{"Idempotency-Key": "k-1"})
+    assert first.status_code == 202 and again.status_code == 200
+    assert first.json()["id"] == again.json()["id"]
+    other = submit(svc, job_doc(blobs), **{"Idempotency-Key": "k-2"})
+    assert other.json()["id"] != first.json()["id"]
+    assert len(requests.get(f"{svc.url}/jobs").json()["jobs"]) == 2
+
+
+def test_invalid_submissions_name_the_field(serve):
+    svc = serve("--workers", "0")
+    r = requests.post(f"{svc.url}/train", json={"dataset_url": "gopher://x",
+                                                "hyperparameters": {"epochs": -1}})
+    assert r.status_code == 400
+    assert r.headers["Content-Type"].startswith("application/problem+json")
+    fields = {e["field"] for e in r.json()["errors"]}
+    assert {"dataset_url", "hyperparameters.epochs"} <= fields
+    r = requests.post(f"{svc.url}/train", data="{not json", headers={"Content-Type":
+                                                                     "application/json"})
+    assert r.status_code == 400
+    r = requests.post(f"{svc.url}/train", data="x" * (2 << 20),
+                      headers={"Content-Type": "application/json"})
+    assert r.status_code == 413
+    assert requests.get(f"{svc.url}/jobs/nope").status_code == 404
+    assert requests.get(f"{svc.url}/healthz").status_code == 200
+
+
+def test_events_and_logs_arrive_before_the_job_ends(serve, blobs):
+    svc = serve()
+    job = submit(svc, job_doc(blobs, epochs=400)).json()
+    events, lines = [], []
+
+    def read_events():
+        with requests.get(f"{svc.url}/jobs/{job['id']}/events", stream=True, timeout=120) as r:
+            assert r.headers["Content-Type"].startswith("text/event-stream")
+            kind = None
+            for raw in r.iter_lines(decode_unicode=True):
+                if raw.startswith("event:"):
+                    kind = raw.split(":", 1)[1].strip()
+                elif raw.startswith("data:"):
+                    events.append((time.time(), kind, json.loads(raw[5:])))
+
+    def read_logs():
+        with requests.get(f"{svc.url}/jobs/{job['id']}/logs", params={"follow": "true"},
+                          stream=True, timeout=120) as r:
+            for raw in r.iter_lines(decode_unicode=True):
+                lines.append((time.time(), raw))
+
+    threads = [threading.Thread(target=read_events), threading.Thread(target=read_logs)]
+    for t in threads:
+        t.start()
+    done = wait_for(svc, job["id"], TERMINAL)
+    ended = time.time()
+    for t in threads:
+        t.join(timeout=30)
+    assert done["status"] == "succeeded"
+    metrics = [e for e in events if e[1] == "metrics"]
+    assert [m[2]["epoch"] for m in metrics] == list(range(1, 401))
+    assert metrics[0][0] < ended - 0.3, "metrics must stream while the job runs"
+    statuses = [e[2]["status"] for e in events if e[1] == "status"]
+    assert statuses[-1] == "succeeded" and "running" in statuses
+    epoch_lines = [t for t, text in lines if text.startswith("epoch ")]
+    assert len(epoch_lines) == 400 and epoch_lines[0] < ended - 0.3
+
+
+@pytest.mark.parametrize("path,expect", [("missing.csv", "404"), ("garbage", "line"),
+                                         ("stall", "timed out")])
+def test_bad_datasets_fail_clearly_and_service_stays_healthy(serve, faulty_server, path,
+                                                              expect):
+    _, base = faulty_server
+    svc = serve("--dataset-stall-seconds", "2")
+    job = submit(svc, {"dataset_url": f"{base}/{path}", "hyperparameters": {"epochs": 1}}).json()
+    done = wait_for(svc, job["id"], TERMINAL, timeout=60)
+    assert done["status"] == "failed" and done["error"], done
+    assert expect in done["error"]
+    assert requests.get(f"{svc.url}/healthz").json()["status"] == "ok"
+    ok = submit(svc, {"dataset_url": f"{base}/missing.csv", "hyperparameters": {"epochs": 1}})
+    assert ok.status_code == 202
