@@ -82,6 +82,12 @@ static int spawn(supervisor *s, int i, char *err)
         argv[n++] = "--dataset-root";
         argv[n++] = s->root;
     }
+    char stall[32];
+    if (s->o.dataset_stall_s > 0) {
+        snprintf(stall, sizeof stall, "%ld", s->o.dataset_stall_s);
+        argv[n++] = "--dataset-stall-seconds";
+        argv[n++] = stall;
+    }
     argv[n] = NULL;
     pid_t pid;
     int rc = posix_spawn(&pid, s->exe, NULL, NULL, (char *const *)argv, environ);
