@@ -62,7 +62,7 @@ static int spawn(supervisor *s, int i, char *err)
     snprintf(device, sizeof device, "%d", s->slots[i].device);
     snprintf(name, sizeof name, "local-%d", i);
     snprintf(work, sizeof work, "%s/worker-%d", s->work, i);
-    const char *argv[16];
+    const char *argv[24];
     int n = 0;
     argv[n++] = s->exe;
     argv[n++] = "worker";
