@@ -5,12 +5,15 @@
  * work-group (kern_reduce_sum past a few thousand floats, kern_bias_act_bwd past a few hundred
  * rows): then a first pass writes partial sums into k->scratch and a second adds them.
  *
- * Launch shapes. Element-wise kernels run one work-item per element with an explicit local size
- * (k->local_1d) and the global size rounded up to a multiple of it; the kernels check bounds.
- * An explicit local size keeps GPUs from falling back to tiny work-groups on prime sizes, and
- * keeps PoCL from compiling a new work-group function for every global size it sees. The
- * reductions use k->local_red work-items (256 where the device allows), a power of two that
- * their local-memory trees rely on.
+ * Launch shapes. Element-wise kernels run one work-item per element in work-groups of
+ * k->local_1d, with the global size rounded up to a multiple of the local size; the kernels check
+ * bounds. Per-row kernels (losses) and flat vectors (dropout, optimisers) use a 1-D range; the
+ * matrix kernels (bias+act forward, gather) a 2-D range (columns, rows), which spares a division
+ * per element. An explicit local size keeps GPUs from falling back to tiny work-groups on prime
+ * sizes, and keeps PoCL, which compiles a work-group function per local size on first use, to a
+ * handful of variants (one per power-of-two column block) instead of one per global size. The
+ * reductions use k->local_red work-items (256 where the device allows), a power of two that their
+ * local-memory trees rely on.
  *
  * Sizes are int in the API and in the kernels (rows·cols included), so every wrapper refuses a
  * matrix past INT_MAX elements with -EINVAL rather than letting an index wrap. */

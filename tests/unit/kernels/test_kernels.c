@@ -511,6 +511,75 @@ static void test_gather_rows(void)
     cltest_bufs_free(&T);
 }
 
+/* The gradients the kernels are compared against are themselves checked against central finite
+ * differences of the references' own losses and forward pass, so a sign or scale slip in a
+ * reference cannot hide behind kernel == reference. Float losses limit the match to ~1e-3. */
+static double fd_total(int kind, int rows, int cols, const float *z, const void *target,
+                       float scale)
+{
+    float loss[8], cor[8];
+    double t = 0;
+    if (kind == 0)
+        ref_softmax_xent(rows, cols, z, target, scale, NULL, loss, cor);
+    else if (kind == 1)
+        ref_bce(rows, z, target, scale, NULL, loss, cor);
+    else
+        ref_mse(rows, cols, z, target, scale, NULL, loss);
+    for (int r = 0; r < rows; r++)
+        t += (double)loss[r] * scale;
+    return t;
+}
+
+static void test_finite_differences(void)
+{
+    enum { R = 4, C = 5 };
+    int32_t lab[R] = {0, 4, 2, 2};
+    float *z = floats(R * C, -2, 2), *t = floats(R * C, 0, 1), grad[R * C], loss[R], cor[R];
+    for (int r = 0; r < R; r++)
+        t[r] = r % 2; /* BCE uses the first R as 0/1 labels */
+    const float scale = 0.25f, h = 1e-2f;
+    for (int kind = 0; kind < 3; kind++) {
+        int cols = kind == 1 ? 1 : C;
+        const void *target = kind == 0 ? (const void *)lab : t;
+        if (kind == 0)
+            ref_softmax_xent(R, cols, z, lab, scale, grad, loss, cor);
+        else if (kind == 1)
+            ref_bce(R, z, t, scale, grad, loss, cor);
+        else
+            ref_mse(R, cols, z, t, scale, grad, loss);
+        for (int i = 0; i < R * cols; i++) {
+            float keep = z[i];
+            z[i] = keep + h;
+            double up = fd_total(kind, R, cols, z, target, scale);
+            z[i] = keep - h;
+            double down = fd_total(kind, R, cols, z, target, scale);
+            z[i] = keep;
+            double fd = (up - down) / (2 * h);
+            if (fabs(fd - grad[i]) > 2e-3 + 1e-2 * fabs(fd)) {
+                fprintf(stderr, "finite differences, loss %d, [%d]: analytic %g, numeric %g\n",
+                        kind, i, (double)grad[i], fd);
+                check_failures++;
+            }
+        }
+    }
+    /* act'(y) from the output, against d act(x)/dx by finite differences of the forward. */
+    for (int act = 0; act <= KERN_ACT_SIGMOID; act++)
+        for (float x = -2.5f; x <= 2.5f; x += 0.37f) {
+            float zero = 0, a = x + h, b = x - h, y = x, dy = 1, db;
+            ref_bias_act_fwd(1, 1, act, &a, &zero);
+            ref_bias_act_fwd(1, 1, act, &b, &zero);
+            ref_bias_act_fwd(1, 1, act, &y, &zero);
+            ref_bias_act_bwd(1, 1, act, &y, &dy, &db);
+            double fd = ((double)a - b) / (2 * h);
+            if (fabs(fd - dy) > 2e-3 + 1e-2 * fabs(fd) || db != dy) {
+                fprintf(stderr, "finite differences, %s at %g: analytic %g, numeric %g\n",
+                        act_name(act), (double)x, (double)dy, fd);
+                check_failures++;
+            }
+        }
+    free(z), free(t);
+}
+
 static void test_bad_arguments(void)
 {
     cl_mem b = cltest_buf(&T, 64, NULL);
@@ -530,6 +599,7 @@ int main(void)
 {
     cltest_open(&T);
     test_uniform_known_answers();
+    test_finite_differences();
     test_bias_act_fwd();
     test_bias_act_bwd();
     test_softmax_xent();
