@@ -297,9 +297,12 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
         say("job %s: lease lost, dropping the attempt", job_id);
     } else if (rc < 0) {
         complete(c, prefix, "failed", err);
+    } else if (res.stopped && b.cancel) {
+        complete(c, prefix, "cancelled", NULL);
     } else if (res.stopped) {
-        complete(c, prefix, b.cancel ? "cancelled" : "failed",
-                 b.cancel ? NULL : "the worker was stopped");
+        /* Stopped by a signal: the job is not this attempt's to fail. Its lease lapses and the
+         * scheduler hands it out again. */
+        say("job %s: stopping; it is retried once its lease lapses", job_id);
     } else {
         rc = upload(c, prefix, dir, err);
         complete(c, prefix, rc == 0 ? "succeeded" : "failed", rc == 0 ? NULL : err);
