@@ -206,6 +206,12 @@ static int body_file_open(http_req *r)
     return 0;
 }
 
+/* The status for failing to store an upload: the server's disk or setup, never the client. */
+static int store_status(int rc)
+{
+    return rc == -ENOSPC || rc == -EDQUOT ? 507 : rc == -ENOMEM ? 503 : 500;
+}
+
 /* Takes n more body bytes: counts them, enforces the cap, stores them. MHD_NO closes. */
 static enum MHD_Result body_take(http_req *r, const char *data, size_t n)
 {
@@ -224,7 +230,7 @@ static enum MHD_Result body_take(http_req *r, const char *data, size_t n)
         if (r->body_fd < 0) {
             rc = body_file_open(r);
             if (rc < 0) {
-                req_reject(r, api_error_status(rc), "cannot store the upload");
+                req_reject(r, store_status(rc), "cannot store the upload");
                 goto discard;
             }
         }
@@ -235,7 +241,7 @@ static enum MHD_Result body_take(http_req *r, const char *data, size_t n)
             if (w < 0) {
                 rc = -errno;
                 http_log_line(r->s, "http: writing %s: %s", r->body_path, strerror(-rc));
-                req_reject(r, api_error_status(rc), "cannot store the upload: %s", strerror(-rc));
+                req_reject(r, store_status(rc), "cannot store the upload: %s", strerror(-rc));
                 goto discard;
             }
             data += w;
@@ -353,8 +359,7 @@ static enum MHD_Result req_final(http_req *r)
         }
         rc = body_finish(r);
         if (rc < 0) {
-            snprintf(r->errbuf, sizeof(r->errbuf), "cannot store the upload");
-            http_reply_error(r, rc);
+            http_reply_problem(r, store_status(rc), NULL, "cannot store the upload", NULL);
             return req_answered(r);
         }
         return req_run(r);

@@ -141,8 +141,9 @@ int http_reply_empty(http_req *r, int status);
 /* A file on disk, answering Range (one range → 206 with Content-Range, unsatisfiable → 416,
  * several → the whole file), If-Range and If-None-Match (304) against etag. content_type
  * (default application/octet-stream) and etag may be NULL; etag is sent as given when quoted
- * ("\"...\"" or W/"..."), else quoted. A file that cannot be opened answers nothing: -ENOENT,
- * -EACCES, ... for the handler to return. */
+ * ("\"...\"" or W/"..."), else quoted. A file that cannot be opened answers nothing and
+ * returns the code for the handler to return: -ENOENT when missing (404), else -EIO (logged)
+ * or -EMFILE/-ENFILE/-ENOMEM (503). */
 int http_reply_file(http_req *r, const char *path, const char *content_type, const char *etag);
 /* problem+json: type "about:blank"; title NULL takes the error table's title for status;
  * detail may be NULL; errs (may be NULL) becomes the `errors` list of {field, message}. Every

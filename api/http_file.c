@@ -104,6 +104,19 @@ static int etag_list_match(const char *list, const char *tag)
     }
 }
 
+/* What a handler should answer for a file it cannot open: missing is 404; running out of
+ * descriptors or memory is 503; anything else (permissions, I/O) is the server's fault, 500,
+ * and logged — never a 403, which would blame the client. */
+static int open_error(http_req *r, const char *path, int e)
+{
+    if (e == ENOENT || e == ENOTDIR)
+        return -ENOENT;
+    if (e == EMFILE || e == ENFILE || e == ENOMEM)
+        return -e;
+    http_log_line(r->s, "http: cannot open %s: %s", path, strerror(e));
+    return -EIO;
+}
+
 int http_reply_file(http_req *r, const char *path, const char *content_type, const char *etag)
 {
     char tag[256] = "", cr[96];
@@ -123,7 +136,7 @@ int http_reply_file(http_req *r, const char *path, const char *content_type, con
     }
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return -errno;
+        return open_error(r, path, errno);
     if (fstat(fd, &st) != 0) {
         rc = -errno;
         goto fail;

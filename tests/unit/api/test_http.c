@@ -9,6 +9,7 @@
  * streams. Time-bound checks use generous margins except where the promptness is the point. */
 #include <arpa/inet.h>
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -29,6 +30,7 @@
 static http_server *srv;
 static http_signal *sig_poll, *sig_stream;
 static char tmp_dir[256];
+static char upload_dir[280];
 static char file_path[300];
 static char last_upload[512];
 static char kept_path[512];
@@ -213,6 +215,7 @@ static const http_route routes[] = {
     {"POST", "/small", h_small, 16, 0},
     {"POST", "/json", h_json, HTTP_JSON_MAX_BODY, 0},
     {"PUT", "/upload", h_upload, 1 << 20, 1},
+    {"PUT", "/upload-small", h_upload, 100, 1},
     {"GET", "/error/{code}", h_error, 0, 0},
     {"GET", "/file", h_file, 0, 0},
     {"GET", "/nothing", h_nothing, 0, 0},
@@ -465,6 +468,24 @@ static void test_routing(void)
     pthread_mutex_unlock(&log_lock);
 }
 
+/* Whether dir is empty, or becomes so within a second (requests end after their answer). */
+static int dir_empty_soon(const char *dir)
+{
+    for (int i = 0; i < 1000; i++) {
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        int n = 0;
+        while (d && (e = readdir(d)))
+            n += e->d_name[0] != '.';
+        if (d)
+            closedir(d);
+        if (n == 0)
+            return 1;
+        usleep(1000);
+    }
+    return 0;
+}
+
 static void test_bodies(void)
 {
     resp r;
@@ -533,6 +554,24 @@ static void test_bodies(void)
     CHECK_INT(r.status, 201);
     CHECK(strstr(r.body, "\"size\":0") != NULL);
     resp_free(&r);
+
+    /* the upload directory gone: the server's fault (500), not the client's */
+    char moved[300];
+    snprintf(moved, sizeof(moved), "%s.moved", upload_dir);
+    CHECK(rename(upload_dir, moved) == 0);
+    send_body("PUT", "/upload", NULL, blob, 5000, 0, &r);
+    check_problem(&r, 500, "Internal error", "cannot store the upload");
+    resp_free(&r);
+    send_body("PUT", "/upload", NULL, blob, 5000, 1, &r);
+    check_problem(&r, 500, "Internal error", "cannot store the upload");
+    resp_free(&r);
+    CHECK(rename(moved, upload_dir) == 0);
+
+    /* an upload past the cap, chunked: 413, and no temporary file left behind */
+    send_body("PUT", "/upload-small", NULL, blob, 500, 1, &r);
+    check_problem(&r, 413, "Payload too large", NULL);
+    resp_free(&r);
+    CHECK(dir_empty_soon(upload_dir));
 }
 
 static void test_json(void)
@@ -960,6 +999,8 @@ static void test_stop(void)
     usleep(50000);
     t0 = time_mono();
     http_stop(srv);
+    if (getenv("TEST_HTTP_LOG"))
+        fprintf(stderr, "http_stop took %.1f ms\n", (time_mono() - t0) * 1e3);
     CHECK(time_mono() - t0 < 1.5);
     for (int i = 0; i < 3; i++) {
         pthread_join(polls[i].t, NULL);
@@ -1011,13 +1052,15 @@ int main(void)
     }
     snprintf(file_path, sizeof(file_path), "%s/file.txt", tmp_dir);
     snprintf(kept_path, sizeof(kept_path), "%s/kept", tmp_dir);
+    snprintf(upload_dir, sizeof(upload_dir), "%s/uploads", tmp_dir);
+    mkdir(upload_dir, 0700);
 
     cfg.bind = "127.0.0.1";
     cfg.port = 0;
     cfg.threads = 2;
     cfg.routes = routes;
     cfg.n_routes = sizeof(routes) / sizeof(routes[0]);
-    cfg.tmp_dir = tmp_dir;
+    cfg.tmp_dir = upload_dir;
     cfg.log = test_log;
     rc = http_start(&cfg, &srv, err);
     CHECK_INT(rc, 0);
@@ -1046,6 +1089,7 @@ int main(void)
         pthread_mutex_unlock(&log_lock);
     }
     unlink(file_path);
+    rmdir(upload_dir);
     rmdir(tmp_dir);
     curl_global_cleanup();
     return check_exit();
