@@ -193,7 +193,7 @@ static int reply_allowed(http_req *r, int status)
                       status);
         return -EALREADY;
     }
-    if (r->phase == HTTP_PHASE_PARKED || r->phase == HTTP_PHASE_DONE || status < 100 ||
+    if (r->phase == HTTP_PHASE_PARKED || r->phase == HTTP_PHASE_DONE || status < 200 ||
         status > 599)
         return -EINVAL;
     return 0;
