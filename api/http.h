@@ -19,7 +19,11 @@
  * Every request is logged as one line to the server's log: method, path, status, bytes, ms.
  *
  * Ownership: the framework owns http_req; json bodies handed to http_reply_json are stolen;
- * state set with http_state_set is freed with its destructor when the request ends. */
+ * state set with http_state_set is freed with its destructor when the request ends.
+ *
+ * Threads: handlers run on the pool's threads, several at once; everything taking an http_req
+ * is for the handler's own call only (not another thread, not after it returned). Signals may
+ * be raised from any thread until http_stop(), which frees them: stop whatever raises first. */
 #ifndef TRAINYARD_API_HTTP_H
 #define TRAINYARD_API_HTTP_H
 
@@ -51,38 +55,50 @@ typedef struct http_route {
 } http_route;
 
 typedef struct http_config {
-    const char *bind;  /* address to listen on, "127.0.0.1" by default */
-    int port;          /* 0 picks a free port; http_port() tells which */
-    unsigned threads;  /* thread pool size, default 4 */
+    const char *bind; /* address to listen on, "127.0.0.1" by default */
+    int port;         /* 0 picks a free port; http_port() tells which */
+    unsigned threads; /* thread pool size, default 4 */
     const http_route *routes;
     size_t n_routes;
     void *app;
     const char *tmp_dir; /* where body_to_file bodies go; must exist */
-    /* Called with each request's log line; NULL prints it to stderr. */
+    /* Called with each request's log line (and the server's own complaints), from any pool
+     * thread at once; NULL prints it to stderr. */
     void (*log)(void *app, const char *line);
 } http_config;
 
-/* Starts listening and serving. */
+/* Starts listening and serving. bind must be a numeric IPv4 address ("0.0.0.0" for all);
+ * -EINVAL for a bad config, -ENOENT when a body_to_file route has no tmp_dir, -errno when the
+ * address cannot be bound (-EADDRINUSE, ...). */
 int http_start(const http_config *cfg, http_server **out, char *err);
 /* The port the server listens on. */
 int http_port(const http_server *s);
-/* Stops accepting, ends parked requests and streams, and releases the server; accepts NULL. */
+/* Stops accepting, ends parked requests and streams, and releases the server; accepts NULL.
+ * Parked requests are woken as if timed out (a handler that would park again gets 503),
+ * streams are cut (the client sees an unfinished chunked body and may reconnect); the woken
+ * get up to a second to go out before the daemon stops. */
 void http_stop(http_server *s);
 
 /* ---- signals: what parked requests and streams wait on ------------------------------------ */
 
-/* A new signal belonging to s (freed by http_stop). */
+/* A new signal belonging to s (freed by http_stop); NULL when out of memory. */
 http_signal *http_signal_new(http_server *s);
-/* Wakes every request and stream parked on sig. Safe from any thread. */
+/* Wakes every request and stream parked on sig. Safe from any thread, never blocks on I/O.
+ * A raise that lands between a handler's look at its state and its park is not lost: the
+ * handler is called again at once instead of parking. Accepts NULL. */
 void http_signal_raise(http_signal *sig);
 
 /* ---- the request ---------------------------------------------------------------------------- */
 
+/* The request's method ("HEAD" stays "HEAD" on a GET route). */
 const char *http_method(const http_req *r);
+/* The path as sent (still percent-encoded), without the query string. */
 const char *http_path(const http_req *r);
-/* A path parameter by name ({id}), URL-decoded; NULL when the route has none of that name. */
+/* A path parameter by name ({id}), URL-decoded once; NULL when the route has none of that
+ * name. Never empty; holds no '/', no control character, only valid UTF-8 (else: 404). */
 const char *http_param(const http_req *r, const char *name);
-/* A query-string argument, URL-decoded; NULL when absent. */
+/* A query-string argument, URL-decoded ('+' is a space); NULL when absent; the first of a
+ * repeated name. */
 const char *http_query(const http_req *r, const char *name);
 /* A request header (case-insensitive name); NULL when absent. */
 const char *http_header(const http_req *r, const char *name);
@@ -92,44 +108,62 @@ const char *http_body(const http_req *r, size_t *len);
  * rename() it away; otherwise it is removed when the request ends. */
 const char *http_body_file(const http_req *r, uint64_t *len);
 /* Parses the body as a JSON object: Content-Type must be application/json (415), depth at most
- * JOB_MAX_JSON_DEPTH, syntax errors 400 with line and column. On failure it has already
- * answered with problem+json and returns the negative code; the handler returns it as is. */
+ * JOB_MAX_JSON_DEPTH, syntax errors 400 with line and column, duplicate keys and invalid UTF-8
+ * 400, anything but an object 400. On failure it has already answered with problem+json and
+ * returns the negative code (-EMEDIUMTYPE, -EINVAL); the handler returns it as is. On success
+ * *out is a new reference. For in-memory bodies (not body_to_file routes). */
 int http_body_json(http_req *r, json_t **out);
-/* The caller's buffer for the failure sentence that becomes `detail`. */
+/* The caller's buffer (ERR_LEN bytes) for the failure sentence that becomes `detail`; emptied
+ * before each handler call. */
 char *http_errbuf(http_req *r);
 
-/* Per-request state kept across parks; free_fn (may be NULL) runs when the request ends. */
+/* Per-request state kept across parks; free_fn (may be NULL) runs when the request ends.
+ * Setting another state frees the previous one with its free_fn. */
 void http_state_set(http_req *r, void *state, void (*free_fn)(void *));
 void *http_state(const http_req *r);
 
 /* ---- answers (exactly one per handler call that returns 0) ---------------------------------- */
+/* Each returns 0 once the answer is queued, or a negative code and the request is unanswered
+ * (the handler may return that code); a second answer in one call is refused with -EALREADY.
+ * HEAD requests get the headers of the GET answer without its body. */
 
-/* Adds a header to the answer about to be made. */
+/* Adds a header to the answer about to be made (name a token, value without control
+ * characters: -EINVAL; at most 32: -E2BIG). Headers are forgotten at each new handler call. */
 int http_header_add(http_req *r, const char *name, const char *value);
-/* JSON answer; body is stolen (decref'd by the framework). */
+/* JSON answer ("application/json"); body is stolen (decref'd by the framework), even when the
+ * call fails. */
 int http_reply_json(http_req *r, int status, json_t *body);
 /* Any bytes with a content type (copied). */
 int http_reply_bytes(http_req *r, int status, const char *content_type, const void *data,
                      size_t len);
 /* No body (204, 304). */
 int http_reply_empty(http_req *r, int status);
-/* A file on disk, answering Range (one range → 206 with Content-Range, unsatisfiable → 416) and
- * If-None-Match (304) against etag. content_type and etag may be NULL. */
+/* A file on disk, answering Range (one range → 206 with Content-Range, unsatisfiable → 416,
+ * several → the whole file), If-Range and If-None-Match (304) against etag. content_type
+ * (default application/octet-stream) and etag may be NULL; etag is sent as given when quoted
+ * ("\"...\"" or W/"..."), else quoted. A file that cannot be opened answers nothing and
+ * returns the code for the handler to return: -ENOENT when missing (404), else -EIO (logged)
+ * or -EMFILE/-ENFILE/-ENOMEM (503). */
 int http_reply_file(http_req *r, const char *path, const char *content_type, const char *etag);
-/* problem+json: type "about:blank" unless type_uri is given; errs (may be NULL) becomes the
- * `errors` list of {field, message}. */
+/* problem+json: type "about:blank"; title NULL takes the error table's title for status;
+ * detail may be NULL; errs (may be NULL) becomes the `errors` list of {field, message}. Every
+ * string is made valid UTF-8 (invalid bytes become '?'). A 401 gets WWW-Authenticate: Bearer
+ * unless the handler added its own. */
 int http_reply_problem(http_req *r, int status, const char *title, const char *detail,
                        const job_errors *errs);
-/* problem+json for a negative code through the error table, detail from http_errbuf(). */
+/* problem+json for a negative code through the error table (api/api_error.h), detail from
+ * http_errbuf(). 5xx answers are also logged. */
 int http_reply_error(http_req *r, int code);
 
 /* ---- parking and streams -------------------------------------------------------------------- */
 
 /* Answers later: the connection is suspended until sig is raised or timeout_ms passes, then the
  * handler is called again (http_parked_timeout() says which woke it). The handler returns 0
- * right after this call. */
+ * right after this call. sig NULL waits for the timeout alone; timeout_ms is held to
+ * 1..600000. A client that leaves while parked is noticed only when the request wakes. */
 int http_park(http_req *r, http_signal *sig, int timeout_ms);
-/* 1 when the handler is being called again because its park timed out. */
+/* 1 when the handler is being called again because its park timed out (or the server is
+ * stopping). */
 int http_parked_timeout(const http_req *r);
 /* How many times this request has been parked and woken so far (0 on the first call). */
 int http_wakeups(const http_req *r);
@@ -142,7 +176,11 @@ typedef ssize_t (*http_pull)(void *state, char *buf, size_t cap);
 
 /* A streamed answer of unknown length (chunked): pull is called until it returns END. The
  * stream re-pulls when sig is raised, and at least every heartbeat_ms (so it can notice a
- * client gone or send an SSE comment). state is freed with free_fn when the stream ends. */
+ * client gone or send an SSE comment; <= 0: 15000, held to 10..600000). state is freed with
+ * free_fn when the stream ends, however it ends; from this call on it belongs to the
+ * framework, even when the call fails. pull runs on a pool thread and must not block; sig
+ * NULL re-pulls on the heartbeat alone. A client gone is noticed, and state freed, at the next
+ * WAIT or heartbeat. Adds Cache-Control: no-cache. */
 int http_reply_stream(http_req *r, int status, const char *content_type, http_pull pull,
                       void *state, void (*free_fn)(void *), http_signal *sig, int heartbeat_ms);
 

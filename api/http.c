@@ -1,0 +1,617 @@
+/* http: trainyard's HTTP layer over libmicrohttpd — the daemon and each request's life.
+ *
+ * Design. One daemon with an internal thread pool (epoll, poll where epoll is missing) calls
+ * on_access() several times per request: once when the headers are in (we match the route and
+ * refuse what we can before reading: 404, 405, 413 by Content-Length), once per piece of body
+ * (kept in memory or written to a temporary file, within the route's cap), and once when the
+ * body is complete, where the route's handler runs. A handler either answers (one
+ * http_reply_*), fails (a negative code, answered through api_error's table), or parks
+ * (http_park.c suspends the connection; libmicrohttpd calls on_access() again on resume and the
+ * handler runs again). on_completed() logs the request's line and frees it.
+ *
+ * Files: http.c (this: daemon, request life, bodies, log), http_route.c (matching and what a
+ * handler reads), http_reply.c (answers, problem+json, http_body_json), http_file.c (files with
+ * ranges), http_park.c (signals, parking, streams). Shared structures: http_priv.h.
+ *
+ * Invariants: every request gets exactly one answer or its connection is closed; a handler
+ * returning 0 without answering or parking is a bug answered with 500 and logged; a 413, 404
+ * or 405 never reaches a handler. Answers are queued only from the libmicrohttpd thread that is
+ * calling us for that request (the handler's own call). A refusal found before the body is
+ * read is answered at once when a body was announced (libmicrohttpd then closes the connection
+ * rather than read it); one found while the body arrives is answered when it ends, the rest
+ * being read and dropped up to HTTP_DISCARD_MAX, past which the connection is closed.
+ *
+ * Threads: handlers run on the pool threads, several at once; an http_req is touched only by
+ * the thread that libmicrohttpd is calling for it. The log callback is called from every pool
+ * thread (and the timer's never). Parking's locking is described in http_priv.h. */
+#include "api/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/api_error.h"
+#include "api/http_priv.h"
+#include "util/timeutil.h"
+
+#define HTTP_MAX_CONNECTIONS 1000
+#define HTTP_IDLE_TIMEOUT_S  120        /* a connection silent this long is closed (not parked) */
+#define HTTP_CONN_MEMORY     (32 << 10) /* per connection: request line + headers must fit */
+#define HTTP_DISCARD_MAX     (1 << 20)  /* body bytes read and dropped past a cap, then close */
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+double http_now(void)
+{
+    return time_mono();
+}
+
+void http_log_line(http_server *s, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (s->cfg.log)
+        s->cfg.log(s->cfg.app, line);
+    else
+        fprintf(stderr, "%s\n", line);
+}
+
+/* ---- the request's life --------------------------------------------------------------------- */
+
+static http_req *req_new(http_server *s, struct MHD_Connection *conn, const char *url,
+                         const char *method)
+{
+    http_req *r = calloc(1, sizeof(*r));
+
+    if (!r)
+        return NULL;
+    /* absolute-form ("GET http://host/path"): route on the path */
+    if (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0) {
+        const char *p = strchr(strstr(url, "://") + 3, '/');
+        url = p ? p : "/";
+    }
+    r->s = s;
+    r->conn = conn;
+    r->method = method;
+    r->path = url;
+    r->body_fd = -1;
+    r->t0 = http_now();
+    r->phase = HTTP_PHASE_READ;
+    atomic_fetch_add(&s->live, 1);
+    return r;
+}
+
+static void req_free(http_req *r)
+{
+    if (r->state_free)
+        r->state_free(r->state);
+    if (r->body_fd >= 0)
+        close(r->body_fd);
+    if (r->body_path) {
+        (void)unlink(r->body_path); /* ENOENT: the handler renamed it away */
+        free(r->body_path);
+    }
+    free(r->body);
+    for (int i = 0; i < r->n_params; i++)
+        free(r->param_value[i]);
+    for (int i = 0; i < r->n_query; i++) {
+        free(r->query[i].name);
+        free(r->query[i].value);
+    }
+    for (int i = 0; i < r->n_headers; i++) {
+        free(r->headers[i].name);
+        free(r->headers[i].value);
+    }
+    atomic_fetch_sub(&r->s->live, 1);
+    free(r);
+}
+
+static void req_headers_clear(http_req *r)
+{
+    for (int i = 0; i < r->n_headers; i++) {
+        free(r->headers[i].name);
+        free(r->headers[i].value);
+    }
+    r->n_headers = 0;
+}
+
+/* Whether the client announced a body (so an answer now means the connection must close). */
+static int req_has_body(http_req *r)
+{
+    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
+    const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Transfer-Encoding");
+    return te != NULL || (cl != NULL && strspn(cl, " 0") != strlen(cl));
+}
+
+static void req_reject(http_req *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void req_reject(http_req *r, int status, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (r->reject_status)
+        return;
+    r->reject_status = status;
+    va_start(ap, fmt);
+    vsnprintf(r->reject_detail, sizeof(r->reject_detail), fmt, ap);
+    va_end(ap);
+}
+
+static int req_answer_reject(http_req *r)
+{
+    int rc = http_reply_problem(r, r->reject_status, NULL, r->reject_detail, NULL);
+    if (rc == 0)
+        r->phase = HTTP_PHASE_DONE;
+    return rc;
+}
+
+/* First call: route, and refuse a body announced past the cap. */
+static void req_begin(http_req *r)
+{
+    const char *cl, *te;
+    uint64_t max;
+
+    if (r->path[0] != '/') {
+        req_reject(r, 404, "no such path");
+        return;
+    }
+    http_route_find(r);
+    if (!r->route)
+        return;
+    max = r->route->max_body;
+    cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
+    te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Transfer-Encoding");
+    if (cl) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(cl, &end, 10);
+        if (errno == ERANGE || v > max)
+            req_reject(r, 413, "the body is larger than this endpoint accepts (%llu bytes)",
+                       (unsigned long long)max);
+    } else if (te && max == 0) {
+        req_reject(r, 413, "this endpoint takes no body");
+    }
+}
+
+static int body_file_open(http_req *r)
+{
+    const char *dir = r->s->tmp_dir ? r->s->tmp_dir : "/tmp";
+    size_t n = strlen(dir) + sizeof("/upload-XXXXXX");
+    char *path = malloc(n);
+
+    if (!path)
+        return -ENOMEM;
+    snprintf(path, n, "%s/upload-XXXXXX", dir);
+    r->body_fd = mkostemp(path, O_CLOEXEC);
+    if (r->body_fd < 0) {
+        int rc = -errno;
+        http_log_line(r->s, "http: cannot create a temporary file in %s: %s", dir, strerror(-rc));
+        free(path);
+        return rc;
+    }
+    r->body_path = path;
+    return 0;
+}
+
+/* The status for failing to store an upload: the server's disk or setup, never the client. */
+static int store_status(int rc)
+{
+    return rc == -ENOSPC || rc == -EDQUOT ? 507 : rc == -ENOMEM ? 503 : 500;
+}
+
+/* Takes n more body bytes: counts them, enforces the cap, stores them. MHD_NO closes. */
+static enum MHD_Result body_take(http_req *r, const char *data, size_t n)
+{
+    uint64_t max = r->route ? r->route->max_body : 0;
+    int rc;
+
+    r->body_seen += n;
+    if (r->reject_status)
+        goto discard;
+    if (r->body_seen > max) {
+        req_reject(r, 413, "the body is larger than this endpoint accepts (%llu bytes)",
+                   (unsigned long long)max);
+        goto discard;
+    }
+    if (r->route->body_to_file) {
+        if (r->body_fd < 0) {
+            rc = body_file_open(r);
+            if (rc < 0) {
+                req_reject(r, store_status(rc), "cannot store the upload");
+                goto discard;
+            }
+        }
+        while (n > 0) {
+            ssize_t w = write(r->body_fd, data, n);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0) {
+                rc = -errno;
+                http_log_line(r->s, "http: writing %s: %s", r->body_path, strerror(-rc));
+                req_reject(r, store_status(rc), "cannot store the upload: %s", strerror(-rc));
+                goto discard;
+            }
+            data += w;
+            n -= (size_t)w;
+        }
+        return MHD_YES;
+    }
+    if (r->body_seen + 1 > r->body_cap) {
+        size_t cap = r->body_cap ? r->body_cap : 4096;
+        char *nb;
+        while (cap < r->body_seen + 1)
+            cap *= 2;
+        if (max < SIZE_MAX && cap > max + 1)
+            cap = (size_t)max + 1;
+        nb = realloc(r->body, cap);
+        if (!nb) {
+            req_reject(r, 503, "out of memory for the body");
+            goto discard;
+        }
+        r->body = nb;
+        r->body_cap = cap;
+    }
+    memcpy(r->body + (r->body_seen - n), data, n);
+    r->body[r->body_seen] = '\0';
+    return MHD_YES;
+discard:
+    /* libmicrohttpd 0.9.75 refuses an answer queued while the body is still arriving, so read
+     * and drop what follows, up to a bound, and answer when the body ends; past the bound,
+     * close the connection. */
+    if (r->body_seen > max + HTTP_DISCARD_MAX)
+        return MHD_NO;
+    return MHD_YES;
+}
+
+/* The body is complete: close the file (the handler may rename it) or terminate the text. */
+static int body_finish(http_req *r)
+{
+    int rc = 0;
+
+    if (r->route->body_to_file) {
+        if (r->body_fd < 0)
+            rc = body_file_open(r);
+        if (r->body_fd >= 0) {
+            close(r->body_fd);
+            r->body_fd = -1;
+        }
+    }
+    return rc;
+}
+
+static enum MHD_Result req_answered(http_req *r)
+{
+    if (!r->answered)
+        return MHD_NO; /* nothing could be queued: close the connection */
+    r->phase = HTTP_PHASE_DONE;
+    return MHD_YES;
+}
+
+/* Calls the handler until it answers or parks. */
+static enum MHD_Result req_run(http_req *r)
+{
+    http_server *s = r->s;
+
+    for (;;) {
+        int rc, prc;
+        r->seq0 = http_park_seq(s);
+        r->park_asked = 0;
+        r->errbuf[0] = '\0';
+        req_headers_clear(r);
+        r->phase = HTTP_PHASE_RUN;
+        rc = r->route->handler(r, s->cfg.app);
+        if (r->answered) {
+            if (r->park_asked)
+                http_log_line(s, "http: %s %s: handler answered and parked; park ignored",
+                              r->method, r->route->pattern);
+            return req_answered(r);
+        }
+        if (rc < 0) {
+            http_reply_error(r, rc);
+            return req_answered(r);
+        }
+        if (!r->park_asked) {
+            http_log_line(s, "http: %s %s: handler returned %d without answering (a bug)",
+                          r->method, r->route->pattern, rc);
+            r->errbuf[0] = '\0';
+            http_reply_problem(r, 500, NULL, "the handler gave no answer", NULL);
+            return req_answered(r);
+        }
+        prc = http_park_commit(r);
+        if (prc == 1) {
+            r->phase = HTTP_PHASE_PARKED;
+            return MHD_YES;
+        }
+        if (prc < 0) {
+            snprintf(r->errbuf, sizeof(r->errbuf), "the server is stopping");
+            http_reply_error(r, prc);
+            return req_answered(r);
+        }
+        /* its signal was raised after this call began: look again at once */
+        r->wakeups++;
+        r->timed_out = 0;
+    }
+}
+
+/* The last call for a request (body complete), or the call after a park's resume. */
+static enum MHD_Result req_final(http_req *r)
+{
+    int rc;
+
+    switch (r->phase) {
+    case HTTP_PHASE_READ:
+        if (r->reject_status) {
+            req_answer_reject(r);
+            return req_answered(r);
+        }
+        rc = body_finish(r);
+        if (rc < 0) {
+            http_reply_problem(r, store_status(rc), NULL, "cannot store the upload", NULL);
+            return req_answered(r);
+        }
+        return req_run(r);
+    case HTTP_PHASE_PARKED:
+        pthread_mutex_lock(&r->s->lock);
+        r->timed_out = r->park.timed_out;
+        pthread_mutex_unlock(&r->s->lock);
+        r->wakeups++;
+        return req_run(r);
+    case HTTP_PHASE_DONE:
+        return MHD_YES;
+    default:
+        http_log_line(r->s, "http: %s %s called again while running", r->method, r->path);
+        return MHD_NO;
+    }
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls)
+{
+    http_server *s = cls;
+    http_req *r = *con_cls;
+
+    (void)version;
+    if (!r) {
+        r = req_new(s, conn, url, method);
+        if (!r)
+            return MHD_NO;
+        *con_cls = r;
+        req_begin(r);
+        if (r->reject_status && req_has_body(r)) {
+            /* answer before reading: libmicrohttpd then closes instead of reading the body */
+            req_answer_reject(r);
+            return req_answered(r);
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (r->phase != HTTP_PHASE_READ)
+            return MHD_YES;
+        return body_take(r, upload_data, n);
+    }
+    return req_final(r);
+}
+
+static const char *toe_word(enum MHD_RequestTerminationCode toe)
+{
+    switch (toe) {
+    case MHD_REQUEST_TERMINATED_COMPLETED_OK:
+        return "";
+    case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED:
+        return " (timeout)";
+    case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN:
+        return " (shutdown)";
+    case MHD_REQUEST_TERMINATED_CLIENT_ABORT:
+        return " (client gone)";
+    case MHD_REQUEST_TERMINATED_READ_ERROR:
+        return " (read error)";
+    default:
+        return " (error)";
+    }
+}
+
+/* Writes s for a log line: printable ASCII kept, other bytes as %XX, at most cap-4 bytes. */
+static void log_clean(char *dst, size_t cap, const char *s)
+{
+    size_t o = 0;
+
+    for (; *s && o + 7 <= cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c > 0x20 && c < 0x7F) {
+            dst[o++] = (char)c;
+        } else {
+            snprintf(dst + o, 4, "%%%02X", c);
+            o += 3;
+        }
+    }
+    memcpy(dst + o, *s ? "..." : "", *s ? 4 : 1);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    http_server *s = cls;
+    http_req *r = *con_cls;
+    char method[24], path[240];
+
+    (void)conn;
+    if (!r)
+        return;
+    log_clean(method, sizeof(method), r->method ? r->method : "-");
+    log_clean(path, sizeof(path), r->path ? r->path : "-");
+    http_log_line(s, "%s %s %d %lluB %.1fms%s", method, path, r->answered ? r->status : 0,
+                  (unsigned long long)r->bytes_out, (http_now() - r->t0) * 1e3, toe_word(toe));
+    *con_cls = NULL;
+    req_free(r);
+}
+
+/* Leaves every path and query string as sent; routing and http_query decode them once. */
+static size_t unescape_none(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void)cls;
+    (void)conn;
+    return strlen(s);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    http_server *s = cls;
+    char msg[512];
+    size_t n;
+
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    http_log_line(s, "http: libmicrohttpd: %s", msg);
+}
+
+/* ---- the server ----------------------------------------------------------------------------- */
+
+static int config_check(const http_config *cfg, char *err)
+{
+    int need_tmp = 0;
+    struct stat st;
+
+    if (cfg->n_routes && !cfg->routes)
+        return err_set(err, -EINVAL, "the route table is missing");
+    for (size_t i = 0; i < cfg->n_routes; i++) {
+        const http_route *rt = &cfg->routes[i];
+        int params = 0;
+        if (!rt->method || !rt->pattern || !rt->handler || rt->pattern[0] != '/')
+            return err_set(err, -EINVAL, "route %zu is incomplete", i);
+        for (const char *p = rt->pattern; (p = strchr(p, '{')); p++) {
+            const char *close = strchr(p, '}');
+            if (p[-1] != '/' || !close || close == p + 1 || (close[1] && close[1] != '/'))
+                return err_set(err, -EINVAL, "route %s: bad parameter syntax", rt->pattern);
+            params++;
+        }
+        if (params > HTTP_MAX_PARAMS)
+            return err_set(err, -EINVAL, "route %s: more than %d parameters", rt->pattern,
+                           HTTP_MAX_PARAMS);
+        need_tmp |= rt->body_to_file;
+    }
+    if (need_tmp && (!cfg->tmp_dir || stat(cfg->tmp_dir, &st) != 0 || !S_ISDIR(st.st_mode)))
+        return err_set(err, -ENOENT, "the upload directory %s does not exist",
+                       cfg->tmp_dir ? cfg->tmp_dir : "(none)");
+    return 0;
+}
+
+int http_start(const http_config *cfg, http_server **out, char *err)
+{
+    http_server *s = NULL;
+    struct sockaddr_in sa;
+    const char *bind = cfg->bind && cfg->bind[0] ? cfg->bind : "127.0.0.1";
+    unsigned threads = cfg->threads ? cfg->threads : 4;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    const union MHD_DaemonInfo *info;
+    int rc, epoll = MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES;
+
+    rc = config_check(cfg, err);
+    if (rc < 0)
+        goto out;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    if (cfg->port < 0 || cfg->port > 65535 || inet_pton(AF_INET, bind, &sa.sin_addr) != 1) {
+        rc = err_set(err, -EINVAL, "cannot listen on %s:%d: give a numeric IPv4 address", bind,
+                     cfg->port);
+        goto out;
+    }
+    sa.sin_port = htons((uint16_t)cfg->port);
+    if (threads > 64)
+        threads = 64;
+    s = calloc(1, sizeof(*s));
+    if (!s) {
+        rc = err_set(err, -ENOMEM, "out of memory");
+        goto out;
+    }
+    s->cfg = *cfg;
+    s->listen_fd = -1;
+    if (cfg->tmp_dir) {
+        s->tmp_dir = strdup(cfg->tmp_dir);
+        if (!s->tmp_dir) {
+            rc = err_set(err, -ENOMEM, "out of memory");
+            goto out;
+        }
+    }
+    s->cfg.tmp_dir = s->tmp_dir;
+    s->cfg.bind = NULL;
+    pthread_mutex_init(&s->lock, NULL);
+    rc = http_park_start(s);
+    if (rc < 0) {
+        err_set(err, rc, "cannot start the park timer: %s", strerror(-rc));
+        pthread_mutex_destroy(&s->lock);
+        goto out;
+    }
+    for (int attempt = 0; attempt < 2 && !s->d; attempt++) {
+        unsigned f = flags | (epoll && attempt == 0 ? MHD_USE_EPOLL : MHD_USE_POLL);
+        errno = 0;
+        s->d =
+            MHD_start_daemon(f, (uint16_t)cfg->port, NULL, NULL, on_access, s,
+                             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_SOCK_ADDR, &sa,
+                             MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
+                             (unsigned)HTTP_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+                             (unsigned)HTTP_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                             (size_t)HTTP_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                             MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, s, MHD_OPTION_END);
+        if (!s->d && (errno == EADDRINUSE || errno == EACCES || errno == EADDRNOTAVAIL))
+            break; /* poll would fail the same way */
+    }
+    if (!s->d) {
+        rc = errno ? -errno : -EIO;
+        err_set(err, rc, "cannot listen on %s:%d: %s", bind, cfg->port, strerror(-rc));
+        http_park_stop(s);
+        pthread_mutex_destroy(&s->lock);
+        goto out;
+    }
+    info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : cfg->port;
+    *out = s;
+    return 0;
+out:
+    if (s) {
+        free(s->tmp_dir);
+        free(s);
+    }
+    return rc;
+}
+
+int http_port(const http_server *s)
+{
+    return s ? s->port : -1;
+}
+
+void http_stop(http_server *s)
+{
+    if (!s)
+        return;
+    /* Stop accepting, wake everything parked (each answers its timeout, or 503 if it would park
+     * again; streams end), give them a moment to go out, then stop the daemon. */
+    s->listen_fd = (int)MHD_quiesce_daemon(s->d);
+    http_park_resume_all(s);
+    for (int waited = 0; atomic_load(&s->live) > 0 && waited < HTTP_STOP_GRACE_MS; waited += 2)
+        usleep(2000);
+    MHD_stop_daemon(s->d);
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    http_park_stop(s);
+    pthread_mutex_destroy(&s->lock);
+    free(s->tmp_dir);
+    free(s);
+}

@@ -1,0 +1,136 @@
+/* http_priv: what the HTTP layer's files (http.c, http_route.c, http_reply.c, http_file.c,
+ * http_park.c) share. Not for handlers.
+ *
+ * Locking. One mutex per server, s->lock, guards every signal's `raised` counter and parked
+ * list, s->seq, s->stopping and s->next_deadline, and every park entry while it is on a list.
+ * It is held only for list work and for the MHD_suspend_connection()/MHD_resume_connection()
+ * calls themselves, never around a handler, a pull or any I/O. Lock order: s->lock, then
+ * libmicrohttpd's internal connection mutex (taken inside suspend/resume); libmicrohttpd never
+ * calls back into us while holding that one, so the order cannot invert.
+ *
+ * Invariant: a park entry is on a signal's list exactly while its connection is suspended by
+ * us and not yet resumed. Suspend happens under s->lock together with the insertion; whoever
+ * removes the entry (a raise, the timer, http_stop) resumes the connection under the same lock.
+ * So every resume follows its suspend, and no connection is resumed twice. */
+#ifndef TRAINYARD_API_HTTP_PRIV_H
+#define TRAINYARD_API_HTTP_PRIV_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <microhttpd.h>
+
+#include "api/http.h"
+
+#define HTTP_MAX_HEADERS   32        /* headers a handler may add to one answer */
+#define HTTP_MAX_QUERY     64        /* query arguments kept per request */
+#define HTTP_MAX_PARK_MS   600000    /* a park lasts at most 10 minutes */
+#define HTTP_HEARTBEAT_MS  15000     /* a stream's default re-pull period */
+#define HTTP_STOP_GRACE_MS 1000      /* http_stop waits this long for woken requests to answer */
+#define HTTP_FILE_BLOCK    (1 << 16) /* block size of streamed and file answers */
+
+typedef struct http_park_entry {
+    struct http_park_entry *prev, *next; /* on sig->parked while suspended */
+    http_signal *sig;
+    struct MHD_Connection *conn;
+    double deadline; /* monotonic seconds */
+    int timed_out;   /* set by whoever resumed: 1 the timer or http_stop, 0 a raise */
+} http_park_entry;
+
+struct http_signal {
+    http_server *s;
+    http_signal *next;       /* s->signals */
+    uint64_t raised;         /* s->seq at the last raise; 0: never raised */
+    http_park_entry *parked; /* connections parked on this signal */
+};
+
+struct http_server {
+    struct MHD_Daemon *d;
+    http_config cfg; /* routes and app are borrowed; tmp_dir points at tmp_dir below */
+    char *tmp_dir;
+    int port;
+    int listen_fd; /* returned by MHD_quiesce_daemon(); closed after MHD_stop_daemon() */
+
+    pthread_mutex_t lock;
+    pthread_cond_t tick; /* wakes the timer thread (CLOCK_MONOTONIC) */
+    pthread_t timer;
+    int timer_started, timer_quit;
+    int stopping;         /* http_stop began: parks are refused, streams end */
+    uint64_t seq;         /* raises so far, over all signals */
+    double next_deadline; /* what the timer thread sleeps until; 0: nothing parked */
+    http_signal *signals; /* every signal of this server, freed by http_stop */
+    http_signal nosig;    /* what parks with a NULL signal wait on: never raised */
+    atomic_int live;      /* requests between their first callback and their completion */
+};
+
+typedef struct http_header_pair {
+    char *name, *value;
+} http_header_pair;
+
+enum { HTTP_PHASE_READ = 0, HTTP_PHASE_RUN, HTTP_PHASE_PARKED, HTTP_PHASE_DONE };
+
+struct http_req {
+    http_server *s;
+    struct MHD_Connection *conn;
+    const char *method; /* libmicrohttpd's copies, valid for the request */
+    const char *path;   /* raw, still percent-encoded */
+    const http_route *route;
+    int phase;
+    double t0;
+
+    /* path parameters: names borrowed from route->pattern (length-bounded), values decoded */
+    int n_params;
+    const char *param_name[HTTP_MAX_PARAMS];
+    size_t param_name_len[HTTP_MAX_PARAMS];
+    char *param_value[HTTP_MAX_PARAMS];
+    /* query arguments, decoded on first use */
+    int query_done, n_query;
+    http_header_pair query[HTTP_MAX_QUERY];
+
+    /* the body */
+    uint64_t body_seen; /* bytes received so far */
+    char *body;         /* in memory: NUL-terminated */
+    size_t body_cap;
+    int body_fd;       /* body_to_file while receiving; -1 otherwise */
+    char *body_path;   /* body_to_file: removed when the request ends */
+    int reject_status; /* nonzero: answer this problem instead of calling the handler */
+    char reject_detail[160];
+
+    /* the handler's call */
+    char errbuf[ERR_LEN];
+    void *state;
+    void (*state_free)(void *);
+    int n_headers;
+    http_header_pair headers[HTTP_MAX_HEADERS];
+    int answered, status, queue_failed;
+    uint64_t bytes_out;
+    int wakeups, timed_out;
+    uint64_t seq0; /* s->seq when this handler call began: a raise after it must not be lost */
+    int park_asked;
+    http_signal *park_sig;
+    int park_ms;
+    http_park_entry park;
+};
+
+/* http_route.c: finds r's route, or records the 404/405 to answer */
+void http_route_find(http_req *r);
+
+/* http_reply.c: length of the valid UTF-8 sequence at p (n bytes available), 0 if none */
+size_t http_utf8_seq(const unsigned char *p, size_t n);
+
+/* http.c */
+int http_queue(http_req *r, int status, struct MHD_Response *resp, uint64_t body_len);
+void http_log_line(http_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+double http_now(void);
+
+/* http_park.c */
+int http_park_start(http_server *s);
+void http_park_stop(http_server *s);
+void http_park_resume_all(http_server *s);
+/* After a handler call that asked to park: suspends and queues the request (1), or returns 0
+ * when its signal was raised since the call began (call the handler again), or -ESHUTDOWN. */
+int http_park_commit(http_req *r);
+uint64_t http_park_seq(http_server *s);
+
+#endif

@@ -1,0 +1,355 @@
+/* http_reply: answers — JSON, bytes, empty, problem+json through the error table — and
+ * http_body_json, which answers its own refusals.
+ *
+ * Every answer goes through http_queue(): the headers the handler added, then the response is
+ * queued on the connection and our reference dropped. At most one answer per handler call; a
+ * second is refused (-EALREADY) and logged. problem+json bodies are {type, title, status,
+ * detail?, errors?}; every string in them is made valid UTF-8 first (jansson refuses anything
+ * else), so a detail that echoes a client's bytes cannot turn an answer into a failure. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api/api_error.h"
+#include "api/http.h"
+#include "api/http_priv.h"
+
+#define HTTP_DETAIL_MAX 1024 /* bytes of a problem's detail or message kept */
+
+/* Length of the valid UTF-8 sequence at p (n bytes available), 0 if none starts there. */
+size_t http_utf8_seq(const unsigned char *p, size_t n)
+{
+    unsigned char c = p[0];
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF;
+
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2;
+    else if (c >= 0xE0 && c <= 0xEF)
+        len = 3;
+    else if (c >= 0xF0 && c <= 0xF4)
+        len = 4;
+    else
+        return 0;
+    if (c == 0xE0)
+        lo = 0xA0;
+    else if (c == 0xED)
+        hi = 0x9F; /* no surrogates */
+    else if (c == 0xF0)
+        lo = 0x90;
+    else if (c == 0xF4)
+        hi = 0x8F; /* nothing past U+10FFFF */
+    if (n < len || p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF)
+            return 0;
+    return len;
+}
+
+/* Copies src into dst (cap bytes with the NUL) as valid UTF-8: invalid bytes and control
+ * characters other than tab and newline become '?'; a sequence that does not fit is dropped. */
+static void utf8_clean(char *dst, size_t cap, const char *src)
+{
+    const unsigned char *p = (const unsigned char *)src;
+    size_t n = strlen(src), o = 0;
+
+    while (n > 0) {
+        size_t len = http_utf8_seq(p, n);
+        size_t take = len ? len : 1;
+        if (o + (len ? len : 1) >= cap)
+            break;
+        if (len == 0 || (len == 1 && ((*p < 0x20 && *p != '\t' && *p != '\n') || *p == 0x7F)))
+            dst[o++] = '?';
+        else
+            for (size_t i = 0; i < len; i++)
+                dst[o++] = (char)p[i];
+        p += take;
+        n -= take;
+    }
+    dst[o] = '\0';
+}
+
+static int ctype_is_json(const char *ct)
+{
+    size_t n = strlen("application/json");
+
+    if (!ct)
+        return 0;
+    ct += strspn(ct, " \t");
+    return strncasecmp(ct, "application/json", n) == 0 &&
+           (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
+}
+
+/* The deepest nesting of [ and { outside strings; stops counting past limit. */
+static size_t json_depth(const char *p, size_t len, size_t limit)
+{
+    size_t depth = 0, max = 0;
+    int in_str = 0;
+
+    for (size_t i = 0; i < len && max <= limit; i++) {
+        char c = p[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max)
+                max = depth;
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            depth--;
+        }
+    }
+    return max;
+}
+
+int http_body_json(http_req *r, json_t **out)
+{
+    size_t len;
+    const char *body = http_body(r, &len);
+    json_error_t jerr;
+    json_t *doc;
+    char detail[300];
+
+    if (!ctype_is_json(http_header(r, "Content-Type"))) {
+        http_reply_problem(r, 415, NULL,
+                           "the body must be JSON, sent as Content-Type: application/json", NULL);
+        return -EMEDIUMTYPE;
+    }
+    if (json_depth(body, len, JOB_MAX_JSON_DEPTH) > JOB_MAX_JSON_DEPTH) {
+        snprintf(detail, sizeof(detail), "the JSON is nested more than %d levels deep",
+                 JOB_MAX_JSON_DEPTH);
+        http_reply_problem(r, 400, NULL, detail, NULL);
+        return -EINVAL;
+    }
+    doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!doc) {
+        snprintf(detail, sizeof(detail), "invalid JSON at line %d, column %d: %s", jerr.line,
+                 jerr.column, jerr.text);
+        http_reply_problem(r, 400, NULL, detail, NULL);
+        return -EINVAL;
+    }
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        http_reply_problem(r, 400, NULL, "the body must be a JSON object", NULL);
+        return -EINVAL;
+    }
+    *out = doc;
+    return 0;
+}
+
+/* ---- answers -------------------------------------------------------------------------------- */
+
+static int token_char(unsigned char c)
+{
+    return c > 0x20 && c < 0x7F && !strchr("\"(),/:;<=>?@[\\]{}", c);
+}
+
+int http_header_add(http_req *r, const char *name, const char *value)
+{
+    size_t nl = strlen(name), vl = strlen(value);
+
+    if (nl == 0 || nl > 64 || vl > 4096)
+        return -EINVAL;
+    for (size_t i = 0; i < nl; i++)
+        if (!token_char((unsigned char)name[i]))
+            return -EINVAL;
+    for (size_t i = 0; i < vl; i++)
+        if (((unsigned char)value[i] < 0x20 && value[i] != '\t') || value[i] == 0x7F)
+            return -EINVAL;
+    if (r->n_headers >= HTTP_MAX_HEADERS)
+        return -E2BIG;
+    r->headers[r->n_headers].name = strdup(name);
+    r->headers[r->n_headers].value = strdup(value);
+    if (!r->headers[r->n_headers].name || !r->headers[r->n_headers].value) {
+        free(r->headers[r->n_headers].name);
+        free(r->headers[r->n_headers].value);
+        return -ENOMEM;
+    }
+    r->n_headers++;
+    return 0;
+}
+
+static int header_added(const http_req *r, const char *name)
+{
+    for (int i = 0; i < r->n_headers; i++)
+        if (strcasecmp(r->headers[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Whether an answer may be made now; logs the bug when not. */
+static int reply_allowed(http_req *r, int status)
+{
+    if (r->answered) {
+        http_log_line(r->s, "http: %s %s: a second answer (%d) ignored (a bug)", r->method, r->path,
+                      status);
+        return -EALREADY;
+    }
+    if (r->phase == HTTP_PHASE_PARKED || r->phase == HTTP_PHASE_DONE || status < 200 ||
+        status > 599)
+        return -EINVAL;
+    return 0;
+}
+
+int http_queue(http_req *r, int status, struct MHD_Response *resp, uint64_t body_len)
+{
+    enum MHD_Result ok;
+
+    for (int i = 0; i < r->n_headers; i++)
+        if (MHD_add_response_header(resp, r->headers[i].name, r->headers[i].value) != MHD_YES)
+            http_log_line(r->s, "http: header %s refused", r->headers[i].name);
+    ok = MHD_queue_response(r->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    if (ok != MHD_YES) {
+        http_log_line(r->s, "http: %s %s: the %d answer could not be queued", r->method, r->path,
+                      status);
+        return -EIO;
+    }
+    r->answered = 1;
+    r->status = status;
+    r->bytes_out = strcmp(r->method, "HEAD") == 0 ? 0 : body_len;
+    return 0;
+}
+
+static int reply_mem(http_req *r, int status, const char *content_type, void *data, size_t len,
+                     enum MHD_ResponseMemoryMode mode)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, mode);
+
+    if (!resp) {
+        if (mode == MHD_RESPMEM_MUST_FREE)
+            free(data);
+        return -ENOMEM;
+    }
+    if (content_type &&
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) != MHD_YES) {
+        MHD_destroy_response(resp);
+        return -EINVAL;
+    }
+    return http_queue(r, status, resp, len);
+}
+
+static int reply_json_as(http_req *r, int status, json_t *body, const char *content_type)
+{
+    char *text = NULL, *buf;
+    size_t n;
+    int rc = reply_allowed(r, status);
+
+    if (rc < 0)
+        goto out;
+    rc = -EINVAL;
+    if (!body)
+        goto out;
+    text = json_dumps(body, JSON_COMPACT);
+    rc = -ENOMEM;
+    if (!text)
+        goto out;
+    n = strlen(text);
+    buf = malloc(n + 2);
+    if (!buf)
+        goto out;
+    memcpy(buf, text, n);
+    buf[n++] = '\n';
+    buf[n] = '\0';
+    rc = reply_mem(r, status, content_type, buf, n, MHD_RESPMEM_MUST_FREE);
+out:
+    free(text);
+    json_decref(body);
+    return rc;
+}
+
+int http_reply_json(http_req *r, int status, json_t *body)
+{
+    return reply_json_as(r, status, body, "application/json");
+}
+
+int http_reply_bytes(http_req *r, int status, const char *content_type, const void *data,
+                     size_t len)
+{
+    int rc = reply_allowed(r, status);
+
+    if (rc < 0)
+        return rc;
+    if (!data && len)
+        return -EINVAL;
+    return reply_mem(r, status, content_type ? content_type : "application/octet-stream",
+                     (void *)(data ? data : ""), len, MHD_RESPMEM_MUST_COPY);
+}
+
+int http_reply_empty(http_req *r, int status)
+{
+    int rc = reply_allowed(r, status);
+
+    if (rc < 0)
+        return rc;
+    return reply_mem(r, status, NULL, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
+}
+
+static json_t *json_clean_string(const char *s)
+{
+    char buf[HTTP_DETAIL_MAX];
+
+    utf8_clean(buf, sizeof(buf), s ? s : "");
+    return json_string(buf);
+}
+
+int http_reply_problem(http_req *r, int status, const char *title, const char *detail,
+                       const job_errors *errs)
+{
+    json_t *doc = json_object(), *list = NULL;
+    int rc = reply_allowed(r, status);
+
+    if (rc < 0)
+        goto fail;
+    rc = -ENOMEM;
+    if (!doc)
+        goto fail;
+    if (json_object_set_new(doc, "type", json_string("about:blank")) ||
+        json_object_set_new(doc, "title",
+                            json_clean_string(title ? title : api_error_status_title(status))) ||
+        json_object_set_new(doc, "status", json_integer(status)))
+        goto fail;
+    if (detail && detail[0] && json_object_set_new(doc, "detail", json_clean_string(detail)))
+        goto fail;
+    if (errs && errs->count) {
+        list = json_array();
+        if (!list || json_object_set_new(doc, "errors", list))
+            goto fail;
+        for (size_t i = 0; i < errs->count && i < JOB_MAX_ERRORS; i++) {
+            json_t *e = json_pack("{s:o, s:o}", "field", json_clean_string(errs->items[i].field),
+                                  "message", json_clean_string(errs->items[i].message));
+            if (!e || json_array_append_new(list, e))
+                goto fail;
+        }
+    }
+    if (status == 401 && !header_added(r, "WWW-Authenticate"))
+        http_header_add(r, "WWW-Authenticate", "Bearer");
+    return reply_json_as(r, status, doc, "application/problem+json");
+fail:
+    json_decref(doc);
+    return rc;
+}
+
+int http_reply_error(http_req *r, int code)
+{
+    int status;
+
+    if (code >= 0) {
+        http_log_line(r->s, "http: %s %s: an error answer for code %d (a bug)", r->method, r->path,
+                      code);
+        code = -EIO;
+    }
+    status = api_error_status(code);
+    if (status >= 500)
+        http_log_line(r->s, "http: %s %s: %d for %s%s%s", r->method, r->path, status,
+                      strerror(-code), r->errbuf[0] ? ": " : "", r->errbuf);
+    return http_reply_problem(r, status, api_error_title(code), r->errbuf, NULL);
+}
