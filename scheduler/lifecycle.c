@@ -20,12 +20,13 @@
 
 #include "db/events.h"
 #include "db/workers.h"
-#include "scheduler/sched_priv.h"
 #include "worker/job.h"
+
+#define SCHED_SEEN_EVERY_MS 1000 /* an idle lease poll records the visit at most this often */
 
 /* ---- shared checks ------------------------------------------------------------------------ */
 
-int sched_holder_check(const db_job *j, const char *worker_id, char *err)
+int sched_lease_check(const db_job *j, const char *worker_id, char *err)
 {
     if (j->status != DB_RUNNING)
         return err_set(err, -EBUSY, "job %s is %s, not running: stop working on it", j->id,
@@ -159,7 +160,22 @@ int sched_job_lease(db *d, const char *worker_id, int64_t now, int lease_seconds
     char device[DB_DEVICE_MAX + 1], reason[DB_DEVICE_MAX + 128];
     int found = 0;
     int64_t seq = 0, lease_until = now + (int64_t)lease_seconds * 1000;
-    int rc = db_begin(d, err);
+    /* Without the write lock first: an idle worker's long poll asks often and mostly finds
+     * nothing, which then costs a read and, once a second at most, a "seen" write. */
+    int rc = db_worker_get(d, worker_id, &w, err);
+    if (rc < 0)
+        return rc;
+    rc = db_job_next_queued(d, w.kinds, &j, err);
+    db_job_clear(&j);
+    if (rc == 0 && (w.gone || now - w.last_seen_at >= SCHED_SEEN_EVERY_MS))
+        rc = db_worker_seen(d, worker_id, now, err);
+    if (rc <= 0) {
+        db_worker_clear(&w);
+        return rc < 0 ? rc : 0;
+    }
+    db_worker_clear(&w);
+
+    rc = db_begin(d, err);
     if (rc < 0)
         return rc;
     rc = db_worker_get(d, worker_id, &w, err);
@@ -227,7 +243,7 @@ int sched_job_complete(db *d, const char *job_id, const char *worker_id, int sta
     rc = db_job_get(d, job_id, &j, err);
     if (rc < 0)
         goto out;
-    rc = sched_holder_check(&j, worker_id, err);
+    rc = sched_lease_check(&j, worker_id, err);
     if (rc < 0)
         goto out;
     rc = sched_expect_one(db_job_set_finished(d, j.seq, worker_id, status, error, now, err),

@@ -109,6 +109,9 @@ int sched_job_expire(db *d, int64_t seq, int64_t now, int *to, char *err);
 /* Deletes a finished job, its rows and <artifacts_dir>/<id>; -EBUSY while queued or running. */
 int sched_job_delete(db *d, const char *job_id, const char *artifacts_dir, char *err);
 
+/* 0 when job j is running and leased to worker_id; -EBUSY with the reason otherwise. */
+int sched_lease_check(const db_job *j, const char *worker_id, char *err);
+
 /* 1 when name is a valid artifact name: [A-Za-z0-9._-]{1,128}, not starting with '.'. */
 int sched_artifact_name_ok(const char *name);
 /* Moves the uploaded file tmp_path to <artifacts_dir>/<job id>/<a->name> and records a, for

@@ -22,7 +22,6 @@
 #include "db/events.h"
 #include "db/logs.h"
 #include "db/workers.h"
-#include "scheduler/sched_priv.h"
 
 int sched_job_heartbeat(db *d, const char *job_id, const char *worker_id, const sched_progress *p,
                         int64_t now, int lease_seconds, sched_beat *out, char *err)
@@ -37,7 +36,7 @@ int sched_job_heartbeat(db *d, const char *job_id, const char *worker_id, const 
     rc = db_job_get(d, job_id, &j, err);
     if (rc < 0)
         goto out;
-    rc = sched_holder_check(&j, worker_id, err);
+    rc = sched_lease_check(&j, worker_id, err);
     if (rc < 0)
         goto out;
     rc = db_worker_seen(d, worker_id, now, err);
@@ -198,7 +197,7 @@ int sched_artifact_add(db *d, const char *job_id, const char *worker_id, const c
     rc = db_job_get(d, job_id, &j, err);
     if (rc < 0)
         goto out;
-    rc = sched_holder_check(&j, worker_id, err);
+    rc = sched_lease_check(&j, worker_id, err);
     if (rc < 0)
         goto out;
     snprintf(dir, sizeof dir, "%s/%s", artifacts_dir, j.id);
