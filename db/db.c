@@ -5,8 +5,12 @@
  * of queries, well under the table's size. When it does fill up, a statement is still prepared
  * and cached in the overflow list; nothing fails for lack of room.
  *
+ * Write transactions of this process take db_write_lock around BEGIN IMMEDIATE ... COMMIT, so
+ * they queue in FIFO-ish order on a mutex instead of polling SQLite's lock (see below).
+ *
  * Invariants: d->in_tx is 1 exactly between a successful db_begin() and db_commit() or
- * db_rollback(); a statement handed out by db_stmt() has been reset and unbound. */
+ * db_rollback(), and then this thread holds db_write_lock; a statement handed out by db_stmt()
+ * has been reset and unbound. */
 #include "db/db.h"
 
 #include <errno.h>
@@ -14,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <pthread.h>
 #include <sys/random.h>
 
 #define DB_STMT_SLOTS 128
@@ -34,6 +39,11 @@ struct db {
     db_slot slots[DB_STMT_SLOTS];
     db_extra *extra; /* statements past the table's capacity */
 };
+
+/* Writers of this process queue here rather than in SQLite's busy handler, which sleeps in
+ * steps of up to 100 ms whatever the holder does: with it, a submit waiting behind another
+ * starts the moment the other commits. (Other processes still meet the busy timeout.) */
+static pthread_mutex_t db_write_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char DB_SQL_BEGIN[] = "BEGIN IMMEDIATE";
 static const char DB_SQL_COMMIT[] = "COMMIT";
@@ -155,8 +165,7 @@ void db_stmt_done(sqlite3_stmt *st)
         sqlite3_reset(st);
 }
 
-/* Steps a cached statement that returns no rows. */
-static int db_run(db *d, const char *sql, char *err)
+int db_run(db *d, const char *sql, char *err)
 {
     sqlite3_stmt *st = NULL;
     int rc = db_stmt(d, sql, &st, err);
@@ -173,25 +182,35 @@ static int db_run(db *d, const char *sql, char *err)
 
 int db_begin(db *d, char *err)
 {
+    pthread_mutex_lock(&db_write_lock);
     int rc = db_run(d, DB_SQL_BEGIN, err);
-    if (rc == 0)
-        d->in_tx = 1;
-    return rc;
+    if (rc < 0) {
+        pthread_mutex_unlock(&db_write_lock);
+        return rc;
+    }
+    d->in_tx = 1;
+    return 0;
 }
 
 int db_commit(db *d, char *err)
 {
     int rc = db_run(d, DB_SQL_COMMIT, err);
-    if (rc < 0)
+    if (rc < 0) {
         db_rollback(d);
+        return rc;
+    }
+    if (d->in_tx)
+        pthread_mutex_unlock(&db_write_lock);
     d->in_tx = 0;
-    return rc;
+    return 0;
 }
 
 void db_rollback(db *d)
 {
     if (!sqlite3_get_autocommit(d->conn))
         db_run(d, DB_SQL_ROLLBACK, NULL);
+    if (d->in_tx)
+        pthread_mutex_unlock(&db_write_lock);
     d->in_tx = 0;
 }
 

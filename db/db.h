@@ -50,8 +50,11 @@ sqlite3 *db_sqlite(db *d);
 int db_stmt(db *d, const char *sql, sqlite3_stmt **out, char *err);
 /* Resets a statement from db_stmt() so it holds no locks; accepts NULL. */
 void db_stmt_done(sqlite3_stmt *st);
+/* Runs the cached statement of sql (static, as for db_stmt) that returns no rows. */
+int db_run(db *d, const char *sql, char *err);
 
-/* BEGIN IMMEDIATE: takes the write lock now, waiting up to the busy timeout. */
+/* BEGIN IMMEDIATE: takes the write lock now (first this process's writer mutex, then SQLite's
+ * lock, waiting up to the busy timeout for other processes). */
 int db_begin(db *d, char *err);
 /* COMMIT; on failure the transaction is rolled back. */
 int db_commit(db *d, char *err);

@@ -1,12 +1,11 @@
-/* lifecycle: submit, lease, complete, cancel, expire and delete (the diagram and the table
- * "transition → function" are in lifecycle.h; heartbeats and artifacts are in progress.c).
+/* lifecycle: lease, complete, cancel, expire and delete (the diagram and the table
+ * "transition → function" are in lifecycle.h; the submit is in submit.c, heartbeats and
+ * artifacts in progress.c).
  *
  * Every function has the same shape: BEGIN IMMEDIATE (the write lock, so what is read inside
  * is what the write applies to), read the job, check the rule, one guarded write whose
  * changed-row count must be 1, one job_events row, COMMIT; on any failure the transaction is
- * rolled back and nothing changed. The submit is kept to the minimum (an optional key lookup,
- * one INSERT into jobs, one into job_events) because it is the hot path: WAL commits are
- * serialised and each waits for its fsync, so a short transaction is what keeps the lock free. */
+ * rolled back and nothing changed. */
 #include "scheduler/lifecycle.h"
 
 #include <dirent.h>
@@ -79,73 +78,6 @@ static void sched_device_pick(const char *devices, int kind, char *out, size_t c
         snprintf(out, cap, "%s", name ? name : "");
     }
     json_decref(arr);
-}
-
-/* ---- submit ----------------------------------------------------------------------------- */
-
-int sched_job_submit(db *d, const sched_new_job *nj, int64_t now, db_job *out, int *created,
-                     char *err)
-{
-    db_job j, prev;
-    char prev_hash[65];
-    memset(&j, 0, sizeof j);
-    memset(&prev, 0, sizeof prev);
-    int rc = db_id_new(j.id, err);
-    if (rc < 0)
-        return rc;
-    snprintf(j.name, sizeof j.name, "%s", nj->name ? nj->name : "job");
-    j.status = DB_QUEUED;
-    j.max_attempts = nj->max_attempts;
-    j.priority = nj->priority;
-    j.device_kind = nj->device_kind;
-    j.max_runtime_seconds = nj->max_runtime_seconds;
-    j.created_at = now;
-    j.document = strdup(nj->document);
-    if (!j.document)
-        return err_set(err, -ENOMEM, "out of memory");
-
-    rc = db_begin(d, err);
-    if (rc < 0)
-        goto out_free;
-    if (nj->idem_key) {
-        rc = db_job_get_by_key(d, nj->idem_key, &prev, prev_hash, err);
-        if (rc == 0)
-            goto retry;
-        if (rc != -ENOENT)
-            goto out;
-    }
-    rc = db_job_insert(d, &j, nj->idem_key, nj->body_hash, err);
-    if (rc < 0)
-        goto out;
-    rc = db_event_append(d, j.seq, now, -1, DB_QUEUED, DB_PHASE_NONE, 0, "submitted", err);
-    if (rc < 0)
-        goto out;
-    rc = db_commit(d, err);
-    if (rc < 0)
-        goto out_free;
-    *out = j;
-    *created = 1;
-    return 0;
-
-retry: /* the key is known: the same document is a retry, another one a conflict */
-    db_rollback(d);
-    db_job_clear(&j);
-    if (strcmp(prev_hash, nj->body_hash ? nj->body_hash : "") != 0) {
-        rc = err_set(err, -EEXIST,
-                     "Idempotency-Key reused with a different body: the key belongs to job %s; "
-                     "use a new key for a new job",
-                     prev.id);
-        db_job_clear(&prev);
-        return rc;
-    }
-    *out = prev;
-    *created = 0;
-    return 0;
-out:
-    db_rollback(d);
-out_free:
-    db_job_clear(&j);
-    return rc;
 }
 
 /* ---- lease ------------------------------------------------------------------------------ */

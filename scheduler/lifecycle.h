@@ -22,7 +22,7 @@
  *
  * | transition                               | function                |
  * | ---------------------------------------- | ----------------------- |
- * | (new) → queued                           | sched_job_submit        |
+ * | (new) → queued                           | sched_job_submit (*)    |
  * | queued → running (attempt + 1)           | sched_job_lease         |
  * | running → running (lease, progress)      | sched_job_heartbeat     |
  * | running → running (artifact stored)      | sched_artifact_add      |
@@ -31,6 +31,9 @@
  * | running → queued / failed / cancelled    | sched_job_expire        |
  * | terminal → deleted                       | sched_job_delete        |
  * | (every lapsed lease, silent worker)      | sched_sweep (sweeper.h) |
+ *
+ * (*) Concurrent submits share one transaction and one fsync (group commit, submit.c); each
+ *     still gets its own job, its own event row and its own result.
  *
  * Rules:
  * - Terminal states never change: every write names the status it expects in its WHERE clause
