@@ -333,8 +333,10 @@ static void sched_artifacts_remove(const char *artifacts_dir, const char *id)
     DIR *dh = opendir(dir);
     if (!dh)
         return;
-    struct dirent *e;
-    while ((e = readdir(dh)) != NULL) {
+    for (;;) {
+        struct dirent *e = readdir(dh);
+        if (!e)
+            break;
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
