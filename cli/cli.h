@@ -12,4 +12,7 @@ int cmd_devices(int argc, char **argv);
 /* trainyard worker --server URL: leases and trains jobs for a server. */
 int cmd_worker(int argc, char **argv);
 
+/* trainyard serve: the API, the scheduler and local workers in one process. */
+int cmd_serve(int argc, char **argv);
+
 #endif

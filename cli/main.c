@@ -9,6 +9,7 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *summary;
 } commands[] = {
+    {"serve", cmd_serve, "run the service: API, job queue and local workers"},
     {"train", cmd_train, "run a training job in this process: train JOB.json --out DIR"},
     {"devices", cmd_devices, "list the OpenCL devices trainyard can train on"},
     {"worker", cmd_worker, "lease and train jobs for a server: worker --server URL"},

@@ -1,0 +1,56 @@
+/* api_priv: what the files of api/ share and nothing else sees — the handlers that routes.c
+ * lists, and the helpers every handler uses (api/app.c).
+ *
+ * Handler conventions (api/http.h): answer with exactly one http_reply_*() and return 0, or
+ * return a negative code with a sentence in http_errbuf() and let the error table answer
+ * (-ENOENT 404, -EINVAL 400, -EEXIST/-EBUSY 409, -ENOSPC 507, ...). After a change commits, a
+ * handler raises app->queued when a job became queued and app->changed on any job change. */
+#ifndef TRAINYARD_API_API_PRIV_H
+#define TRAINYARD_API_API_PRIV_H
+
+#include "api/app.h"
+#include "api/http.h"
+#include "db/db.h"
+#include "worker/job.h"
+
+/* api/jobs.c */
+int api_jobs_submit(http_req *r, void *app);
+int api_jobs_list(http_req *r, void *app);
+int api_jobs_get(http_req *r, void *app);
+int api_jobs_cancel(http_req *r, void *app);
+int api_jobs_delete(http_req *r, void *app);
+/* api/progress.c */
+int api_jobs_metrics(http_req *r, void *app);
+int api_jobs_logs(http_req *r, void *app);
+int api_jobs_events(http_req *r, void *app);
+/* api/artifacts.c */
+int api_artifacts_list(http_req *r, void *app);
+int api_artifacts_get(http_req *r, void *app);
+int api_artifacts_upload(http_req *r, void *app);
+/* api/workers.c */
+int api_workers_register(http_req *r, void *app);
+int api_workers_list(http_req *r, void *app);
+int api_workers_lease(http_req *r, void *app);
+int api_workers_heartbeat(http_req *r, void *app);
+int api_workers_complete(http_req *r, void *app);
+/* api/service.c */
+int api_service_health(http_req *r, void *app);
+int api_service_devices(http_req *r, void *app);
+int api_service_openapi(http_req *r, void *app);
+
+/* ---- helpers (api/app.c) ---------------------------------------------------------------- */
+
+/* The calling thread's database; NULL with the reason in the request's error buffer. */
+db *api_db(http_req *r, app *a);
+/* Raises sig when the server made one (tests may run without). */
+void api_raise(http_signal *sig);
+/* 400 problem+json listing errs; returns what http_reply_problem returns. */
+int api_reply_invalid(http_req *r, const char *title, const job_errors *errs);
+/* 400 problem+json for one bad parameter or header. */
+int api_reply_bad_param(http_req *r, const char *field, const char *message);
+/* Parses a decimal integer in [min, max] from text; -EINVAL otherwise. */
+int api_parse_int(const char *text, long min, long max, long *out);
+/* Parses "true"/"false"/"1"/"0" (absent: def); -EINVAL otherwise. */
+int api_parse_bool(const char *text, int def, int *out);
+
+#endif

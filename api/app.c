@@ -1,0 +1,122 @@
+/* app: each thread's database connection, and the helpers every handler shares.
+ *
+ * app_db() keeps one connection per thread in a pthread key whose destructor closes it when the
+ * thread exits, so libmicrohttpd's pool threads and serve's housekeeping thread each open
+ * theirs on first use and never share one (a db is single-threaded, db/db.h). One process
+ * serves one app: the key holds a connection to the first app's database a thread asked for. */
+#include "api/app.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_priv.h"
+#include "db/db.h"
+
+static pthread_key_t app_db_key;
+static pthread_once_t app_db_once = PTHREAD_ONCE_INIT;
+
+static void app_db_close(void *d)
+{
+    db_close(d);
+}
+
+static void app_db_key_init(void)
+{
+    pthread_key_create(&app_db_key, app_db_close);
+}
+
+struct db *app_db(app *a)
+{
+    pthread_once(&app_db_once, app_db_key_init);
+    db *d = pthread_getspecific(app_db_key);
+    if (d)
+        return d;
+    char err[ERR_LEN];
+    if (db_open(a->db_path, &d, err) < 0) {
+        fprintf(stderr, "trainyard: %s\n", err);
+        return NULL;
+    }
+    if (pthread_setspecific(app_db_key, d) != 0) {
+        db_close(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* ---- handler helpers -------------------------------------------------------------------- */
+
+db *api_db(http_req *r, app *a)
+{
+    db *d = app_db(a);
+    if (!d)
+        err_set(http_errbuf(r), -EIO, "the database cannot be opened; the server log says why");
+    return d;
+}
+
+void api_raise(http_signal *sig)
+{
+    if (sig)
+        http_signal_raise(sig);
+}
+
+int api_reply_invalid(http_req *r, const char *title, const job_errors *errs)
+{
+    char detail[96];
+    snprintf(detail, sizeof detail, "%zu problem%s; `errors` names each field", errs->count,
+             errs->count == 1 ? "" : "s");
+    return http_reply_problem(r, 400, title, detail, errs);
+}
+
+int api_reply_bad_param(http_req *r, const char *field, const char *message)
+{
+    job_errors errs;
+    errs.count = 1;
+    snprintf(errs.items[0].field, sizeof errs.items[0].field, "%s", field);
+    snprintf(errs.items[0].message, sizeof errs.items[0].message, "%s", message);
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s %s", field, message);
+    return http_reply_problem(r, 400, "Invalid parameter", detail, &errs);
+}
+
+int api_parse_int(const char *text, long min, long max, long *out)
+{
+    if (!text || !*text || strlen(text) > 18)
+        return -EINVAL;
+    const char *p = text;
+    int neg = *p == '-';
+    if (neg)
+        p++;
+    if (!*p)
+        return -EINVAL;
+    long v = 0;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -EINVAL;
+        v = v * 10 + (*p - '0');
+    }
+    v = neg ? -v : v;
+    if (v < min || v > max)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+int api_parse_bool(const char *text, int def, int *out)
+{
+    if (!text) {
+        *out = def;
+        return 0;
+    }
+    if (strcmp(text, "true") == 0 || strcmp(text, "1") == 0) {
+        *out = 1;
+        return 0;
+    }
+    if (strcmp(text, "false") == 0 || strcmp(text, "0") == 0) {
+        *out = 0;
+        return 0;
+    }
+    return -EINVAL;
+}

@@ -1,0 +1,200 @@
+/* artifacts: GET /jobs/{id}/artifacts, GET /jobs/{id}/artifacts/{name}, and the worker's
+ * PUT /workers/{worker}/jobs/{id}/artifacts/{name}.
+ *
+ * Downloads are served from <artifacts_dir>/<job id>/<name> by http_reply_file (Range, 304 on
+ * If-None-Match) with ETag = the quoted SHA-256 hex, Repr-Digest: sha-256=:<base64>: (RFC
+ * 9530) and the older Digest: SHA-256=<base64> (RFC 3230). A name outside the artifact
+ * alphabet cannot exist, so it is a 404 like any other missing one.
+ *
+ * Uploads: the route streams the body to a temporary file (body_to_file) within
+ * API_ARTIFACT_MAX_BODY (routes.c) and app->max_artifact_bytes (checked here). The handler
+ * checks the lease first (so a stale worker does not make the server hash gigabytes for
+ * nothing), hashes the file outside any transaction, then sched_artifact_add() re-checks the
+ * lease and moves the file into place in one transaction. A full disk anywhere is -ENOSPC,
+ * which the error table answers with 507. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/api_priv.h"
+#include "api/job_json.h"
+#include "db/artifacts.h"
+#include "db/jobs.h"
+#include "scheduler/lifecycle.h"
+#include "util/sha256.h"
+#include "util/timeutil.h"
+
+static int api_artifact_add(void *ctx, const db_artifact *a)
+{
+    json_t *o = api_artifact_json(a);
+    if (!o || json_array_append_new(ctx, o) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/* The job of the {id} parameter; a 404 sentence when there is none. */
+static int api_artifact_job(http_req *r, db *d, db_job *out)
+{
+    const char *id = http_param(r, "id");
+    int rc = db_job_get(d, id, out, http_errbuf(r));
+    if (rc == -ENOENT)
+        err_set(http_errbuf(r), rc, "no job has the id %s", id);
+    return rc;
+}
+
+int api_artifacts_list(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    db *d = api_db(r, a);
+    if (!d)
+        return -EIO;
+    db_job j;
+    int rc = api_artifact_job(r, d, &j);
+    if (rc < 0)
+        return rc;
+    json_t *list = json_array();
+    rc = list ? db_artifact_list(d, j.seq, api_artifact_add, list, http_errbuf(r)) : -ENOMEM;
+    db_job_clear(&j);
+    if (rc < 0) {
+        json_decref(list);
+        if (rc == -ENOMEM)
+            err_set(http_errbuf(r), rc, "out of memory");
+        return rc;
+    }
+    static const char *const keys[] = {"artifacts"};
+    json_t *body = api_json_pack(keys, &list, 1);
+    if (!body)
+        return err_set(http_errbuf(r), -ENOMEM, "out of memory");
+    return http_reply_json(r, 200, body);
+}
+
+/* The SHA-256 hex as base64 (44 characters and a NUL). */
+static int api_digest_b64(const char *hex, char out[48])
+{
+    uint8_t raw[32];
+    for (int i = 0; i < 32; i++) {
+        unsigned v = 0;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+            return -EINVAL;
+        raw[i] = (uint8_t)v;
+    }
+    return api_base64(raw, sizeof raw, 0, out, 48) < 0 ? -EINVAL : 0;
+}
+
+int api_artifacts_get(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    char *err = http_errbuf(r);
+    const char *name = http_param(r, "name");
+    db *d = api_db(r, a);
+    if (!d)
+        return -EIO;
+    db_job j;
+    int rc = api_artifact_job(r, d, &j);
+    if (rc < 0)
+        return rc;
+    db_artifact art;
+    if (!sched_artifact_name_ok(name))
+        rc = err_set(err, -ENOENT, "the job has no artifact named %s", name);
+    else
+        rc = db_artifact_get(d, j.seq, name, &art, err);
+    if (rc < 0) {
+        db_job_clear(&j);
+        return rc;
+    }
+    char path[4608], etag[70], b64[48], digest[64];
+    snprintf(path, sizeof path, "%s/%s/%s", a->artifacts_dir, j.id, art.name);
+    db_job_clear(&j);
+    snprintf(etag, sizeof etag, "\"%s\"", art.sha256);
+    if (api_digest_b64(art.sha256, b64) == 0) {
+        snprintf(digest, sizeof digest, "sha-256=:%s:", b64);
+        http_header_add(r, "Repr-Digest", digest);
+        snprintf(digest, sizeof digest, "SHA-256=%s", b64);
+        http_header_add(r, "Digest", digest);
+    }
+    return http_reply_file(r, path, "application/octet-stream", etag);
+}
+
+/* SHA-256 and size of the file at path. */
+static int api_file_sha256(const char *path, char hex[65], uint64_t *size, char *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return err_set(err, -errno, "cannot open the upload: %s", strerror(errno));
+    static __thread uint8_t buf[1 << 16];
+    sha256_ctx c;
+    sha256_init(&c);
+    uint64_t total = 0;
+    int rc = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = err_set(err, -EIO, "cannot read the upload: %s", strerror(errno));
+            break;
+        }
+        if (n == 0)
+            break;
+        sha256_update(&c, buf, (size_t)n);
+        total += (uint64_t)n;
+    }
+    close(fd);
+    if (rc < 0)
+        return rc;
+    uint8_t digest[32];
+    sha256_final(&c, digest);
+    sha256_hex(digest, hex);
+    *size = total;
+    return 0;
+}
+
+int api_artifacts_upload(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    char *err = http_errbuf(r);
+    const char *worker = http_param(r, "worker");
+    const char *name = http_param(r, "name");
+    if (!sched_artifact_name_ok(name))
+        return api_reply_bad_param(r, "name",
+                                   "must be 1 to 128 letters, digits, '.', '_' or '-', not "
+                                   "starting with '.'");
+    uint64_t len = 0;
+    const char *tmp = http_body_file(r, &len);
+    if (!tmp)
+        return err_set(err, -EINVAL, "the upload has no body");
+    if (a->max_artifact_bytes && len > a->max_artifact_bytes)
+        return err_set(err, -EFBIG, "the artifact is %llu bytes; this server takes at most %llu",
+                       (unsigned long long)len, (unsigned long long)a->max_artifact_bytes);
+    db *d = api_db(r, a);
+    if (!d)
+        return -EIO;
+    db_job j;
+    int rc = api_artifact_job(r, d, &j);
+    if (rc < 0)
+        return rc;
+    rc = sched_lease_check(&j, worker, err); /* early; the transaction checks again */
+    db_job_clear(&j);
+    if (rc < 0)
+        return rc;
+
+    db_artifact art;
+    memset(&art, 0, sizeof art);
+    snprintf(art.name, sizeof art.name, "%s", name);
+    uint64_t size = 0;
+    rc = api_file_sha256(tmp, art.sha256, &size, err);
+    if (rc < 0)
+        return rc;
+    art.size = (int64_t)size;
+    art.created_at = time_wall_ms();
+    rc = sched_artifact_add(d, http_param(r, "id"), worker, a->artifacts_dir, tmp, &art, err);
+    if (rc < 0)
+        return rc;
+    json_t *body = api_artifact_json(&art);
+    if (!body)
+        return err_set(err, -ENOMEM, "out of memory");
+    return http_reply_json(r, 201, body);
+}

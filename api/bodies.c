@@ -1,0 +1,289 @@
+/* bodies: the worker protocol's request bodies, checked field by field (see bodies.h).
+ *
+ * Each parser walks the schema's properties, records a {field, message} for each problem and
+ * goes on, then rejects unknown members where the schema says additionalProperties: false
+ * (Device objects allow extra members: `trainyard devices --json` prints more than the schema
+ * names, and a worker may send all of it). Messages read "must be <rule>". */
+#include "api/bodies.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/job_json.h"
+#include "db/jobs.h"
+#include "db/workers.h"
+
+void api_errors_add(job_errors *errs, const char *field, const char *fmt, ...)
+{
+    if (errs->count >= JOB_MAX_ERRORS) {
+        job_error *last = &errs->items[JOB_MAX_ERRORS - 1];
+        last->field[0] = '\0';
+        snprintf(last->message, sizeof last->message,
+                 "more than %d problems; fix these and send again to see the rest",
+                 JOB_MAX_ERRORS - 1);
+        return;
+    }
+    job_error *e = &errs->items[errs->count++];
+    snprintf(e->field, sizeof e->field, "%s", field);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+}
+
+/* Reports every member of obj not in known (NULL-terminated) as unknown. */
+static void api_unknown_members(const json_t *obj, const char *prefix, const char *const *known,
+                                job_errors *errs)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach ((json_t *)obj, key, val) {
+        int found = 0;
+        for (size_t i = 0; known[i] && !found; i++)
+            found = strcmp(key, known[i]) == 0;
+        if (!found) {
+            char field[128];
+            snprintf(field, sizeof field, "%s%s", prefix, key);
+            api_errors_add(errs, field, "unknown field");
+        }
+    }
+}
+
+/* A string of 1..max_chars characters; NULL (with an error) otherwise. */
+static const char *api_get_string(const json_t *v, const char *field, size_t max_chars,
+                                  job_errors *errs)
+{
+    if (!json_is_string(v)) {
+        api_errors_add(errs, field, "must be a string");
+        return NULL;
+    }
+    const char *s = json_string_value(v);
+    size_t n = api_utf8_chars(s);
+    if (n < 1 || n > max_chars || strlen(s) != json_string_length(v)) {
+        api_errors_add(errs, field, "must be 1 to %zu characters (no NUL)", max_chars);
+        return NULL;
+    }
+    return s;
+}
+
+/* ---- WorkerRegistration ----------------------------------------------------------------- */
+
+static unsigned api_device_check(const json_t *dev, size_t i, job_errors *errs)
+{
+    static const char *const types[] = {"gpu", "cpu", "accelerator", "other"};
+    static const unsigned bits[] = {DB_KIND_GPU, DB_KIND_CPU, DB_KIND_OTHER, DB_KIND_OTHER};
+    char f[128];
+    if (!json_is_object(dev)) {
+        snprintf(f, sizeof f, "devices[%zu]", i);
+        api_errors_add(errs, f, "must be an object");
+        return 0;
+    }
+    json_t *index = json_object_get(dev, "index");
+    snprintf(f, sizeof f, "devices[%zu].index", i);
+    if (!json_is_integer(index) || json_integer_value(index) < 0)
+        api_errors_add(errs, f, "must be an integer >= 0");
+    snprintf(f, sizeof f, "devices[%zu].name", i);
+    api_get_string(json_object_get(dev, "name"), f, 256, errs);
+    snprintf(f, sizeof f, "devices[%zu].type", i);
+    const char *type = json_string_value(json_object_get(dev, "type"));
+    unsigned kind = 0;
+    for (size_t k = 0; type && k < 4; k++) {
+        if (strcmp(type, types[k]) == 0)
+            kind = bits[k];
+    }
+    if (!kind)
+        api_errors_add(errs, f, "must be one of gpu, cpu, accelerator, other");
+    static const char *const strings[] = {"platform", "opencl_c_version"};
+    static const char *const ints[] = {"compute_units", "global_mem_bytes"};
+    for (size_t k = 0; k < 2; k++) {
+        json_t *v = json_object_get(dev, strings[k]);
+        snprintf(f, sizeof f, "devices[%zu].%s", i, strings[k]);
+        if (v && !json_is_string(v))
+            api_errors_add(errs, f, "must be a string");
+        v = json_object_get(dev, ints[k]);
+        snprintf(f, sizeof f, "devices[%zu].%s", i, ints[k]);
+        if (v && !json_is_integer(v))
+            api_errors_add(errs, f, "must be an integer");
+    }
+    return kind;
+}
+
+int api_registration_parse(const json_t *body, api_registration *out, job_errors *errs)
+{
+    static const char *const known[] = {"name", "devices", NULL};
+    errs->count = 0;
+    api_registration reg = {0};
+    reg.name = api_get_string(json_object_get(body, "name"), "name", 128, errs);
+    json_t *devices = json_object_get(body, "devices");
+    if (!json_is_array(devices) || json_array_size(devices) < 1 ||
+        json_array_size(devices) > API_MAX_DEVICES) {
+        api_errors_add(errs, "devices", "must be an array of 1 to %d devices", API_MAX_DEVICES);
+    } else {
+        size_t i;
+        json_t *dev;
+        json_array_foreach (devices, i, dev) {
+            reg.kinds |= api_device_check(dev, i, errs);
+        }
+        reg.devices = devices;
+    }
+    api_unknown_members(body, "", known, errs);
+    if (errs->count)
+        return -EINVAL;
+    *out = reg;
+    return 0;
+}
+
+/* ---- Heartbeat -------------------------------------------------------------------------- */
+
+/* A number (integer or real) into *out; with nullable, JSON null gives NAN. */
+static void api_get_number(const json_t *obj, const char *key, size_t i, int required, int nullable,
+                           double min, double *out, job_errors *errs)
+{
+    char f[128];
+    snprintf(f, sizeof f, "epochs[%zu].%s", i, key);
+    json_t *v = json_object_get(obj, key);
+    *out = NAN;
+    if (!v) {
+        if (required)
+            api_errors_add(errs, f, "is required");
+        return;
+    }
+    if (json_is_null(v) && nullable)
+        return;
+    if (!json_is_number(v)) {
+        api_errors_add(errs, f, nullable ? "must be a number or null" : "must be a number");
+        return;
+    }
+    double d = json_number_value(v);
+    if (d < min) {
+        api_errors_add(errs, f, "must be >= %g", min);
+        return;
+    }
+    *out = d;
+}
+
+static void api_epoch_parse(const json_t *e, size_t i, db_metric *m, job_errors *errs)
+{
+    static const char *const known[] = {"epoch",        "loss",    "val_loss",           "accuracy",
+                                        "val_accuracy", "seconds", "samples_per_second", NULL};
+    char f[128];
+    memset(m, 0, sizeof *m);
+    if (!json_is_object(e)) {
+        snprintf(f, sizeof f, "epochs[%zu]", i);
+        api_errors_add(errs, f, "must be an object");
+        return;
+    }
+    json_t *epoch = json_object_get(e, "epoch");
+    snprintf(f, sizeof f, "epochs[%zu].epoch", i);
+    if (!json_is_integer(epoch) || json_integer_value(epoch) < 1 ||
+        json_integer_value(epoch) > JOB_MAX_EPOCHS)
+        api_errors_add(errs, f, "must be an integer from 1 to %d", JOB_MAX_EPOCHS);
+    else
+        m->epoch = (int)json_integer_value(epoch);
+    api_get_number(e, "loss", i, 1, 0, -INFINITY, &m->loss, errs);
+    api_get_number(e, "val_loss", i, 1, 1, -INFINITY, &m->val_loss, errs);
+    api_get_number(e, "accuracy", i, 1, 1, -INFINITY, &m->accuracy, errs);
+    api_get_number(e, "val_accuracy", i, 1, 1, -INFINITY, &m->val_accuracy, errs);
+    api_get_number(e, "seconds", i, 1, 0, 0, &m->seconds, errs);
+    api_get_number(e, "samples_per_second", i, 0, 0, 0, &m->samples_per_second, errs);
+    snprintf(f, sizeof f, "epochs[%zu].", i);
+    api_unknown_members(e, f, known, errs);
+}
+
+int api_heartbeat_parse(const json_t *body, api_heartbeat *out, job_errors *errs)
+{
+    static const char *const known[] = {"phase", "epochs", "logs", NULL};
+    errs->count = 0;
+    api_heartbeat hb = {0};
+    json_t *phase = json_object_get(body, "phase");
+    if (phase) {
+        hb.phase = db_phase_parse(json_string_value(phase));
+        if (hb.phase < 0) {
+            api_errors_add(errs, "phase", "must be one of downloading, training, uploading");
+            hb.phase = DB_PHASE_NONE;
+        }
+    }
+    json_t *epochs = json_object_get(body, "epochs");
+    if (epochs && (!json_is_array(epochs) || json_array_size(epochs) > API_MAX_EPOCHS)) {
+        api_errors_add(errs, "epochs", "must be an array of at most %d EpochMetrics",
+                       API_MAX_EPOCHS);
+    } else if (epochs && json_array_size(epochs) > 0) {
+        hb.epochs = calloc(json_array_size(epochs), sizeof *hb.epochs);
+        if (!hb.epochs)
+            return -ENOMEM;
+        size_t i;
+        json_t *e;
+        json_array_foreach (epochs, i, e) {
+            api_epoch_parse(e, i, &hb.epochs[i], errs);
+        }
+        hb.n_epochs = json_array_size(epochs);
+    }
+    json_t *logs = json_object_get(body, "logs");
+    if (logs && (!json_is_array(logs) || json_array_size(logs) > API_MAX_LOG_LINES)) {
+        api_errors_add(errs, "logs", "must be an array of at most %d strings", API_MAX_LOG_LINES);
+    } else if (logs && json_array_size(logs) > 0) {
+        hb.logs = calloc(json_array_size(logs), sizeof *hb.logs);
+        if (!hb.logs) {
+            api_heartbeat_free(&hb);
+            return -ENOMEM;
+        }
+        size_t i;
+        json_t *line;
+        json_array_foreach (logs, i, line) {
+            const char *s = json_string_value(line);
+            if (!s || api_utf8_chars(s) > API_LOG_LINE_CHARS) {
+                char f[64];
+                snprintf(f, sizeof f, "logs[%zu]", i);
+                api_errors_add(errs, f, "must be a string of at most %d characters",
+                               API_LOG_LINE_CHARS);
+            }
+            hb.logs[i] = s ? s : "";
+        }
+        hb.n_logs = json_array_size(logs);
+    }
+    api_unknown_members(body, "", known, errs);
+    if (errs->count) {
+        api_heartbeat_free(&hb);
+        return -EINVAL;
+    }
+    *out = hb;
+    return 0;
+}
+
+void api_heartbeat_free(api_heartbeat *hb)
+{
+    if (!hb)
+        return;
+    free(hb->epochs);
+    free(hb->logs);
+    memset(hb, 0, sizeof *hb);
+}
+
+/* ---- Completion ------------------------------------------------------------------------- */
+
+int api_completion_parse(const json_t *body, int *status, const char **error, job_errors *errs)
+{
+    static const char *const known[] = {"status", "error", NULL};
+    errs->count = 0;
+    const char *s = json_string_value(json_object_get(body, "status"));
+    int st = db_status_parse(s);
+    if (!db_status_terminal(st))
+        api_errors_add(errs, "status", "must be one of succeeded, failed, cancelled");
+    json_t *e = json_object_get(body, "error");
+    const char *text = NULL;
+    if (e && (!json_is_string(e) || api_utf8_chars(json_string_value(e)) > API_ERROR_CHARS))
+        api_errors_add(errs, "error", "must be a string of at most %d characters", API_ERROR_CHARS);
+    else if (e)
+        text = json_string_value(e);
+    api_unknown_members(body, "", known, errs);
+    if (errs->count)
+        return -EINVAL;
+    *status = st;
+    *error = text;
+    return 0;
+}

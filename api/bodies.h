@@ -1,0 +1,52 @@
+/* bodies: validation of the worker protocol's request bodies (openapi.yaml's
+ * WorkerRegistration, Heartbeat and Completion), reporting every problem as {field, message}
+ * like job_parse() does for job documents, so a 400 names each bad field.
+ *
+ * Like job_json.c this needs only jansson and the db row types, not the HTTP framework.
+ * Parsed values borrow from the JSON body they came from (which must outlive them), except
+ * api_heartbeat's arrays, which api_heartbeat_free() releases. */
+#ifndef TRAINYARD_API_BODIES_H
+#define TRAINYARD_API_BODIES_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "db/metrics.h"
+#include "worker/job.h"
+
+#define API_MAX_DEVICES    64
+#define API_MAX_EPOCHS     1000  /* EpochMetrics per heartbeat */
+#define API_MAX_LOG_LINES  10000 /* log lines per heartbeat */
+#define API_LOG_LINE_CHARS 4096
+#define API_ERROR_CHARS    4096 /* Completion.error */
+
+typedef struct api_registration {
+    const char *name;      /* borrowed */
+    const json_t *devices; /* borrowed: the validated array */
+    unsigned kinds;        /* DB_KIND_* bits of the devices' types */
+} api_registration;
+
+typedef struct api_heartbeat {
+    int phase;         /* enum db_phase; DB_PHASE_NONE when absent */
+    db_metric *epochs; /* owned */
+    size_t n_epochs;
+    const char **logs; /* owned array of borrowed strings */
+    size_t n_logs;
+} api_heartbeat;
+
+/* Records one problem in errs (the last slot says when there are more than fit). */
+void api_errors_add(job_errors *errs, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Checks a WorkerRegistration; -EINVAL with errs filled when invalid. */
+int api_registration_parse(const json_t *body, api_registration *out, job_errors *errs);
+/* Checks a Heartbeat; -EINVAL with errs filled when invalid, -ENOMEM. */
+int api_heartbeat_parse(const json_t *body, api_heartbeat *out, job_errors *errs);
+/* Releases a heartbeat's arrays; accepts NULL. */
+void api_heartbeat_free(api_heartbeat *hb);
+/* Checks a Completion: *status is DB_SUCCEEDED, DB_FAILED or DB_CANCELLED, *error borrowed or
+ * NULL; -EINVAL with errs filled when invalid. */
+int api_completion_parse(const json_t *body, int *status, const char **error, job_errors *errs);
+
+#endif

@@ -1,0 +1,284 @@
+/* job_json: rows to openapi.yaml's JSON, and the shared encodings (see job_json.h).
+ *
+ * jansson references: json_object_set_new() and json_array_append_new() steal the value, and
+ * both accept NULL (they fail and set nothing), so a builder packs everything and checks only
+ * once at the end that every required member made it, instead of checking each allocation.
+ *
+ * The cursor is base64url of "s<seq>": opaque to clients (they pass next_cursor back as is),
+ * trivially versioned by its first letter, and strict to decode (a canonical decimal seq > 0),
+ * so a cursor that was not made here is a 400, not a silently different page. */
+#include "api/job_json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "worker/job.h"
+
+/* ---- scalars ---------------------------------------------------------------------------- */
+
+void api_time_format(int64_t ms, char buf[API_TIME_LEN])
+{
+    time_t secs = (time_t)(ms / 1000);
+    int frac = (int)(ms % 1000);
+    if (frac < 0) {
+        frac += 1000;
+        secs -= 1;
+    }
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    char date[24];
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, API_TIME_LEN, "%s.%03dZ", date, frac);
+}
+
+json_t *api_time_json(int64_t ms)
+{
+    if (ms == 0)
+        return json_null();
+    char buf[API_TIME_LEN];
+    api_time_format(ms, buf);
+    return json_string(buf);
+}
+
+json_t *api_real_json(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+/* A JSON string, or null for NULL or "". */
+static json_t *api_opt_string(const char *s)
+{
+    return s && *s ? json_string(s) : json_null();
+}
+
+size_t api_utf8_chars(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+/* ---- the builders ---------------------------------------------------------------------- */
+
+json_t *api_json_pack(const char *const *keys, json_t **vals, size_t n)
+{
+    json_t *o = json_object();
+    int ok = o != NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!vals[i])
+            ok = 0;
+        else if (!o)
+            json_decref(vals[i]);
+        else if (json_object_set_new(o, keys[i], vals[i]) < 0) /* stolen even on failure */
+            ok = 0;
+    }
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *api_job_links(const char *id)
+{
+    static const char *const names[] = {"self", "metrics", "logs", "events", "artifacts", "cancel"};
+    static const char *const suffixes[] = {"",        "/metrics",   "/logs",
+                                           "/events", "/artifacts", "/cancel"};
+    json_t *vals[6];
+    char buf[DB_ID_LEN + 32];
+    for (size_t i = 0; i < 6; i++) {
+        snprintf(buf, sizeof buf, "/jobs/%s%s", id, suffixes[i]);
+        vals[i] = json_string(buf);
+    }
+    return api_json_pack(names, vals, 6);
+}
+
+json_t *api_job_json(const db_job *j)
+{
+    static const char *const keys[] = {"id",         "name",
+                                       "status",     "phase",
+                                       "attempt",    "max_attempts",
+                                       "priority",   "created_at",
+                                       "started_at", "finished_at",
+                                       "error",      "device",
+                                       "worker",     "cancel_requested",
+                                       "document",   "links"};
+    json_t *doc = json_loads(j->document ? j->document : "", 0, NULL);
+    if (doc && !json_is_object(doc)) {
+        json_decref(doc);
+        doc = NULL;
+    }
+    const char *phase = db_phase_name(j->phase);
+    json_t *vals[] = {json_string(j->id),
+                      json_string(j->name),
+                      json_string(db_status_name(j->status)),
+                      phase ? json_string(phase) : json_null(),
+                      json_integer(j->attempt),
+                      json_integer(j->max_attempts),
+                      json_integer(j->priority),
+                      api_time_json(j->created_at),
+                      api_time_json(j->started_at),
+                      api_time_json(j->finished_at),
+                      api_opt_string(j->error),
+                      api_opt_string(j->device),
+                      api_opt_string(j->worker_id),
+                      json_boolean(j->cancel_requested),
+                      doc,
+                      api_job_links(j->id)};
+    return api_json_pack(keys, vals, sizeof vals / sizeof vals[0]);
+}
+
+json_t *api_metric_json(const db_metric *m)
+{
+    static const char *const keys[] = {"epoch",        "loss",    "val_loss",          "accuracy",
+                                       "val_accuracy", "seconds", "samples_per_second"};
+    json_t *vals[] = {json_integer(m->epoch),
+                      api_real_json(m->loss),
+                      api_real_json(m->val_loss),
+                      api_real_json(m->accuracy),
+                      api_real_json(m->val_accuracy),
+                      json_real(isfinite(m->seconds) ? m->seconds : 0.0),
+                      isfinite(m->samples_per_second) ? json_real(m->samples_per_second) : NULL};
+    /* samples_per_second is optional and not nullable: left out when unknown */
+    size_t n = vals[6] ? 7 : 6;
+    return api_json_pack(keys, vals, n);
+}
+
+json_t *api_artifact_json(const db_artifact *a)
+{
+    static const char *const keys[] = {"name", "size", "sha256"};
+    json_t *vals[] = {json_string(a->name), json_integer(a->size), json_string(a->sha256)};
+    return api_json_pack(keys, vals, 3);
+}
+
+json_t *api_worker_json(const db_worker *w, int64_t gone_before, int lease_seconds)
+{
+    static const char *const keys[] = {"id",  "name",          "status",       "devices",
+                                       "job", "registered_at", "last_seen_at", "lease_seconds"};
+    const char *status = w->gone || w->last_seen_at < gone_before ? "gone"
+                         : w->job_id[0]                           ? "busy"
+                                                                  : "idle";
+    json_t *devices = json_loads(w->devices ? w->devices : "[]", 0, NULL);
+    if (devices && !json_is_array(devices)) {
+        json_decref(devices);
+        devices = json_array();
+    }
+    json_t *vals[] = {json_string(w->id),
+                      json_string(w->name),
+                      json_string(status),
+                      devices,
+                      api_opt_string(w->job_id),
+                      api_time_json(w->registered_at),
+                      api_time_json(w->last_seen_at),
+                      json_integer(lease_seconds)};
+    return api_json_pack(keys, vals, 8);
+}
+
+json_t *api_lease_json(const db_job *j)
+{
+    static const char *const keys[] = {"job_id", "attempt", "lease_expires_at", "document"};
+    json_t *doc = json_loads(j->document ? j->document : "", 0, NULL);
+    json_t *vals[] = {json_string(j->id), json_integer(j->attempt),
+                      api_time_json(j->lease_expires_at), doc};
+    return api_json_pack(keys, vals, 4);
+}
+
+/* ---- encodings -------------------------------------------------------------------------- */
+
+int api_base64(const void *data, size_t len, int url, char *out, size_t cap)
+{
+    static const char std[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char safe[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const char *alpha = url ? safe : std;
+    const unsigned char *p = data;
+    size_t need = url ? (len * 4 + 2) / 3 : (len + 2) / 3 * 4;
+    if (need + 1 > cap)
+        return -ENOSPC;
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        size_t left = len - i;
+        if (left > 1)
+            v |= (uint32_t)p[i + 1] << 8;
+        if (left > 2)
+            v |= p[i + 2];
+        out[o++] = alpha[(v >> 18) & 63];
+        out[o++] = alpha[(v >> 12) & 63];
+        if (left > 1)
+            out[o++] = alpha[(v >> 6) & 63];
+        else if (!url)
+            out[o++] = '=';
+        if (left > 2)
+            out[o++] = alpha[v & 63];
+        else if (!url)
+            out[o++] = '=';
+    }
+    out[o] = '\0';
+    return (int)o;
+}
+
+void api_cursor_encode(int64_t seq, char out[API_CURSOR_MAX + 1])
+{
+    char raw[24];
+    int n = snprintf(raw, sizeof raw, "s%lld", (long long)seq);
+    api_base64(raw, (size_t)n, 1, out, API_CURSOR_MAX + 1);
+}
+
+static int api_b64url_value(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '-')
+        return 62;
+    if (c == '_')
+        return 63;
+    return -1;
+}
+
+int api_cursor_decode(const char *cursor, int64_t *seq)
+{
+    size_t len = strlen(cursor);
+    if (len < 2 || len > 28 || len % 4 == 1)
+        return -EINVAL;
+    char raw[24];
+    size_t o = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < len; i++) {
+        int v = api_b64url_value(cursor[i]);
+        if (v < 0)
+            return -EINVAL;
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (o + 1 >= sizeof raw)
+                return -EINVAL;
+            raw[o++] = (char)((acc >> bits) & 0xFF);
+        }
+    }
+    if (acc & ((1u << bits) - 1))
+        return -EINVAL; /* stray bits: not what the encoder writes */
+    raw[o] = '\0';
+    if (o < 2 || o > 20 || raw[0] != 's' || raw[1] < '1' || raw[1] > '9')
+        return -EINVAL;
+    int64_t v = 0;
+    for (size_t i = 1; i < o; i++) {
+        if (raw[i] < '0' || raw[i] > '9')
+            return -EINVAL;
+        if (v > (INT64_MAX - (raw[i] - '0')) / 10)
+            return -EINVAL;
+        v = v * 10 + (raw[i] - '0');
+    }
+    *seq = v;
+    return 0;
+}

@@ -1,0 +1,63 @@
+/* job_json: the JSON the API answers with, built from database rows exactly as openapi.yaml
+ * describes it (Job, EpochMetrics, Artifact, Worker, Lease), and the small text encodings the
+ * handlers share (RFC 3339 times, base64, the list cursor).
+ *
+ * Rules the builders keep: every required property is present; a value that is unknown is
+ * JSON null where the schema allows null and absent where it is optional and not nullable
+ * (samples_per_second); times are RFC 3339 UTC with milliseconds ("2024-05-01T12:34:56.789Z");
+ * no property outside the schema appears (the schemas say additionalProperties: false).
+ *
+ * This file needs jansson and the db row types only, not the HTTP framework, so it is unit
+ * tested on its own (tests/unit/api/test_job_json.c). Every json_t returned is a new reference
+ * the caller owns; NULL means out of memory, or for api_job_json a stored document that is not
+ * a JSON object. */
+#ifndef TRAINYARD_API_JOB_JSON_H
+#define TRAINYARD_API_JOB_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "db/artifacts.h"
+#include "db/jobs.h"
+#include "db/metrics.h"
+#include "db/workers.h"
+
+#define API_TIME_LEN   32 /* bytes for an RFC 3339 time and its NUL */
+#define API_CURSOR_MAX 64 /* the longest cursor accepted (openapi: maxLength 64) */
+
+/* Writes ms since the epoch as RFC 3339 UTC with milliseconds. */
+void api_time_format(int64_t ms, char buf[API_TIME_LEN]);
+/* The time as a JSON string, or JSON null when ms is 0 ("not yet"). */
+json_t *api_time_json(int64_t ms);
+/* A JSON number, or JSON null for NAN or an infinity. */
+json_t *api_real_json(double v);
+
+/* The object with keys[i] = vals[i] for i < n, stealing every value; NULL when any value is
+ * NULL or the object cannot be built (every value is released either way). */
+json_t *api_json_pack(const char *const *keys, json_t **vals, size_t n);
+/* The Job object of GET /jobs/{id}. */
+json_t *api_job_json(const db_job *j);
+/* One EpochMetrics object. */
+json_t *api_metric_json(const db_metric *m);
+/* One Artifact object. */
+json_t *api_artifact_json(const db_artifact *a);
+/* One Worker object: status is gone when marked so or unseen since gone_before (ms), busy
+ * when it holds a job, else idle. */
+json_t *api_worker_json(const db_worker *w, int64_t gone_before, int lease_seconds);
+/* The Lease object answering POST /workers/{worker}/lease. */
+json_t *api_lease_json(const db_job *j);
+
+/* Standard (url = 0, padded) or base64url (url = 1, unpadded) of len bytes into out; returns
+ * the length written, or -ENOSPC when cap is too small for it and a NUL. */
+int api_base64(const void *data, size_t len, int url, char *out, size_t cap);
+/* The opaque list cursor naming the position after seq. */
+void api_cursor_encode(int64_t seq, char out[API_CURSOR_MAX + 1]);
+/* The seq a cursor from api_cursor_encode names; -EINVAL for anything else. */
+int api_cursor_decode(const char *cursor, int64_t *seq);
+
+/* Number of UTF-8 characters in s (bytes that do not continue a character). */
+size_t api_utf8_chars(const char *s);
+
+#endif

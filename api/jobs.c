@@ -1,0 +1,254 @@
+/* jobs: POST /train, GET /jobs, GET /jobs/{id}, POST /jobs/{id}/cancel, DELETE /jobs/{id}.
+ *
+ * Submit: the body is checked by job_from_json() (every problem a {field, message} in a 400),
+ * resolved with every default (job_to_json), and stored by sched_job_submit(), whose COMMIT
+ * has reached the disk before the 202 is written. The resolved document is what the job keeps
+ * and what its hash covers.
+ *
+ * Idempotency-Key: a submit whose key was used before answers the first job with 200 when the
+ * resolved documents are equal (a retry), and 409 when they differ (the key was reused for
+ * another job, which is a client bug that silently returning the first job would hide). Equal
+ * means equal once resolved: bodies that differ in spacing, member order or defaults spelled
+ * out are the same job. A key lives as long as its job: after DELETE it may create a new one.
+ *
+ * Listing: newest first (by the internal seq), filters status and name (exact), limit 1..500
+ * (default 50), and an opaque cursor (api_cursor_encode) naming where the next page starts;
+ * next_cursor is null on the last page. Each page reads limit + 1 rows to know. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_priv.h"
+#include "api/job_json.h"
+#include "db/jobs.h"
+#include "scheduler/lifecycle.h"
+#include "util/sha256.h"
+#include "util/timeutil.h"
+#include "worker/job.h"
+
+#define API_LIST_DEFAULT 50
+#define API_LIST_MAX     500
+#define API_IDEM_MAX     200 /* characters of an Idempotency-Key */
+
+/* Answers one job: status, the Location header when asked, the Job body. */
+static int api_reply_job(http_req *r, int status, const db_job *j, int location)
+{
+    json_t *body = api_job_json(j);
+    if (!body)
+        return err_set(http_errbuf(r), -ENOMEM, "cannot build the job's JSON");
+    if (location) {
+        char loc[DB_ID_LEN + 8];
+        snprintf(loc, sizeof loc, "/jobs/%s", j->id);
+        http_header_add(r, "Location", loc);
+    }
+    return http_reply_json(r, status, body);
+}
+
+/* Names the job in a 404's sentence. */
+static int api_no_job(http_req *r, int rc, const char *id)
+{
+    if (rc == -ENOENT)
+        err_set(http_errbuf(r), rc, "no job has the id %s", id);
+    return rc;
+}
+
+int api_jobs_submit(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    char *err = http_errbuf(r);
+    json_t *body = NULL, *resolved = NULL;
+    job_spec *spec = NULL;
+    char *doc = NULL;
+    db_job j;
+    memset(&j, 0, sizeof j);
+    int created = 0;
+
+    const char *key = http_header(r, "Idempotency-Key");
+    if (key && (!*key || api_utf8_chars(key) > API_IDEM_MAX))
+        return api_reply_bad_param(r, "Idempotency-Key", "must be 1 to 200 characters");
+    db *d = api_db(r, a);
+    if (!d)
+        return -EIO;
+    int rc = http_body_json(r, &body);
+    if (rc < 0)
+        return rc; /* answered */
+    job_errors errs;
+    rc = job_from_json(body, &spec, &errs);
+    if (rc == -EINVAL) {
+        rc = api_reply_invalid(r, "Invalid job document", &errs);
+        goto out;
+    }
+    if (rc < 0) {
+        err_set(err, rc, "cannot read the job document");
+        goto out;
+    }
+    resolved = job_to_json(spec);
+    doc = resolved ? json_dumps(resolved, JSON_COMPACT) : NULL;
+    if (!doc) {
+        rc = err_set(err, -ENOMEM, "out of memory");
+        goto out;
+    }
+    uint8_t digest[32];
+    char hash[65];
+    sha256_ctx sc;
+    sha256_init(&sc);
+    sha256_update(&sc, doc, strlen(doc));
+    sha256_final(&sc, digest);
+    sha256_hex(digest, hash);
+
+    sched_new_job nj = {.name = spec->name,
+                        .document = doc,
+                        .device_kind = spec->device,
+                        .max_attempts = spec->max_attempts,
+                        .max_runtime_seconds = spec->max_runtime_seconds,
+                        .priority = spec->priority,
+                        .idem_key = key,
+                        .body_hash = hash};
+    rc = sched_job_submit(d, &nj, time_wall_ms(), &j, &created, err);
+    if (rc < 0)
+        goto out;
+    if (created) {
+        api_raise(a->queued);
+        api_raise(a->changed);
+    }
+    rc = api_reply_job(r, created ? 202 : 200, &j, 1);
+out:
+    db_job_clear(&j);
+    free(doc);
+    json_decref(resolved);
+    job_free(spec);
+    json_decref(body);
+    return rc;
+}
+
+/* ---- GET /jobs -------------------------------------------------------------------------- */
+
+typedef struct api_page {
+    json_t *jobs;
+    int want; /* the page size; one more row is read */
+    int got;
+    int64_t last_seq; /* seq of the last job on the page */
+    int more;
+    int failed;
+} api_page;
+
+static int api_page_add(void *ctx, const db_job *j)
+{
+    api_page *p = ctx;
+    if (p->got == p->want) {
+        p->more = 1;
+        return 0;
+    }
+    json_t *o = api_job_json(j);
+    if (!o || json_array_append_new(p->jobs, o) < 0) {
+        p->failed = 1;
+        return -ENOMEM;
+    }
+    p->got++;
+    p->last_seq = j->seq;
+    return 0;
+}
+
+int api_jobs_list(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    char *err = http_errbuf(r);
+    db_job_filter f = {.status = -1, .name = NULL, .before_seq = 0, .limit = API_LIST_DEFAULT};
+    const char *status = http_query(r, "status");
+    if (status) {
+        f.status = db_status_parse(status);
+        if (f.status < 0)
+            return api_reply_bad_param(r, "status",
+                                       "must be one of queued, running, succeeded, failed, "
+                                       "cancelled");
+    }
+    f.name = http_query(r, "name");
+    if (f.name && (api_utf8_chars(f.name) > 128 || strlen(f.name) > DB_NAME_MAX))
+        return api_reply_bad_param(r, "name", "must be at most 128 characters");
+    const char *limit = http_query(r, "limit");
+    long lim = API_LIST_DEFAULT;
+    if (limit && api_parse_int(limit, 1, API_LIST_MAX, &lim) < 0)
+        return api_reply_bad_param(r, "limit", "must be an integer from 1 to 500");
+    const char *cursor = http_query(r, "cursor");
+    if (cursor && (strlen(cursor) > API_CURSOR_MAX || api_cursor_decode(cursor, &f.before_seq) < 0))
+        return api_reply_bad_param(r, "cursor",
+                                   "is not a cursor this server made: pass next_cursor as is");
+    f.limit = (int)lim + 1;
+
+    db *d = api_db(r, a);
+    if (!d)
+        return -EIO;
+    api_page page = {.jobs = json_array(), .want = (int)lim};
+    if (!page.jobs)
+        return err_set(err, -ENOMEM, "out of memory");
+    int rc = db_job_list(d, &f, api_page_add, &page, err);
+    if (rc < 0) {
+        if (page.failed)
+            err_set(err, rc, "cannot build the job list");
+        json_decref(page.jobs);
+        return rc;
+    }
+    json_t *next = json_null();
+    if (page.more) {
+        char c[API_CURSOR_MAX + 1];
+        api_cursor_encode(page.last_seq, c);
+        json_decref(next);
+        next = json_string(c);
+    }
+    static const char *const keys[] = {"jobs", "next_cursor"};
+    json_t *vals[] = {page.jobs, next};
+    json_t *body = api_json_pack(keys, vals, 2);
+    if (!body)
+        return err_set(err, -ENOMEM, "out of memory");
+    return http_reply_json(r, 200, body);
+}
+
+/* ---- one job ---------------------------------------------------------------------------- */
+
+int api_jobs_get(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    const char *id = http_param(r, "id");
+    db *d = api_db(r, a);
+    if (!d)
+        return -EIO;
+    db_job j;
+    int rc = db_job_get(d, id, &j, http_errbuf(r));
+    if (rc < 0)
+        return api_no_job(r, rc, id);
+    rc = api_reply_job(r, 200, &j, 0);
+    db_job_clear(&j);
+    return rc;
+}
+
+int api_jobs_cancel(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    const char *id = http_param(r, "id");
+    db *d = api_db(r, a);
+    if (!d)
+        return -EIO;
+    db_job j;
+    int rc = sched_job_cancel(d, id, time_wall_ms(), &j, http_errbuf(r));
+    if (rc < 0)
+        return api_no_job(r, rc, id);
+    api_raise(a->changed);
+    rc = api_reply_job(r, 200, &j, 0);
+    db_job_clear(&j);
+    return rc;
+}
+
+int api_jobs_delete(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    const char *id = http_param(r, "id");
+    db *d = api_db(r, a);
+    if (!d)
+        return -EIO;
+    int rc = sched_job_delete(d, id, a->artifacts_dir, http_errbuf(r));
+    if (rc < 0)
+        return api_no_job(r, rc, id);
+    api_raise(a->changed); /* followers of the job see it gone and end */
+    return http_reply_empty(r, 204);
+}

@@ -1,0 +1,47 @@
+/* routes: api_routes(), the table of every operation in openapi.yaml and its handler.
+ *
+ * Body caps: JSON bodies HTTP_JSON_MAX_BODY (1 MiB); GET and DELETE take none (0: the
+ * framework answers 413 to a body); the two POSTs that need no body (cancel, lease) accept and
+ * ignore up to API_IGNORED_BODY bytes, because HTTP clients differ in what they send with an
+ * empty POST (nothing, "Content-Length: 0", "{}"). Artifact uploads stream to a file
+ * (body_to_file) within API_ARTIFACT_MAX_BODY, the default of app.max_artifact_bytes; the
+ * handler enforces a smaller app setting (the table is static and cannot see the app).
+ *
+ * Keep this table and openapi.yaml in step: the end-to-end test walks every operation of the
+ * YAML against the server. */
+#include "api/api_priv.h"
+
+#define API_IGNORED_BODY      4096
+#define API_ARTIFACT_MAX_BODY (4ull << 30) /* 4 GiB */
+
+static const http_route api_route_table[] = {
+    /* jobs */
+    {"POST", "/train", api_jobs_submit, HTTP_JSON_MAX_BODY, 0},
+    {"GET", "/jobs", api_jobs_list, 0, 0},
+    {"GET", "/jobs/{id}", api_jobs_get, 0, 0},
+    {"DELETE", "/jobs/{id}", api_jobs_delete, 0, 0},
+    {"POST", "/jobs/{id}/cancel", api_jobs_cancel, API_IGNORED_BODY, 0},
+    {"GET", "/jobs/{id}/metrics", api_jobs_metrics, 0, 0},
+    {"GET", "/jobs/{id}/logs", api_jobs_logs, 0, 0},
+    {"GET", "/jobs/{id}/events", api_jobs_events, 0, 0},
+    {"GET", "/jobs/{id}/artifacts", api_artifacts_list, 0, 0},
+    {"GET", "/jobs/{id}/artifacts/{name}", api_artifacts_get, 0, 0},
+    /* service */
+    {"GET", "/devices", api_service_devices, 0, 0},
+    {"GET", "/workers", api_workers_list, 0, 0},
+    {"GET", "/healthz", api_service_health, 0, 0},
+    {"GET", "/openapi.yaml", api_service_openapi, 0, 0},
+    /* workers */
+    {"POST", "/workers", api_workers_register, HTTP_JSON_MAX_BODY, 0},
+    {"POST", "/workers/{worker}/lease", api_workers_lease, API_IGNORED_BODY, 0},
+    {"POST", "/workers/{worker}/jobs/{id}/heartbeat", api_workers_heartbeat, HTTP_JSON_MAX_BODY, 0},
+    {"PUT", "/workers/{worker}/jobs/{id}/artifacts/{name}", api_artifacts_upload,
+     API_ARTIFACT_MAX_BODY, 1},
+    {"POST", "/workers/{worker}/jobs/{id}/complete", api_workers_complete, HTTP_JSON_MAX_BODY, 0},
+};
+
+const http_route *api_routes(size_t *n)
+{
+    *n = sizeof api_route_table / sizeof api_route_table[0];
+    return api_route_table;
+}

@@ -1,0 +1,251 @@
+/* workers: the worker protocol — POST /workers (register), GET /workers, and for a registered
+ * worker POST .../lease (long poll), POST .../jobs/{id}/heartbeat, POST .../jobs/{id}/complete.
+ * (Artifact uploads are in artifacts.c.)
+ *
+ * Lease long poll: the handler tries to lease at once; with nothing for this worker it parks
+ * on app->queued until the `wait` deadline (0..60 s, default 30; kept in the request's state
+ * across wake-ups) and answers 204 when it passes. A submit raises app->queued after its
+ * commit, so an idle worker's lease is answered within one transaction of the submit. A woken
+ * request that loses the job to another worker parks again. Parks last at most
+ * API_LEASE_RECHECK_MS: a submit that commits between this handler's look and its park would
+ * otherwise be noticed only at the next submit; the re-check bounds that rare miss and costs
+ * one indexed read (sched_job_lease writes only when it leases, or once a second at most to
+ * note the worker's visit). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_priv.h"
+#include "api/bodies.h"
+#include "api/job_json.h"
+#include "db/workers.h"
+#include "scheduler/lifecycle.h"
+#include "util/timeutil.h"
+
+#define API_LEASE_WAIT_DEFAULT 30
+#define API_LEASE_WAIT_MAX     60
+#define API_LEASE_RECHECK_MS   2000
+#define API_LEASE_SECONDS      30 /* when the app leaves lease_seconds at 0 */
+#define API_GONE_SECONDS       60 /* when the app leaves worker_gone_seconds at 0 */
+
+static int api_lease_seconds(const app *a)
+{
+    return a->lease_seconds > 0 ? a->lease_seconds : API_LEASE_SECONDS;
+}
+
+/* Workers last seen before this are gone. */
+static int64_t api_gone_before(const app *a, int64_t now)
+{
+    int s = a->worker_gone_seconds > 0 ? a->worker_gone_seconds : API_GONE_SECONDS;
+    return now - (int64_t)s * 1000;
+}
+
+/* Names the job or worker in a 404's sentence. */
+static int api_not_found(http_req *r, int rc)
+{
+    if (rc == -ENOENT)
+        err_set(http_errbuf(r), rc, "no job %s leased to worker %s", http_param(r, "id"),
+                http_param(r, "worker"));
+    return rc;
+}
+
+int api_workers_register(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    char *err = http_errbuf(r);
+    json_t *body = NULL;
+    int rc = http_body_json(r, &body);
+    if (rc < 0)
+        return rc; /* answered */
+    api_registration reg;
+    job_errors errs;
+    db_worker w;
+    memset(&w, 0, sizeof w);
+    rc = api_registration_parse(body, &reg, &errs);
+    if (rc == -EINVAL) {
+        rc = api_reply_invalid(r, "Invalid worker registration", &errs);
+        goto out;
+    }
+    db *d = api_db(r, a);
+    if (!d) {
+        rc = -EIO;
+        goto out;
+    }
+    rc = db_id_new(w.id, err);
+    if (rc < 0)
+        goto out;
+    snprintf(w.name, sizeof w.name, "%s", reg.name);
+    w.devices = json_dumps(reg.devices, JSON_COMPACT);
+    if (!w.devices) {
+        rc = err_set(err, -ENOMEM, "out of memory");
+        goto out;
+    }
+    w.kinds = reg.kinds;
+    w.registered_at = w.last_seen_at = time_wall_ms();
+    rc = db_worker_insert(d, &w, err);
+    if (rc < 0)
+        goto out;
+    json_t *answer = api_worker_json(&w, api_gone_before(a, w.last_seen_at), api_lease_seconds(a));
+    rc = answer ? http_reply_json(r, 201, answer) : err_set(err, -ENOMEM, "out of memory");
+out:
+    db_worker_clear(&w);
+    json_decref(body);
+    return rc;
+}
+
+typedef struct api_worker_list {
+    json_t *arr;
+    int64_t gone_before;
+    int lease_seconds;
+} api_worker_list;
+
+static int api_worker_add(void *ctx, const db_worker *w)
+{
+    api_worker_list *l = ctx;
+    json_t *o = api_worker_json(w, l->gone_before, l->lease_seconds);
+    if (!o || json_array_append_new(l->arr, o) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int api_workers_list(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    db *d = api_db(r, a);
+    if (!d)
+        return -EIO;
+    api_worker_list l = {json_array(), api_gone_before(a, time_wall_ms()), api_lease_seconds(a)};
+    int rc = l.arr ? db_worker_list(d, api_worker_add, &l, http_errbuf(r)) : -ENOMEM;
+    if (rc < 0) {
+        json_decref(l.arr);
+        if (rc == -ENOMEM)
+            err_set(http_errbuf(r), rc, "out of memory");
+        return rc;
+    }
+    static const char *const keys[] = {"workers"};
+    json_t *body = api_json_pack(keys, &l.arr, 1);
+    if (!body)
+        return err_set(http_errbuf(r), -ENOMEM, "out of memory");
+    return http_reply_json(r, 200, body);
+}
+
+int api_workers_lease(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    char *err = http_errbuf(r);
+    const char *worker = http_param(r, "worker");
+    long wait = API_LEASE_WAIT_DEFAULT;
+    const char *wait_text = http_query(r, "wait");
+    if (wait_text && api_parse_int(wait_text, 0, API_LEASE_WAIT_MAX, &wait) < 0)
+        return api_reply_bad_param(r, "wait", "must be an integer from 0 to 60");
+    db *d = api_db(r, a);
+    if (!d)
+        return -EIO;
+    db_job j;
+    int rc = sched_job_lease(d, worker, time_wall_ms(), api_lease_seconds(a), &j, err);
+    if (rc == -ENOENT)
+        return err_set(err, rc, "no worker has the id %s: register again (POST /workers)", worker);
+    if (rc < 0)
+        return rc;
+    if (rc == 1) {
+        api_raise(a->changed);
+        json_t *body = api_lease_json(&j);
+        db_job_clear(&j);
+        if (!body)
+            return err_set(err, -ENOMEM, "out of memory");
+        return http_reply_json(r, 200, body);
+    }
+
+    double *deadline = http_state(r);
+    if (!deadline) {
+        deadline = malloc(sizeof *deadline);
+        if (!deadline)
+            return err_set(err, -ENOMEM, "out of memory");
+        *deadline = time_mono() + (double)wait;
+        http_state_set(r, deadline, free);
+    }
+    double left_ms = (*deadline - time_mono()) * 1000.0;
+    if (left_ms < 1.0 || !a->queued)
+        return http_reply_empty(r, 204);
+    int park_ms = left_ms < API_LEASE_RECHECK_MS ? (int)left_ms : API_LEASE_RECHECK_MS;
+    return http_park(r, a->queued, park_ms);
+}
+
+int api_workers_heartbeat(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    char *err = http_errbuf(r);
+    json_t *body = NULL;
+    int rc = http_body_json(r, &body);
+    if (rc < 0)
+        return rc; /* answered */
+    api_heartbeat hb;
+    job_errors errs;
+    rc = api_heartbeat_parse(body, &hb, &errs);
+    if (rc == -EINVAL) {
+        rc = api_reply_invalid(r, "Invalid heartbeat", &errs);
+        json_decref(body);
+        return rc;
+    }
+    if (rc < 0) {
+        json_decref(body);
+        return err_set(err, rc, "out of memory");
+    }
+    db *d = api_db(r, a);
+    sched_progress p = {.phase = hb.phase,
+                        .epochs = hb.epochs,
+                        .n_epochs = hb.n_epochs,
+                        .logs = hb.logs,
+                        .n_logs = hb.n_logs};
+    sched_beat beat;
+    rc = d ? sched_job_heartbeat(d, http_param(r, "id"), http_param(r, "worker"), &p,
+                                 time_wall_ms(), api_lease_seconds(a), &beat, err)
+           : -EIO;
+    int progressed = hb.phase != DB_PHASE_NONE || hb.n_epochs || hb.n_logs;
+    api_heartbeat_free(&hb);
+    json_decref(body); /* after hb: its log lines pointed into body */
+    if (rc < 0)
+        return api_not_found(r, rc);
+    if (progressed)
+        api_raise(a->changed);
+    static const char *const keys[] = {"cancel", "lease_expires_at"};
+    json_t *vals[] = {json_boolean(beat.cancel), api_time_json(beat.lease_expires_at)};
+    json_t *answer = api_json_pack(keys, vals, 2);
+    if (!answer)
+        return err_set(err, -ENOMEM, "out of memory");
+    return http_reply_json(r, 200, answer);
+}
+
+int api_workers_complete(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    char *err = http_errbuf(r);
+    json_t *body = NULL;
+    int rc = http_body_json(r, &body);
+    if (rc < 0)
+        return rc; /* answered */
+    int status = 0;
+    const char *error = NULL;
+    job_errors errs;
+    rc = api_completion_parse(body, &status, &error, &errs);
+    if (rc == -EINVAL) {
+        rc = api_reply_invalid(r, "Invalid completion", &errs);
+        json_decref(body);
+        return rc;
+    }
+    db *d = api_db(r, a);
+    db_job j;
+    rc = d ? sched_job_complete(d, http_param(r, "id"), http_param(r, "worker"), status, error,
+                                time_wall_ms(), &j, err)
+           : -EIO;
+    json_decref(body);
+    if (rc < 0)
+        return api_not_found(r, rc);
+    api_raise(a->changed);
+    json_t *answer = api_job_json(&j);
+    db_job_clear(&j);
+    if (!answer)
+        return err_set(err, -ENOMEM, "cannot build the job's JSON");
+    return http_reply_json(r, 200, answer);
+}

@@ -1,0 +1,243 @@
+/* cmd_serve: `trainyard serve` — the API, the scheduler and SQLite in one process, plus one
+ * local worker process per OpenCL device, supervised and restarted when one dies.
+ *
+ * The main thread only sets things up, runs the scheduler's housekeeping once a second (lapsed
+ * leases, runtime limits, workers gone quiet) and waits for SIGTERM/SIGINT; requests are served
+ * by libmicrohttpd's thread pool. On a signal: workers are told to stop (their jobs go back to
+ * the queue when their leases lapse), then the server closes. */
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/app.h"
+#include "cli/cli.h"
+#include "kernels/ocl.h"
+#include "scheduler/sweeper.h"
+#include "scheduler/supervisor.h"
+#include "util/err.h"
+#include "util/timeutil.h"
+
+static const char usage_text[] =
+    "usage: trainyard serve [options]\n"
+    "\n"
+    "Runs the trainyard service: the HTTP API, the job queue in SQLite, and local workers\n"
+    "that train on this machine's OpenCL devices.\n"
+    "\n"
+    "options:\n"
+    "  --bind ADDR          address to listen on (default 127.0.0.1; 0.0.0.0 for every one)\n"
+    "  --port N             port (default 8080; 0 picks a free one and prints it)\n"
+    "  --data-dir DIR       SQLite database, artifacts and uploads (default ./trainyard-data)\n"
+    "  --workers N          local workers to run (default: one per OpenCL device; 0: none)\n"
+    "  --dataset-root DIR   where file:// dataset URLs may point (default: nowhere)\n"
+    "  --lease-seconds N    a job returns to the queue this long after its worker's last\n"
+    "                       heartbeat (default 30)\n"
+    "  --dataset-stall-seconds N\n"
+    "                       fail a dataset download that stalls this long (default 30)\n"
+    "  --threads N          HTTP threads (default 4)\n";
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void log_line(const char *line)
+{
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%H:%M:%S", &tm);
+    printf("%s %s\n", stamp, line);
+    fflush(stdout);
+}
+
+static void log_request(void *user, const char *line)
+{
+    (void)user;
+    log_line(line);
+}
+
+static int parse_count(const char *flag, const char *v, long max, long *out)
+{
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    if (end == v || *end || n < 0 || n > max) {
+        fprintf(stderr, "trainyard serve: %s takes a number from 0 to %ld, not '%s'\n", flag, max,
+                v);
+        return -EINVAL;
+    }
+    *out = n;
+    return 0;
+}
+
+static int make_dir(const char *path)
+{
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "trainyard serve: cannot create %s: %s\n", path, strerror(errno));
+        return -errno;
+    }
+    return 0;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    const char *bind = "127.0.0.1", *data_dir = "./trainyard-data", *root = NULL;
+    long port = 8080, workers = -1, lease = 30, stall = 0, threads = 4;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int rc = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+        if (!v) {
+            fprintf(stderr, "trainyard serve: '%s' needs a value (try --help)\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--bind"))
+            bind = v;
+        else if (!strcmp(a, "--data-dir"))
+            data_dir = v;
+        else if (!strcmp(a, "--dataset-root"))
+            root = v;
+        else if (!strcmp(a, "--port"))
+            rc = parse_count(a, v, 65535, &port);
+        else if (!strcmp(a, "--workers"))
+            rc = parse_count(a, v, SUPERVISOR_MAX_WORKERS, &workers);
+        else if (!strcmp(a, "--lease-seconds"))
+            rc = parse_count(a, v, 86400, &lease);
+        else if (!strcmp(a, "--dataset-stall-seconds"))
+            rc = parse_count(a, v, 86400, &stall);
+        else if (!strcmp(a, "--threads"))
+            rc = parse_count(a, v, 256, &threads);
+        else {
+            fprintf(stderr, "trainyard serve: unknown option '%s' (try --help)\n", a);
+            return 2;
+        }
+        if (rc < 0)
+            return 2;
+    }
+    if (lease < 1 || threads < 1) {
+        fprintf(stderr, "trainyard serve: --lease-seconds and --threads must be at least 1\n");
+        return 2;
+    }
+
+    static app a;
+    a.lease_seconds = (int)lease;
+    a.worker_gone_seconds = 2 * (int)lease;
+    a.max_artifact_bytes = 4ull << 30;
+    a.version = TRAINYARD_VERSION;
+    if (!realpath(data_dir, a.data_dir)) {
+        if (make_dir(data_dir) < 0 || !realpath(data_dir, a.data_dir)) {
+            fprintf(stderr, "trainyard serve: cannot use %s as the data directory\n", data_dir);
+            return 1;
+        }
+    }
+    snprintf(a.db_path, sizeof a.db_path, "%s/trainyard.db", a.data_dir);
+    snprintf(a.artifacts_dir, sizeof a.artifacts_dir, "%s/artifacts", a.data_dir);
+    snprintf(a.tmp_dir, sizeof a.tmp_dir, "%s/tmp", a.data_dir);
+    if (make_dir(a.artifacts_dir) < 0 || make_dir(a.tmp_dir) < 0)
+        return 1;
+
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+
+    char err[ERR_LEN] = "";
+    /* Opening the first connection applies the migrations before anything is served. */
+    if (!app_db(&a)) {
+        fprintf(stderr, "trainyard serve: cannot open the database %s\n", a.db_path);
+        return 1;
+    }
+
+    size_t n_routes = 0;
+    const http_route *routes = api_routes(&n_routes);
+    http_config cfg = {.bind = bind,
+                       .port = (int)port,
+                       .threads = (unsigned)threads,
+                       .routes = routes,
+                       .n_routes = n_routes,
+                       .app = &a,
+                       .tmp_dir = a.tmp_dir,
+                       .log = log_request};
+    if (http_start(&cfg, &a.http, err) < 0) {
+        fprintf(stderr, "trainyard serve: %s\n", err);
+        return 1;
+    }
+    a.queued = http_signal_new(a.http);
+    a.changed = http_signal_new(a.http);
+    char url[512];
+    const char *host = !strcmp(bind, "0.0.0.0") ? "127.0.0.1" : bind;
+    snprintf(url, sizeof url, "http://%s:%d", host, http_port(a.http));
+
+    /* Local workers: one per device unless told otherwise. */
+    ocl_device *devs = NULL;
+    size_t ndev = 0;
+    if (ocl_devices_list(&devs, &ndev, err) < 0)
+        log_line(err);
+    if (workers < 0)
+        workers = (long)ndev;
+    supervisor *sup = NULL;
+    int status = 0;
+    if (workers > 0 && ndev == 0) {
+        log_line("no OpenCL device here: no local workers; jobs wait for a remote worker "
+                 "(trainyard worker --server URL on a machine with one)");
+    } else if (workers > 0) {
+        char exe[PATH_MAX] = "", work[4300];
+        ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (len > 0)
+            exe[len] = '\0';
+        int dev_index[SUPERVISOR_MAX_WORKERS];
+        for (long i = 0; i < workers; i++)
+            dev_index[i] = (int)(i % (long)ndev);
+        snprintf(work, sizeof work, "%s/work", a.data_dir);
+        make_dir(work);
+        supervisor_opts so = {.exe = exe,
+                              .server_url = url,
+                              .dataset_root = root,
+                              .work_dir = work,
+                              .dataset_stall_s = stall,
+                              .count = (int)workers,
+                              .devices = dev_index,
+                              .log = log_line};
+        if (supervisor_start(&so, &sup, err) < 0) {
+            fprintf(stderr, "trainyard serve: %s\n", err);
+            status = 1;
+            goto out;
+        }
+    }
+
+    printf("trainyard %s listening on %s\n", TRAINYARD_VERSION, url);
+    printf("data directory: %s\n", a.data_dir);
+    printf("local workers: %ld", workers > 0 && ndev > 0 ? workers : 0L);
+    if (workers > 0 && ndev > 0)
+        printf(" on %s", devs[0].name);
+    printf("\nsubmit a job:\n  curl -X POST %s/train -H 'Content-Type: application/json' "
+           "-d @job.json\n",
+           url);
+    fflush(stdout);
+
+    while (!stop_requested) {
+        if (sched_sweep(&a, time_wall_ms(), err) < 0)
+            log_line(err);
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL); /* a signal cuts it short */
+    }
+    log_line("stopping: workers first, then the server");
+out:
+    supervisor_stop(sup, 10000);
+    http_stop(a.http);
+    free(devs);
+    return status;
+}

@@ -1,0 +1,83 @@
+/* db/artifacts: artifact rows (see artifacts.h). */
+#include "db/artifacts.h"
+
+#include <errno.h>
+#include <string.h>
+
+static const char SQL_ARTIFACT_PUT[] =
+    "INSERT OR REPLACE INTO artifacts (job_seq, name, size, sha256, created_at)"
+    " VALUES (?, ?, ?, ?, ?)";
+static const char SQL_ARTIFACT_GET[] =
+    "SELECT name, size, sha256, created_at FROM artifacts WHERE job_seq = ? AND name = ?";
+static const char SQL_ARTIFACT_LIST[] =
+    "SELECT name, size, sha256, created_at FROM artifacts WHERE job_seq = ? ORDER BY name";
+
+int db_artifact_put(db *d, int64_t job_seq, const db_artifact *a, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_ARTIFACT_PUT, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, job_seq);
+    sqlite3_bind_text(st, 2, a->name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 3, a->size);
+    sqlite3_bind_text(st, 4, a->sha256, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 5, a->created_at);
+    int src = sqlite3_step(st);
+    if (src != SQLITE_DONE)
+        rc = db_fail(d, src, err);
+    db_stmt_done(st);
+    return rc;
+}
+
+static void db_artifact_read(sqlite3_stmt *st, db_artifact *a)
+{
+    db_col_copy(st, 0, a->name, sizeof a->name);
+    a->size = db_col_int(st, 1);
+    db_col_copy(st, 2, a->sha256, sizeof a->sha256);
+    a->created_at = db_col_int(st, 3);
+}
+
+int db_artifact_get(db *d, int64_t job_seq, const char *name, db_artifact *out, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_ARTIFACT_GET, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, job_seq);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+    int src = sqlite3_step(st);
+    if (src == SQLITE_ROW)
+        db_artifact_read(st, out);
+    else if (src == SQLITE_DONE)
+        rc = err_set(err, -ENOENT, "the job has no artifact named %s", name);
+    else
+        rc = db_fail(d, src, err);
+    db_stmt_done(st);
+    return rc;
+}
+
+int db_artifact_list(db *d, int64_t job_seq, db_artifact_fn fn, void *ctx, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_ARTIFACT_LIST, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, job_seq);
+    for (;;) {
+        int src = sqlite3_step(st);
+        if (src == SQLITE_DONE)
+            break;
+        if (src != SQLITE_ROW) {
+            rc = db_fail(d, src, err);
+            break;
+        }
+        db_artifact a;
+        db_artifact_read(st, &a);
+        rc = fn(ctx, &a);
+        if (rc < 0)
+            break;
+    }
+    db_stmt_done(st);
+    return rc;
+}

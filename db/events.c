@@ -1,0 +1,70 @@
+/* db/events: appending and reading job_events rows (see events.h). Statuses and phases are
+ * stored by name, as in the jobs table, so the history reads well in the sqlite3 shell. */
+#include "db/events.h"
+
+#include <string.h>
+
+#include "db/jobs.h"
+
+static const char SQL_EVENT_APPEND[] =
+    "INSERT INTO job_events (job_seq, at, from_status, to_status, phase, attempt, reason)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)";
+
+int db_event_append(db *d, int64_t job_seq, int64_t at, int from, int to, int phase, int attempt,
+                    const char *reason, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_EVENT_APPEND, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, job_seq);
+    sqlite3_bind_int64(st, 2, at);
+    db_bind_opt_text(st, 3, db_status_name(from));
+    sqlite3_bind_text(st, 4, db_status_name(to), -1, SQLITE_STATIC);
+    db_bind_opt_text(st, 5, db_phase_name(phase));
+    sqlite3_bind_int(st, 6, attempt);
+    db_bind_opt_text(st, 7, reason);
+    int src = sqlite3_step(st);
+    if (src != SQLITE_DONE)
+        rc = db_fail(d, src, err);
+    db_stmt_done(st);
+    return rc;
+}
+
+static const char SQL_EVENT_LIST[] =
+    "SELECT id, at, from_status, to_status, phase, attempt, reason FROM job_events"
+    " WHERE job_seq = ? ORDER BY id";
+
+int db_event_list(db *d, int64_t job_seq, db_event_fn fn, void *ctx, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_EVENT_LIST, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, job_seq);
+    for (;;) {
+        int src = sqlite3_step(st);
+        if (src == SQLITE_DONE)
+            break;
+        if (src != SQLITE_ROW) {
+            rc = db_fail(d, src, err);
+            break;
+        }
+        db_event e;
+        memset(&e, 0, sizeof e);
+        e.id = db_col_int(st, 0);
+        e.at = db_col_int(st, 1);
+        e.from = db_status_parse((const char *)sqlite3_column_text(st, 2));
+        e.to = db_status_parse((const char *)sqlite3_column_text(st, 3));
+        e.phase = db_phase_parse((const char *)sqlite3_column_text(st, 4));
+        if (e.phase < 0)
+            e.phase = DB_PHASE_NONE;
+        e.attempt = sqlite3_column_int(st, 5);
+        db_col_copy(st, 6, e.reason, sizeof e.reason);
+        rc = fn(ctx, &e);
+        if (rc < 0)
+            break;
+    }
+    db_stmt_done(st);
+    return rc;
+}

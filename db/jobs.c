@@ -1,0 +1,460 @@
+/* db/jobs: reading and writing rows of the jobs table (see jobs.h).
+ *
+ * Every SELECT names the columns in DB_JOB_COLS order so that one reader, db_job_read(), fills
+ * a db_job from any of them. Listings use one statement per combination of filters, each able
+ * to walk an index in seq order (jobs_status_seq, jobs_name_seq, or the rowid itself), rather
+ * than one statement with "? IS NULL OR ..." clauses that SQLite cannot plan on an index. */
+#include "db/jobs.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/workers.h"
+#include "worker/job.h"
+
+#define DB_JOB_COLS                                                                                \
+    "seq, id, name, status, phase, attempt, max_attempts, priority, device_kind, "                 \
+    "max_runtime_seconds, document, created_at, started_at, finished_at, attempt_started_at, "     \
+    "runtime_ms, error, device, worker_id, lease_expires_at, cancel_requested, log_lines"
+
+static const char *const db_status_names[DB_N_STATUS] = {"queued", "running", "succeeded", "failed",
+                                                         "cancelled"};
+static const char *const db_phase_names[] = {NULL, "downloading", "training", "uploading"};
+static const char *const db_kind_names[] = {"any", "gpu", "cpu"};
+
+const char *db_status_name(int status)
+{
+    return status >= 0 && status < DB_N_STATUS ? db_status_names[status] : NULL;
+}
+
+int db_status_parse(const char *s)
+{
+    for (int i = 0; s && i < DB_N_STATUS; i++) {
+        if (strcmp(s, db_status_names[i]) == 0)
+            return i;
+    }
+    return -1;
+}
+
+int db_status_terminal(int status)
+{
+    return status == DB_SUCCEEDED || status == DB_FAILED || status == DB_CANCELLED;
+}
+
+const char *db_phase_name(int phase)
+{
+    return phase > DB_PHASE_NONE && phase <= DB_PHASE_UPLOADING ? db_phase_names[phase] : NULL;
+}
+
+int db_phase_parse(const char *s)
+{
+    for (int i = DB_PHASE_DOWNLOADING; s && i <= DB_PHASE_UPLOADING; i++) {
+        if (strcmp(s, db_phase_names[i]) == 0)
+            return i;
+    }
+    return -1;
+}
+
+const char *db_device_kind_name(int kind)
+{
+    return kind >= JOB_DEVICE_ANY && kind <= JOB_DEVICE_CPU ? db_kind_names[kind] : NULL;
+}
+
+static int db_device_kind_parse(const char *s)
+{
+    for (int i = JOB_DEVICE_ANY; s && i <= JOB_DEVICE_CPU; i++) {
+        if (strcmp(s, db_kind_names[i]) == 0)
+            return i;
+    }
+    return JOB_DEVICE_ANY;
+}
+
+void db_job_clear(db_job *j)
+{
+    if (!j)
+        return;
+    free(j->document);
+    free(j->error);
+    memset(j, 0, sizeof *j);
+}
+
+int db_job_copy(const db_job *src, db_job *out, char *err)
+{
+    db_job c = *src;
+    c.document = strdup(src->document ? src->document : "{}");
+    c.error = src->error ? strdup(src->error) : NULL;
+    if (!c.document || (src->error && !c.error)) {
+        free(c.document);
+        free(c.error);
+        return err_set(err, -ENOMEM, "out of memory");
+    }
+    *out = c;
+    return 0;
+}
+
+/* Fills *out from a row in DB_JOB_COLS order. */
+static int db_job_read(sqlite3_stmt *st, db_job *out, char *err)
+{
+    db_job j;
+    memset(&j, 0, sizeof j);
+    j.seq = db_col_int(st, 0);
+    db_col_copy(st, 1, j.id, sizeof j.id);
+    db_col_copy(st, 2, j.name, sizeof j.name);
+    j.status = db_status_parse((const char *)sqlite3_column_text(st, 3));
+    j.phase = db_phase_parse((const char *)sqlite3_column_text(st, 4));
+    if (j.phase < 0)
+        j.phase = DB_PHASE_NONE;
+    j.attempt = sqlite3_column_int(st, 5);
+    j.max_attempts = sqlite3_column_int(st, 6);
+    j.priority = sqlite3_column_int(st, 7);
+    j.device_kind = db_device_kind_parse((const char *)sqlite3_column_text(st, 8));
+    j.max_runtime_seconds = sqlite3_column_int(st, 9);
+    j.created_at = db_col_int(st, 11);
+    j.started_at = db_col_int(st, 12);
+    j.finished_at = db_col_int(st, 13);
+    j.attempt_started_at = db_col_int(st, 14);
+    j.runtime_ms = db_col_int(st, 15);
+    db_col_copy(st, 17, j.device, sizeof j.device);
+    db_col_copy(st, 18, j.worker_id, sizeof j.worker_id);
+    j.lease_expires_at = db_col_int(st, 19);
+    j.cancel_requested = sqlite3_column_int(st, 20);
+    j.log_lines = sqlite3_column_int(st, 21);
+    if (db_col_dup(st, 10, &j.document) < 0 || db_col_dup(st, 16, &j.error) < 0) {
+        db_job_clear(&j);
+        return err_set(err, -ENOMEM, "out of memory");
+    }
+    if (!j.document)
+        j.document = strdup("{}");
+    if (!j.document) {
+        db_job_clear(&j);
+        return err_set(err, -ENOMEM, "out of memory");
+    }
+    *out = j;
+    return 0;
+}
+
+/* Steps st expecting at most one row; -ENOENT when none. */
+static int db_job_one(db *d, sqlite3_stmt *st, db_job *out, char *err)
+{
+    int src = sqlite3_step(st);
+    if (src == SQLITE_DONE)
+        return err_set(err, -ENOENT, "no such job");
+    if (src != SQLITE_ROW)
+        return db_fail(d, src, err);
+    return db_job_read(st, out, err);
+}
+
+static const char SQL_JOB_INSERT[] =
+    "INSERT INTO jobs (id, name, status, attempt, max_attempts, priority, device_kind,"
+    " max_runtime_seconds, document, idempotency_key, body_hash, created_at)"
+    " VALUES (?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+int db_job_insert(db *d, db_job *j, const char *idem_key, const char *body_hash, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_INSERT, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, j->id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, j->name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(st, 3, j->max_attempts);
+    sqlite3_bind_int(st, 4, j->priority);
+    sqlite3_bind_text(st, 5, db_device_kind_name(j->device_kind), -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 6, j->max_runtime_seconds);
+    sqlite3_bind_text(st, 7, j->document, -1, SQLITE_TRANSIENT);
+    db_bind_opt_text(st, 8, idem_key);
+    db_bind_opt_text(st, 9, body_hash);
+    sqlite3_bind_int64(st, 10, j->created_at);
+    int src = sqlite3_step(st);
+    if (src != SQLITE_DONE)
+        rc = db_fail(d, src, err);
+    else
+        j->seq = sqlite3_last_insert_rowid(db_sqlite(d));
+    db_stmt_done(st);
+    return rc;
+}
+
+static const char SQL_JOB_GET[] = "SELECT " DB_JOB_COLS " FROM jobs WHERE id = ?";
+static const char SQL_JOB_GET_SEQ[] = "SELECT " DB_JOB_COLS " FROM jobs WHERE seq = ?";
+static const char SQL_JOB_GET_KEY[] =
+    "SELECT " DB_JOB_COLS ", body_hash FROM jobs WHERE idempotency_key = ?";
+
+int db_job_get(db *d, const char *id, db_job *out, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_GET, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+    rc = db_job_one(d, st, out, err);
+    db_stmt_done(st);
+    return rc;
+}
+
+int db_job_get_seq(db *d, int64_t seq, db_job *out, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_GET_SEQ, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, seq);
+    rc = db_job_one(d, st, out, err);
+    db_stmt_done(st);
+    return rc;
+}
+
+int db_job_get_by_key(db *d, const char *idem_key, db_job *out, char body_hash[65], char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_GET_KEY, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, idem_key, -1, SQLITE_TRANSIENT);
+    rc = db_job_one(d, st, out, err);
+    if (rc == 0)
+        db_col_copy(st, 22, body_hash, 65);
+    db_stmt_done(st);
+    return rc;
+}
+
+/* Steps st and calls fn with each row. */
+static int db_job_each(db *d, sqlite3_stmt *st, db_job_fn fn, void *ctx, char *err)
+{
+    int rc = 0;
+    for (;;) {
+        int src = sqlite3_step(st);
+        if (src == SQLITE_DONE)
+            break;
+        if (src != SQLITE_ROW) {
+            rc = db_fail(d, src, err);
+            break;
+        }
+        db_job j;
+        rc = db_job_read(st, &j, err);
+        if (rc < 0)
+            break;
+        rc = fn(ctx, &j);
+        db_job_clear(&j);
+        if (rc < 0)
+            break;
+    }
+    return rc;
+}
+
+/* ?1 before_seq (a huge number when 0), ?2 limit, ?3 status, ?4 name. */
+static const char SQL_JOB_LIST[] = "SELECT " DB_JOB_COLS " FROM jobs WHERE seq < ?1"
+                                   " ORDER BY seq DESC LIMIT ?2";
+static const char SQL_JOB_LIST_STATUS[] = "SELECT " DB_JOB_COLS " FROM jobs"
+                                          " WHERE status = ?3 AND seq < ?1"
+                                          " ORDER BY seq DESC LIMIT ?2";
+static const char SQL_JOB_LIST_NAME[] = "SELECT " DB_JOB_COLS " FROM jobs"
+                                        " WHERE name = ?4 AND seq < ?1"
+                                        " ORDER BY seq DESC LIMIT ?2";
+static const char SQL_JOB_LIST_BOTH[] = "SELECT " DB_JOB_COLS " FROM jobs"
+                                        " WHERE name = ?4 AND status = ?3 AND seq < ?1"
+                                        " ORDER BY seq DESC LIMIT ?2";
+
+int db_job_list(db *d, const db_job_filter *f, db_job_fn fn, void *ctx, char *err)
+{
+    const char *sql = f->status >= 0 ? (f->name ? SQL_JOB_LIST_BOTH : SQL_JOB_LIST_STATUS)
+                                     : (f->name ? SQL_JOB_LIST_NAME : SQL_JOB_LIST);
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, sql, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, f->before_seq > 0 ? f->before_seq : INT64_MAX);
+    sqlite3_bind_int(st, 2, f->limit);
+    if (f->status >= 0)
+        sqlite3_bind_text(st, 3, db_status_name(f->status), -1, SQLITE_STATIC);
+    if (f->name)
+        sqlite3_bind_text(st, 4, f->name, -1, SQLITE_TRANSIENT);
+    rc = db_job_each(d, st, fn, ctx, err);
+    db_stmt_done(st);
+    return rc;
+}
+
+static const char SQL_JOB_RUNNING[] =
+    "SELECT " DB_JOB_COLS " FROM jobs WHERE status = 'running' ORDER BY seq";
+
+int db_job_list_running(db *d, db_job_fn fn, void *ctx, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_RUNNING, &st, err);
+    if (rc < 0)
+        return rc;
+    rc = db_job_each(d, st, fn, ctx, err);
+    db_stmt_done(st);
+    return rc;
+}
+
+/* Walks jobs_queue (status, priority DESC, seq) and skips jobs whose kind does not fit. */
+static const char SQL_JOB_NEXT[] =
+    "SELECT " DB_JOB_COLS " FROM jobs WHERE status = 'queued'"
+    " AND (device_kind = 'any' OR (device_kind = 'gpu' AND ?1) OR (device_kind = 'cpu' AND ?2))"
+    " ORDER BY priority DESC, seq LIMIT 1";
+
+int db_job_next_queued(db *d, unsigned kinds, db_job *out, char *err)
+{
+    if (kinds == 0)
+        return 0; /* a worker without devices runs nothing */
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_NEXT, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int(st, 1, (kinds & DB_KIND_GPU) != 0);
+    sqlite3_bind_int(st, 2, (kinds & DB_KIND_CPU) != 0);
+    rc = db_job_one(d, st, out, err);
+    db_stmt_done(st);
+    if (rc == -ENOENT)
+        return 0;
+    return rc < 0 ? rc : 1;
+}
+
+static const char SQL_JOB_COUNT[] = "SELECT count(*) FROM jobs WHERE status = ?";
+
+int db_job_count(db *d, int status, int64_t *out, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_COUNT, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, db_status_name(status), -1, SQLITE_STATIC);
+    int src = sqlite3_step(st);
+    if (src == SQLITE_ROW)
+        *out = sqlite3_column_int64(st, 0);
+    else
+        rc = db_fail(d, src, err);
+    db_stmt_done(st);
+    return rc;
+}
+
+/* ---- state writes ---------------------------------------------------------------------- */
+
+/* Steps a write and returns the rows it changed. */
+static int db_job_write(db *d, sqlite3_stmt *st, char *err)
+{
+    int src = sqlite3_step(st);
+    int rc = src == SQLITE_DONE ? db_changes(d) : db_fail(d, src, err);
+    db_stmt_done(st);
+    return rc;
+}
+
+static const char SQL_JOB_RUN[] =
+    "UPDATE jobs SET status = 'running', attempt = attempt + 1, phase = NULL,"
+    " started_at = coalesce(started_at, ?3), attempt_started_at = ?3, worker_id = ?2,"
+    " device = ?4, lease_expires_at = ?5 WHERE seq = ?1 AND status = 'queued'";
+
+int db_job_set_running(db *d, int64_t seq, const char *worker_id, const char *device, int64_t now,
+                       int64_t lease_until, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_RUN, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, seq);
+    sqlite3_bind_text(st, 2, worker_id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 3, now);
+    db_bind_opt_text(st, 4, device);
+    sqlite3_bind_int64(st, 5, lease_until);
+    return db_job_write(d, st, err);
+}
+
+static const char SQL_JOB_LEASE[] =
+    "UPDATE jobs SET lease_expires_at = ?3, phase = coalesce(?4, phase), log_lines = ?5"
+    " WHERE seq = ?1 AND status = 'running' AND worker_id = ?2";
+
+int db_job_set_lease(db *d, int64_t seq, const char *worker_id, int phase, int64_t lease_until,
+                     int log_lines, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_LEASE, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, seq);
+    sqlite3_bind_text(st, 2, worker_id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 3, lease_until);
+    db_bind_opt_text(st, 4, db_phase_name(phase));
+    sqlite3_bind_int(st, 5, log_lines);
+    return db_job_write(d, st, err);
+}
+
+static const char SQL_JOB_REQUEUE[] =
+    "UPDATE jobs SET status = 'queued', phase = NULL, lease_expires_at = NULL,"
+    " runtime_ms = runtime_ms + max(0, ?2 - coalesce(attempt_started_at, ?2)),"
+    " attempt_started_at = NULL WHERE seq = ?1 AND status = 'running'";
+
+int db_job_set_requeued(db *d, int64_t seq, int64_t now, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_REQUEUE, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, seq);
+    sqlite3_bind_int64(st, 2, now);
+    return db_job_write(d, st, err);
+}
+
+static const char SQL_JOB_FINISH[] =
+    "UPDATE jobs SET status = ?3, error = ?4, finished_at = ?5, phase = NULL,"
+    " lease_expires_at = NULL,"
+    " runtime_ms = runtime_ms + max(0, ?5 - coalesce(attempt_started_at, ?5)),"
+    " attempt_started_at = NULL"
+    " WHERE seq = ?1 AND status = 'running' AND (?2 IS NULL OR worker_id = ?2)";
+
+int db_job_set_finished(db *d, int64_t seq, const char *worker_id, int status, const char *error,
+                        int64_t now, char *err)
+{
+    if (!db_status_terminal(status))
+        return err_set(err, -EINVAL, "a job can finish only as succeeded, failed or cancelled");
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_FINISH, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, seq);
+    db_bind_opt_text(st, 2, worker_id);
+    sqlite3_bind_text(st, 3, db_status_name(status), -1, SQLITE_STATIC);
+    db_bind_opt_text(st, 4, error);
+    sqlite3_bind_int64(st, 5, now);
+    return db_job_write(d, st, err);
+}
+
+static const char SQL_JOB_CANCEL[] = "UPDATE jobs SET status = 'cancelled', finished_at = ?2"
+                                     " WHERE seq = ?1 AND status = 'queued'";
+
+int db_job_set_cancelled(db *d, int64_t seq, int64_t now, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_CANCEL, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, seq);
+    sqlite3_bind_int64(st, 2, now);
+    return db_job_write(d, st, err);
+}
+
+static const char SQL_JOB_CANCEL_REQ[] =
+    "UPDATE jobs SET cancel_requested = 1 WHERE seq = ?1 AND status = 'running'";
+
+int db_job_set_cancel_requested(db *d, int64_t seq, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_CANCEL_REQ, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, seq);
+    return db_job_write(d, st, err);
+}
+
+static const char SQL_JOB_DELETE[] =
+    "DELETE FROM jobs WHERE seq = ?1 AND status IN ('succeeded', 'failed', 'cancelled')";
+
+int db_job_delete(db *d, int64_t seq, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_DELETE, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, seq);
+    return db_job_write(d, st, err);
+}

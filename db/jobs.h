@@ -1,0 +1,113 @@
+/* db/jobs: the jobs table — rows in and out, and the guarded state writes the scheduler's
+ * lifecycle composes into transactions (scheduler/lifecycle.h owns the rules; this module only
+ * says how a row is read and changed).
+ *
+ * Every state write names the status it expects in its WHERE clause and returns the number of
+ * rows it changed (0 or 1), so a caller can tell "not in that state any more" from success;
+ * terminal rows are never matched by any write except db_job_delete.
+ *
+ * A db_job owns `document` and `error` (malloc'ed; db_job_clear frees them). Times are ms since
+ * the epoch with 0 for "not yet" (NULL in the table). `device` and `worker_id` are "" for none. */
+#ifndef TRAINYARD_DB_JOBS_H
+#define TRAINYARD_DB_JOBS_H
+
+#include <stdint.h>
+
+#include "db/db.h"
+
+#define DB_NAME_MAX   512 /* bytes of a job or worker name (128 characters of UTF-8) */
+#define DB_DEVICE_MAX 256 /* bytes of a device name */
+
+enum db_status { DB_QUEUED, DB_RUNNING, DB_SUCCEEDED, DB_FAILED, DB_CANCELLED, DB_N_STATUS };
+enum db_phase { DB_PHASE_NONE, DB_PHASE_DOWNLOADING, DB_PHASE_TRAINING, DB_PHASE_UPLOADING };
+/* Device kinds a job asks for are enum job_device (worker/job.h): any, gpu, cpu. */
+
+typedef struct db_job {
+    int64_t seq; /* internal order; 0 before insertion */
+    char id[DB_ID_LEN + 1];
+    char name[DB_NAME_MAX + 1];
+    int status; /* enum db_status */
+    int phase;  /* enum db_phase */
+    int attempt, max_attempts, priority;
+    int device_kind; /* enum job_device */
+    int max_runtime_seconds;
+    char *document; /* the resolved job document, JSON text */
+    int64_t created_at, started_at, finished_at;
+    int64_t attempt_started_at; /* when the current attempt was leased */
+    int64_t runtime_ms;         /* running time of the attempts that ended */
+    char *error;                /* NULL when none */
+    char device[DB_DEVICE_MAX + 1];
+    char worker_id[DB_ID_LEN + 1];
+    int64_t lease_expires_at;
+    int cancel_requested;
+    int log_lines; /* log lines stored so far */
+} db_job;
+
+/* Filters of db_job_list; status -1 and name NULL match every job. */
+typedef struct db_job_filter {
+    int status;
+    const char *name;
+    int64_t before_seq; /* only jobs with seq < before_seq; 0: from the newest */
+    int limit;
+} db_job_filter;
+
+/* Called per row of a listing; j and its strings are valid during the call only. A negative
+ * return stops the listing and is returned by it. */
+typedef int (*db_job_fn)(void *ctx, const db_job *j);
+
+/* "queued", "running", ...; NULL for a value out of range. */
+const char *db_status_name(int status);
+/* The enum db_status of a name; -1 when unknown. */
+int db_status_parse(const char *s);
+/* 1 for succeeded, failed and cancelled. */
+int db_status_terminal(int status);
+/* "downloading", "training", "uploading"; NULL for DB_PHASE_NONE or out of range. */
+const char *db_phase_name(int phase);
+/* The enum db_phase of a name; -1 when unknown. */
+int db_phase_parse(const char *s);
+/* "any", "gpu", "cpu" for an enum job_device; NULL otherwise. */
+const char *db_device_kind_name(int kind);
+
+/* Frees document and error and zeroes the row; accepts NULL. */
+void db_job_clear(db_job *j);
+/* Deep copy of src into *out (which the caller clears). */
+int db_job_copy(const db_job *src, db_job *out, char *err);
+
+/* Inserts a new job (all of j but seq); sets j->seq. -EEXIST when id or key already exists. */
+int db_job_insert(db *d, db_job *j, const char *idem_key, const char *body_hash, char *err);
+/* The job with public id; -ENOENT when none. */
+int db_job_get(db *d, const char *id, db_job *out, char *err);
+/* The job with internal seq; -ENOENT when none. */
+int db_job_get_seq(db *d, int64_t seq, db_job *out, char *err);
+/* The job submitted with idem_key and the hash of its document (65 bytes); -ENOENT when none. */
+int db_job_get_by_key(db *d, const char *idem_key, db_job *out, char body_hash[65], char *err);
+/* Jobs matching f, newest first, at most f->limit. */
+int db_job_list(db *d, const db_job_filter *f, db_job_fn fn, void *ctx, char *err);
+/* Every running job (for the sweeper). */
+int db_job_list_running(db *d, db_job_fn fn, void *ctx, char *err);
+/* The next queued job a worker offering the device kinds in kinds (DB_KIND_* bits) may run:
+ * highest priority, then oldest. Returns 1 with *out filled, 0 when none fits. */
+int db_job_next_queued(db *d, unsigned kinds, db_job *out, char *err);
+/* How many jobs have status. */
+int db_job_count(db *d, int status, int64_t *out, char *err);
+
+/* queued → running for worker on device, attempt + 1, lease until lease_until. */
+int db_job_set_running(db *d, int64_t seq, const char *worker_id, const char *device, int64_t now,
+                       int64_t lease_until, char *err);
+/* A heartbeat of a running job held by worker_id: new lease, phase (DB_PHASE_NONE keeps it),
+ * log line count. */
+int db_job_set_lease(db *d, int64_t seq, const char *worker_id, int phase, int64_t lease_until,
+                     int log_lines, char *err);
+/* running → queued (a lapsed lease): the attempt's time is added to runtime_ms. */
+int db_job_set_requeued(db *d, int64_t seq, int64_t now, char *err);
+/* running → terminal status with error (may be NULL); worker_id NULL matches any holder. */
+int db_job_set_finished(db *d, int64_t seq, const char *worker_id, int status, const char *error,
+                        int64_t now, char *err);
+/* queued → cancelled. */
+int db_job_set_cancelled(db *d, int64_t seq, int64_t now, char *err);
+/* running: cancel_requested = 1. */
+int db_job_set_cancel_requested(db *d, int64_t seq, char *err);
+/* Deletes a terminal job and, by cascade, its events, metrics, logs and artifact rows. */
+int db_job_delete(db *d, int64_t seq, char *err);
+
+#endif

@@ -1,0 +1,155 @@
+/* schema: the database's tables as a list of forward migrations.
+ *
+ * db_migrations[i] takes a database from user_version i to i + 1. Migrations are only ever
+ * appended: a released one never changes, because databases in the field already ran it.
+ * db_migrate() runs the missing ones and sets user_version inside one BEGIN IMMEDIATE
+ * transaction (SQLite's DDL is transactional), so several connections opening a new database
+ * at once migrate it exactly once: the others wait for the write lock and then find nothing
+ * left to do.
+ *
+ * v1, the tables and why they look the way they do:
+ * - jobs: `seq` (the rowid) orders the queue and the listings; `id` is the public id (128
+ *   random bits, hex). Times are ms since the epoch, NULL when not reached. `runtime_ms` sums the
+ *   finished attempts; the running one adds now − attempt_started_at. `idempotency_key` is
+ *   UNIQUE (NULLs allowed) with `body_hash`, the SHA-256 of the resolved document, to tell a
+ *   retry from a reuse. `log_lines` counts stored log lines so an append needs no MAX().
+ * - job_events: one row per transition (from NULL for the submit).
+ * - metrics: one row per (job, epoch); a resumed attempt's epoch replaces the earlier one with
+ *   INSERT OR REPLACE, and AUTOINCREMENT keeps ids growing so an event stream that remembers
+ *   the last id it sent also sees replaced epochs.
+ * - logs, artifacts: keyed by (job, line) and (job, name), WITHOUT ROWID.
+ * - workers: `kinds` is the bit set of device kinds the worker offers (db/workers.h).
+ * Every child table references jobs(seq) ON DELETE CASCADE: deleting a job removes its rows. */
+#include <stdio.h>
+
+#include "db/db.h"
+
+static const char *const db_migrations[] = {
+    /* v1 */
+    "CREATE TABLE jobs ("
+    "  seq INTEGER PRIMARY KEY,"
+    "  id TEXT NOT NULL UNIQUE,"
+    "  name TEXT NOT NULL,"
+    "  status TEXT NOT NULL CHECK (status IN"
+    "    ('queued', 'running', 'succeeded', 'failed', 'cancelled')),"
+    "  phase TEXT CHECK (phase IN ('downloading', 'training', 'uploading')),"
+    "  attempt INTEGER NOT NULL DEFAULT 0,"
+    "  max_attempts INTEGER NOT NULL,"
+    "  priority INTEGER NOT NULL,"
+    "  device_kind TEXT NOT NULL CHECK (device_kind IN ('any', 'gpu', 'cpu')),"
+    "  max_runtime_seconds INTEGER NOT NULL,"
+    "  document TEXT NOT NULL,"
+    "  idempotency_key TEXT UNIQUE,"
+    "  body_hash TEXT,"
+    "  created_at INTEGER NOT NULL,"
+    "  started_at INTEGER,"
+    "  finished_at INTEGER,"
+    "  attempt_started_at INTEGER,"
+    "  runtime_ms INTEGER NOT NULL DEFAULT 0,"
+    "  error TEXT,"
+    "  device TEXT,"
+    "  worker_id TEXT,"
+    "  lease_expires_at INTEGER,"
+    "  cancel_requested INTEGER NOT NULL DEFAULT 0,"
+    "  log_lines INTEGER NOT NULL DEFAULT 0"
+    ");"
+    "CREATE INDEX jobs_queue ON jobs (status, priority DESC, seq);"
+    "CREATE INDEX jobs_status_seq ON jobs (status, seq);"
+    "CREATE INDEX jobs_name_seq ON jobs (name, seq);"
+    "CREATE TABLE job_events ("
+    "  id INTEGER PRIMARY KEY,"
+    "  job_seq INTEGER NOT NULL REFERENCES jobs (seq) ON DELETE CASCADE,"
+    "  at INTEGER NOT NULL,"
+    "  from_status TEXT,"
+    "  to_status TEXT NOT NULL,"
+    "  phase TEXT,"
+    "  attempt INTEGER NOT NULL,"
+    "  reason TEXT"
+    ");"
+    "CREATE INDEX job_events_job ON job_events (job_seq, id);"
+    "CREATE TABLE metrics ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  job_seq INTEGER NOT NULL REFERENCES jobs (seq) ON DELETE CASCADE,"
+    "  attempt INTEGER NOT NULL,"
+    "  epoch INTEGER NOT NULL CHECK (epoch >= 1),"
+    "  loss REAL NOT NULL,"
+    "  val_loss REAL,"
+    "  accuracy REAL,"
+    "  val_accuracy REAL,"
+    "  seconds REAL NOT NULL,"
+    "  samples_per_second REAL,"
+    "  at INTEGER NOT NULL,"
+    "  UNIQUE (job_seq, epoch)"
+    ");"
+    "CREATE TABLE logs ("
+    "  job_seq INTEGER NOT NULL REFERENCES jobs (seq) ON DELETE CASCADE,"
+    "  line INTEGER NOT NULL,"
+    "  at INTEGER NOT NULL,"
+    "  text TEXT NOT NULL,"
+    "  PRIMARY KEY (job_seq, line)"
+    ") WITHOUT ROWID;"
+    "CREATE TABLE artifacts ("
+    "  job_seq INTEGER NOT NULL REFERENCES jobs (seq) ON DELETE CASCADE,"
+    "  name TEXT NOT NULL,"
+    "  size INTEGER NOT NULL,"
+    "  sha256 TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL,"
+    "  PRIMARY KEY (job_seq, name)"
+    ") WITHOUT ROWID;"
+    "CREATE TABLE workers ("
+    "  id TEXT PRIMARY KEY,"
+    "  name TEXT NOT NULL,"
+    "  devices TEXT NOT NULL,"
+    "  kinds INTEGER NOT NULL,"
+    "  registered_at INTEGER NOT NULL,"
+    "  last_seen_at INTEGER NOT NULL,"
+    "  gone INTEGER NOT NULL DEFAULT 0,"
+    "  job_id TEXT"
+    ");",
+};
+
+#define DB_N_MIGRATIONS ((int)(sizeof db_migrations / sizeof db_migrations[0]))
+
+int db_schema_latest(void)
+{
+    return DB_N_MIGRATIONS;
+}
+
+int db_migrate(db *d, char *err)
+{
+    int version = 0;
+    int rc = db_version(d, &version, err);
+    if (rc < 0)
+        return rc;
+    if (version == DB_N_MIGRATIONS)
+        return 0; /* the common case: no write lock needed */
+
+    rc = db_begin(d, err);
+    if (rc < 0)
+        return rc;
+    rc = db_version(d, &version, err); /* another connection may have migrated meanwhile */
+    if (rc < 0)
+        goto out;
+    if (version > DB_N_MIGRATIONS) {
+        rc = err_set(err, -EPROTO,
+                     "the database has schema version %d but this trainyard knows only up to %d: "
+                     "run a newer trainyard, or point it at another data directory",
+                     version, DB_N_MIGRATIONS);
+        goto out;
+    }
+    for (int v = version; v < DB_N_MIGRATIONS; v++) {
+        rc = db_exec(d, db_migrations[v], err);
+        if (rc < 0)
+            goto out;
+    }
+    char pragma[64];
+    snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", DB_N_MIGRATIONS);
+    rc = db_exec(d, pragma, err);
+    if (rc < 0)
+        goto out;
+    rc = db_commit(d, err);
+    return rc;
+out:
+    db_rollback(d);
+    return rc;
+}

@@ -1,0 +1,378 @@
+/* lifecycle: lease, complete, cancel, expire and delete (the diagram and the table
+ * "transition → function" are in lifecycle.h; the submit is in submit.c, heartbeats and
+ * artifacts in progress.c).
+ *
+ * Every function has the same shape: BEGIN IMMEDIATE (the write lock, so what is read inside
+ * is what the write applies to), read the job, check the rule, one guarded write whose
+ * changed-row count must be 1, one job_events row, COMMIT; on any failure the transaction is
+ * rolled back and nothing changed. */
+#include "scheduler/lifecycle.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "db/events.h"
+#include "db/workers.h"
+#include "worker/job.h"
+
+#define SCHED_SEEN_EVERY_MS 1000 /* an idle lease poll records the visit at most this often */
+
+/* ---- shared checks ------------------------------------------------------------------------ */
+
+int sched_lease_check(const db_job *j, const char *worker_id, char *err)
+{
+    if (j->status != DB_RUNNING)
+        return err_set(err, -EBUSY, "job %s is %s, not running: stop working on it", j->id,
+                       db_status_name(j->status));
+    if (strcmp(j->worker_id, worker_id) != 0)
+        return err_set(err, -EBUSY,
+                       "job %s is leased to another worker (its lease lapsed and it was handed "
+                       "out again): stop working on it",
+                       j->id);
+    return 0;
+}
+
+/* A write that had to change exactly one row changed none: the state moved under us, which
+ * BEGIN IMMEDIATE rules out, so it is reported as an internal inconsistency. */
+static int sched_expect_one(int changed, const char *what, char *err)
+{
+    if (changed < 0)
+        return changed;
+    if (changed != 1)
+        return err_set(err, -EIO, "%s changed %d rows instead of 1", what, changed);
+    return 0;
+}
+
+/* The name of the worker's device that fits kind (enum job_device): for "any" a GPU first,
+ * then a CPU, then whatever there is. devices is the worker's registered JSON array. */
+static void sched_device_pick(const char *devices, int kind, char *out, size_t cap)
+{
+    static const char *const order_any[] = {"gpu", "cpu", NULL};
+    static const char *const order_gpu[] = {"gpu", NULL};
+    static const char *const order_cpu[] = {"cpu", NULL};
+    const char *const *order = kind == JOB_DEVICE_GPU   ? order_gpu
+                               : kind == JOB_DEVICE_CPU ? order_cpu
+                                                        : order_any;
+    out[0] = '\0';
+    json_t *arr = json_loads(devices ? devices : "[]", 0, NULL);
+    size_t i;
+    json_t *dev;
+    for (size_t k = 0; order[k] && !out[0]; k++) {
+        json_array_foreach (arr, i, dev) {
+            const char *type = json_string_value(json_object_get(dev, "type"));
+            const char *name = json_string_value(json_object_get(dev, "name"));
+            if (type && name && strcmp(type, order[k]) == 0) {
+                snprintf(out, cap, "%s", name);
+                break;
+            }
+        }
+    }
+    if (!out[0] && kind == JOB_DEVICE_ANY && json_array_size(arr) > 0) {
+        const char *name = json_string_value(json_object_get(json_array_get(arr, 0), "name"));
+        snprintf(out, cap, "%s", name ? name : "");
+    }
+    json_decref(arr);
+}
+
+/* ---- lease ------------------------------------------------------------------------------ */
+
+int sched_job_lease(db *d, const char *worker_id, int64_t now, int lease_seconds, db_job *out,
+                    char *err)
+{
+    db_worker w;
+    db_job j;
+    memset(&w, 0, sizeof w);
+    memset(&j, 0, sizeof j);
+    char device[DB_DEVICE_MAX + 1], reason[DB_DEVICE_MAX + 128];
+    int found = 0;
+    int64_t seq = 0, lease_until = now + (int64_t)lease_seconds * 1000;
+    /* Without the write lock first: an idle worker's long poll asks often and mostly finds
+     * nothing, which then costs a read and, once a second at most, a "seen" write. */
+    int rc = db_worker_get(d, worker_id, &w, err);
+    if (rc < 0)
+        return rc;
+    rc = db_job_next_queued(d, w.kinds, &j, err);
+    db_job_clear(&j);
+    if (rc == 0 && (w.gone || now - w.last_seen_at >= SCHED_SEEN_EVERY_MS))
+        rc = db_worker_seen(d, worker_id, now, err);
+    if (rc <= 0) {
+        db_worker_clear(&w);
+        return rc < 0 ? rc : 0;
+    }
+    db_worker_clear(&w);
+
+    rc = db_begin(d, err);
+    if (rc < 0)
+        return rc;
+    rc = db_worker_get(d, worker_id, &w, err);
+    if (rc < 0)
+        goto out;
+    rc = db_worker_seen(d, worker_id, now, err);
+    if (rc < 0)
+        goto out;
+    rc = db_job_next_queued(d, w.kinds, &j, err);
+    if (rc <= 0)
+        goto done; /* nothing fits: commit the "seen" */
+    found = 1;
+    sched_device_pick(w.devices, j.device_kind, device, sizeof device);
+    rc = sched_expect_one(db_job_set_running(d, j.seq, worker_id, device, now, lease_until, err),
+                          "leasing", err);
+    if (rc < 0)
+        goto out;
+    snprintf(reason, sizeof reason, "leased by worker %s on %s", worker_id,
+             device[0] ? device : "its device");
+    rc = db_event_append(d, j.seq, now, DB_QUEUED, DB_RUNNING, DB_PHASE_NONE, j.attempt + 1, reason,
+                         err);
+    if (rc < 0)
+        goto out;
+    rc = db_worker_set_job(d, worker_id, j.id, err);
+    if (rc < 0)
+        goto out;
+    seq = j.seq;
+    db_job_clear(&j);
+    rc = db_job_get_seq(d, seq, &j, err);
+    if (rc < 0)
+        goto out;
+done:
+    rc = db_commit(d, err);
+    db_worker_clear(&w);
+    if (rc < 0 || !found) {
+        db_job_clear(&j);
+        return rc;
+    }
+    *out = j;
+    return 1;
+out:
+    db_rollback(d);
+    db_worker_clear(&w);
+    db_job_clear(&j);
+    return rc;
+}
+
+/* ---- complete --------------------------------------------------------------------------- */
+
+int sched_job_complete(db *d, const char *job_id, const char *worker_id, int status,
+                       const char *error, int64_t now, db_job *out, char *err)
+{
+    if (!db_status_terminal(status))
+        return err_set(err, -EINVAL, "status must be succeeded, failed or cancelled");
+    if (status == DB_SUCCEEDED)
+        error = NULL;
+    else if (status == DB_FAILED && (!error || !*error))
+        error = "the worker reported a failure without saying why";
+    db_job j;
+    memset(&j, 0, sizeof j);
+    int64_t seq = 0;
+    int rc = db_begin(d, err);
+    if (rc < 0)
+        return rc;
+    rc = db_job_get(d, job_id, &j, err);
+    if (rc < 0)
+        goto out;
+    rc = sched_lease_check(&j, worker_id, err);
+    if (rc < 0)
+        goto out;
+    rc = sched_expect_one(db_job_set_finished(d, j.seq, worker_id, status, error, now, err),
+                          "completing", err);
+    if (rc < 0)
+        goto out;
+    rc = db_event_append(d, j.seq, now, DB_RUNNING, status, j.phase, j.attempt,
+                         error ? error : "reported by the worker", err);
+    if (rc < 0)
+        goto out;
+    rc = db_worker_release(d, worker_id, j.id, err);
+    if (rc >= 0)
+        rc = db_worker_seen(d, worker_id, now, err);
+    if (rc < 0)
+        goto out;
+    seq = j.seq;
+    db_job_clear(&j);
+    rc = db_job_get_seq(d, seq, &j, err);
+    if (rc < 0)
+        goto out;
+    rc = db_commit(d, err);
+    if (rc < 0) {
+        db_job_clear(&j);
+        return rc;
+    }
+    *out = j;
+    return 0;
+out:
+    db_rollback(d);
+    db_job_clear(&j);
+    return rc;
+}
+
+/* ---- cancel ----------------------------------------------------------------------------- */
+
+int sched_job_cancel(db *d, const char *job_id, int64_t now, db_job *out, char *err)
+{
+    db_job j;
+    memset(&j, 0, sizeof j);
+    int64_t seq = 0;
+    int rc = db_begin(d, err);
+    if (rc < 0)
+        return rc;
+    rc = db_job_get(d, job_id, &j, err);
+    if (rc < 0)
+        goto out;
+    if (db_status_terminal(j.status)) {
+        rc = err_set(err, -EBUSY, "job %s already %s; there is nothing to cancel", j.id,
+                     db_status_name(j.status));
+        goto out;
+    }
+    if (j.status == DB_QUEUED) {
+        rc = sched_expect_one(db_job_set_cancelled(d, j.seq, now, err), "cancelling", err);
+        if (rc == 0)
+            rc = db_event_append(d, j.seq, now, DB_QUEUED, DB_CANCELLED, DB_PHASE_NONE, j.attempt,
+                                 "cancelled while queued", err);
+    } else if (!j.cancel_requested) {
+        rc = sched_expect_one(db_job_set_cancel_requested(d, j.seq, err), "cancelling", err);
+        if (rc == 0)
+            rc = db_event_append(d, j.seq, now, DB_RUNNING, DB_RUNNING, j.phase, j.attempt,
+                                 "cancel requested", err);
+    }
+    if (rc < 0)
+        goto out;
+    seq = j.seq;
+    db_job_clear(&j);
+    rc = db_job_get_seq(d, seq, &j, err);
+    if (rc < 0)
+        goto out;
+    rc = db_commit(d, err);
+    if (rc < 0) {
+        db_job_clear(&j);
+        return rc;
+    }
+    *out = j;
+    return 0;
+out:
+    db_rollback(d);
+    db_job_clear(&j);
+    return rc;
+}
+
+/* ---- expire ----------------------------------------------------------------------------- */
+
+int sched_job_expire(db *d, int64_t seq, int64_t now, int *to, char *err)
+{
+    db_job j;
+    memset(&j, 0, sizeof j);
+    char reason[256];
+    int next = -1;
+    int64_t used = 0;
+    int over = 0, lapsed = 0;
+    int rc = db_begin(d, err);
+    if (rc < 0)
+        return rc;
+    rc = db_job_get_seq(d, seq, &j, err);
+    if (rc == -ENOENT || (rc == 0 && j.status != DB_RUNNING)) {
+        rc = 0; /* deleted or finished meanwhile: nothing is due */
+        goto done;
+    }
+    if (rc < 0)
+        goto out;
+    used = j.runtime_ms + (j.attempt_started_at ? now - j.attempt_started_at : 0);
+    over = used > (int64_t)j.max_runtime_seconds * 1000;
+    lapsed = j.lease_expires_at != 0 && j.lease_expires_at < now;
+    if (!over && !lapsed)
+        goto done;
+    if (over) {
+        next = DB_FAILED;
+        snprintf(reason, sizeof reason, "exceeded max_runtime_seconds (%d s, over %d attempt%s)",
+                 j.max_runtime_seconds, j.attempt, j.attempt == 1 ? "" : "s");
+    } else if (j.cancel_requested) {
+        next = DB_CANCELLED;
+        snprintf(reason, sizeof reason, "cancel requested and the worker stopped answering");
+    } else if (j.attempt < j.max_attempts) {
+        next = DB_QUEUED;
+        snprintf(reason, sizeof reason, "lease expired");
+    } else {
+        next = DB_FAILED;
+        snprintf(reason, sizeof reason, "lease expired after %d attempt%s", j.attempt,
+                 j.attempt == 1 ? "" : "s");
+    }
+    if (next == DB_QUEUED)
+        rc = db_job_set_requeued(d, seq, now, err);
+    else
+        rc = db_job_set_finished(d, seq, NULL, next, next == DB_FAILED ? reason : NULL, now, err);
+    rc = sched_expect_one(rc, "expiring", err);
+    if (rc < 0)
+        goto out;
+    rc = db_event_append(d, seq, now, DB_RUNNING, next, j.phase, j.attempt, reason, err);
+    if (rc >= 0 && j.worker_id[0])
+        rc = db_worker_release(d, j.worker_id, j.id, err);
+    if (rc < 0)
+        goto out;
+done:
+    rc = db_commit(d, err);
+    db_job_clear(&j);
+    if (rc == 0)
+        *to = next;
+    return rc;
+out:
+    db_rollback(d);
+    db_job_clear(&j);
+    return rc;
+}
+
+/* ---- delete ----------------------------------------------------------------------------- */
+
+/* Removes <artifacts_dir>/<id> and the files in it (uploads are flat: no subfolders). Best
+ * effort: the rows are already gone, and a file left behind harms nothing. */
+static void sched_artifacts_remove(const char *artifacts_dir, const char *id)
+{
+    char dir[4608], path[4864];
+    snprintf(dir, sizeof dir, "%s/%s", artifacts_dir, id);
+    DIR *dh = opendir(dir);
+    if (!dh)
+        return;
+    for (;;) {
+        struct dirent *e = readdir(dh);
+        if (!e)
+            break;
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(dh);
+    rmdir(dir);
+}
+
+int sched_job_delete(db *d, const char *job_id, const char *artifacts_dir, char *err)
+{
+    db_job j;
+    memset(&j, 0, sizeof j);
+    int rc = db_begin(d, err);
+    if (rc < 0)
+        return rc;
+    rc = db_job_get(d, job_id, &j, err);
+    if (rc < 0)
+        goto out;
+    if (!db_status_terminal(j.status)) {
+        rc = err_set(err, -EBUSY,
+                     "job %s is %s: cancel it (POST /jobs/%s/cancel) and delete it once it has "
+                     "stopped",
+                     j.id, db_status_name(j.status), j.id);
+        goto out;
+    }
+    rc = sched_expect_one(db_job_delete(d, j.seq, err), "deleting", err);
+    if (rc < 0)
+        goto out;
+    rc = db_commit(d, err);
+    if (rc == 0 && artifacts_dir)
+        sched_artifacts_remove(artifacts_dir, j.id);
+    db_job_clear(&j);
+    return rc;
+out:
+    db_rollback(d);
+    db_job_clear(&j);
+    return rc;
+}

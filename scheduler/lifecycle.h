@@ -1,0 +1,125 @@
+/* lifecycle: the job state machine. Every change of a job's state goes through one function
+ * here, and each is ONE SQLite transaction (BEGIN IMMEDIATE) that also appends a job_events row,
+ * so a job's state and its history never disagree and a crash leaves either all of a transition
+ * or none of it.
+ *
+ *             submit            lease               complete(succeeded)
+ *    (new) ─────────▶ queued ──────────▶ running ──────────────────────────▶ succeeded
+ *                      ▲  │               │   │
+ *                      │  │               │   │ complete(failed); expire with no attempt
+ *                      │  │               │   │ left, or past max_runtime_seconds
+ *                      │  │               │   ├─────────────────────────────▶ failed
+ *                      │  │               │   │ complete(cancelled); expire after a
+ *                      │  │ cancel        │   │ cancel request
+ *                      │  └───────────────┼───┴─────────────────────────────▶ cancelled
+ *                      │    expire:       │
+ *                      └── lease lapsed, ─┘
+ *                          attempts left
+ *
+ *   running ── cancel ──▶ running with cancel_requested (the worker stops on its next heartbeat)
+ *   running ── heartbeat ─▶ running (lease extended, phase, metrics, logs)
+ *   succeeded | failed | cancelled ── delete ──▶ (gone, with its rows and artifact files)
+ *
+ * | transition                               | function                |
+ * | ---------------------------------------- | ----------------------- |
+ * | (new) → queued                           | sched_job_submit (*)    |
+ * | queued → running (attempt + 1)           | sched_job_lease         |
+ * | running → running (lease, progress)      | sched_job_heartbeat     |
+ * | running → running (artifact stored)      | sched_artifact_add      |
+ * | running → succeeded / failed / cancelled | sched_job_complete      |
+ * | queued → cancelled; running: request     | sched_job_cancel        |
+ * | running → queued / failed / cancelled    | sched_job_expire        |
+ * | terminal → deleted                       | sched_job_delete        |
+ * | (every lapsed lease, silent worker)      | sched_sweep (sweeper.h) |
+ *
+ * (*) Concurrent submits share one transaction and one fsync (group commit, submit.c); each
+ *     still gets its own job, its own event row and its own result.
+ *
+ * Rules:
+ * - Terminal states never change: every write names the status it expects in its WHERE clause
+ *   and the function checks that a row changed.
+ * - A worker's explicit failure report is final: a bad dataset fails the same way every time.
+ *   Only a lapsed lease (worker crashed, machine gone) retries, while attempts are left.
+ * - max_runtime_seconds bounds the running time summed over all attempts.
+ * - Only the worker holding a running job's lease may heartbeat, upload or complete it;
+ *   anyone else gets -EBUSY (409), and an unknown job -ENOENT (404).
+ * - Leasing takes the highest priority, then the oldest queued job whose resources.device fits
+ *   one of the worker's device kinds ("any" fits every worker, "gpu" needs a GPU, "cpu" a CPU).
+ *
+ * Callers: the API handlers, which raise the app's signals after a function returns (queued
+ * when a job became queued, changed on any change); the functions here touch only the database
+ * (and, for artifacts, the artifact folders). Times are ms since the epoch, passed in as `now`
+ * so tests control the clock. */
+#ifndef TRAINYARD_SCHEDULER_LIFECYCLE_H
+#define TRAINYARD_SCHEDULER_LIFECYCLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "db/artifacts.h"
+#include "db/db.h"
+#include "db/jobs.h"
+#include "db/metrics.h"
+
+/* What a submit stores; the strings are borrowed. */
+typedef struct sched_new_job {
+    const char *name;
+    const char *document; /* the resolved job document, JSON text */
+    int device_kind;      /* enum job_device */
+    int max_attempts, max_runtime_seconds, priority;
+    const char *idem_key;  /* Idempotency-Key, or NULL */
+    const char *body_hash; /* hex SHA-256 of document; used with idem_key */
+} sched_new_job;
+
+/* What one heartbeat reports; everything is borrowed and optional. */
+typedef struct sched_progress {
+    int phase; /* enum db_phase; DB_PHASE_NONE leaves it as it is */
+    const db_metric *epochs;
+    size_t n_epochs;
+    const char *const *logs;
+    size_t n_logs;
+} sched_progress;
+
+/* The answer to a heartbeat. */
+typedef struct sched_beat {
+    int cancel; /* 1: the job's cancellation was requested, stop it */
+    int64_t lease_expires_at;
+} sched_beat;
+
+/* Stores a new queued job and fills *out. With idem_key of an earlier job, *out is that job
+ * and *created 0 when body_hash matches, and -EEXIST when it does not; else *created is 1. */
+int sched_job_submit(db *d, const sched_new_job *nj, int64_t now, db_job *out, int *created,
+                     char *err);
+/* Leases the next fitting job to worker_id until now + lease_seconds. Returns 1 with *out
+ * filled, 0 when nothing fits; -ENOENT when the worker is unknown. Marks the worker seen. */
+int sched_job_lease(db *d, const char *worker_id, int64_t now, int lease_seconds, db_job *out,
+                    char *err);
+/* Extends the lease of job_id held by worker_id to now + lease_seconds and records progress;
+ * *out says whether to cancel. Metrics are stored under the job's current attempt. */
+int sched_job_heartbeat(db *d, const char *job_id, const char *worker_id, const sched_progress *p,
+                        int64_t now, int lease_seconds, sched_beat *out, char *err);
+/* The worker's final report: status DB_SUCCEEDED, DB_FAILED or DB_CANCELLED, error (may be
+ * NULL). *out is the job afterwards. */
+int sched_job_complete(db *d, const char *job_id, const char *worker_id, int status,
+                       const char *error, int64_t now, db_job *out, char *err);
+/* Cancels a queued job at once, or requests a running job's cancellation (again is a no-op);
+ * -EBUSY for a finished job. *out is the job afterwards. */
+int sched_job_cancel(db *d, const char *job_id, int64_t now, db_job *out, char *err);
+/* Ends the attempt of running job seq if its lease lapsed before now or its running time
+ * passed max_runtime_seconds: back to queued while attempts are left, else failed; cancelled
+ * when its cancellation was requested. *to is the new status, or -1 when nothing was due. */
+int sched_job_expire(db *d, int64_t seq, int64_t now, int *to, char *err);
+/* Deletes a finished job, its rows and <artifacts_dir>/<id>; -EBUSY while queued or running. */
+int sched_job_delete(db *d, const char *job_id, const char *artifacts_dir, char *err);
+
+/* 0 when job j is running and leased to worker_id; -EBUSY with the reason otherwise. */
+int sched_lease_check(const db_job *j, const char *worker_id, char *err);
+
+/* 1 when name is a valid artifact name: [A-Za-z0-9._-]{1,128}, not starting with '.'. */
+int sched_artifact_name_ok(const char *name);
+/* Moves the uploaded file tmp_path to <artifacts_dir>/<job id>/<a->name> and records a, for
+ * the lease holder of a running job only. */
+int sched_artifact_add(db *d, const char *job_id, const char *worker_id, const char *artifacts_dir,
+                       const char *tmp_path, const db_artifact *a, char *err);
+
+#endif

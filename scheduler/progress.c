@@ -1,0 +1,231 @@
+/* progress: what a running job's worker sends while it holds the lease — heartbeats (lease,
+ * phase, metrics, log lines) and artifact uploads. Both are transitions running → running of
+ * lifecycle.h and follow its shape: one BEGIN IMMEDIATE transaction, checked against the lease
+ * holder, with a job_events row where something a person would want in the history happened
+ * (a phase change, an artifact stored; not every heartbeat).
+ *
+ * Artifacts: the upload arrives in a temporary file under the data directory; its SHA-256 is
+ * computed by the caller before the transaction (hashing gigabytes must not hold the write
+ * lock). Inside the transaction the file is fsync'ed, renamed to <artifacts_dir>/<id>/<name>
+ * (a copy when the two folders are on different file systems) and its row written, so a
+ * concurrent delete of the job (which takes the same lock) never leaves a file behind, and a
+ * row never exists for a file that is not complete on disk. */
+#include "scheduler/lifecycle.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "db/events.h"
+#include "db/logs.h"
+#include "db/workers.h"
+
+int sched_job_heartbeat(db *d, const char *job_id, const char *worker_id, const sched_progress *p,
+                        int64_t now, int lease_seconds, sched_beat *out, char *err)
+{
+    db_job j;
+    memset(&j, 0, sizeof j);
+    int64_t lease_until = now + (int64_t)lease_seconds * 1000;
+    int log_lines = 0;
+    int rc = db_begin(d, err);
+    if (rc < 0)
+        return rc;
+    rc = db_job_get(d, job_id, &j, err);
+    if (rc < 0)
+        goto out;
+    rc = sched_lease_check(&j, worker_id, err);
+    if (rc < 0)
+        goto out;
+    rc = db_worker_seen(d, worker_id, now, err);
+    if (rc < 0)
+        goto out;
+    log_lines = j.log_lines;
+    rc = db_log_append(d, j.seq, &log_lines, now, p->logs, p->n_logs, err);
+    if (rc < 0)
+        goto out;
+    for (size_t i = 0; i < p->n_epochs; i++) {
+        db_metric m = p->epochs[i];
+        m.attempt = j.attempt;
+        m.at = now;
+        rc = db_metric_put(d, j.seq, &m, err);
+        if (rc < 0)
+            goto out;
+    }
+    if (p->phase != DB_PHASE_NONE && p->phase != j.phase) {
+        char reason[64];
+        snprintf(reason, sizeof reason, "phase %s", db_phase_name(p->phase));
+        rc = db_event_append(d, j.seq, now, DB_RUNNING, DB_RUNNING, p->phase, j.attempt, reason,
+                             err);
+        if (rc < 0)
+            goto out;
+    }
+    rc = db_job_set_lease(d, j.seq, worker_id, p->phase, lease_until, log_lines, err);
+    if (rc >= 0 && rc != 1)
+        rc = err_set(err, -EIO, "extending the lease changed %d rows instead of 1", rc);
+    if (rc < 0)
+        goto out;
+    rc = db_commit(d, err);
+    if (rc == 0) {
+        out->cancel = j.cancel_requested;
+        out->lease_expires_at = lease_until;
+    }
+    db_job_clear(&j);
+    return rc;
+out:
+    db_rollback(d);
+    db_job_clear(&j);
+    return rc;
+}
+
+/* ---- artifacts -------------------------------------------------------------------------- */
+
+int sched_artifact_name_ok(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n > DB_ARTIFACT_NAME_MAX || name[0] == '.')
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '_' || c == '-';
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+/* fsync of a path (a file's data, or a folder's entries). */
+static int sched_fsync_path(const char *path, int flags, char *err)
+{
+    int fd = open(path, flags | O_CLOEXEC);
+    if (fd < 0)
+        return err_set(err, -errno, "cannot open %s: %s", path, strerror(errno));
+    int rc = 0;
+    if (fsync(fd) < 0)
+        rc = err_set(err, -errno, "cannot sync %s: %s", path, strerror(errno));
+    close(fd);
+    return rc;
+}
+
+/* Copies src to dst (through dst.part and a rename), for an upload on another file system. */
+static int sched_copy_file(const char *src, const char *dst, char *err)
+{
+    char part[4928];
+    char buf[1 << 16];
+    int rc = 0;
+    snprintf(part, sizeof part, "%s.part", dst);
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return err_set(err, -errno, "cannot open the upload %s: %s", src, strerror(errno));
+    int outfd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (outfd < 0) {
+        rc = err_set(err, -errno, "cannot create %s: %s", part, strerror(errno));
+        close(in);
+        return rc;
+    }
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = err_set(err, -errno, "cannot read the upload: %s", strerror(errno));
+            break;
+        }
+        if (n == 0)
+            break;
+        for (ssize_t off = 0; off < n && rc == 0;) {
+            ssize_t w = write(outfd, buf + off, (size_t)(n - off));
+            if (w < 0 && errno != EINTR)
+                rc = err_set(err, -errno, "cannot write %s: %s", part, strerror(errno));
+            else if (w > 0)
+                off += w;
+        }
+        if (rc < 0)
+            break;
+    }
+    if (rc == 0 && fsync(outfd) < 0)
+        rc = err_set(err, -errno, "cannot sync %s: %s", part, strerror(errno));
+    if (close(outfd) < 0 && rc == 0)
+        rc = err_set(err, -errno, "cannot write %s: %s", part, strerror(errno));
+    close(in);
+    if (rc == 0 && rename(part, dst) < 0)
+        rc = err_set(err, -errno, "cannot rename %s: %s", part, strerror(errno));
+    if (rc < 0)
+        unlink(part);
+    else
+        unlink(src);
+    return rc;
+}
+
+/* Puts the upload at dir/name for good: mkdir, fsync, rename (or copy), fsync the folder. */
+static int sched_artifact_place(const char *dir, const char *name, const char *tmp_path,
+                                char *final, size_t cap, char *err)
+{
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return err_set(err, -errno, "cannot create %s: %s", dir, strerror(errno));
+    snprintf(final, cap, "%s/%s", dir, name);
+    int rc = sched_fsync_path(tmp_path, O_RDONLY, err);
+    if (rc < 0)
+        return rc;
+    if (rename(tmp_path, final) < 0) {
+        if (errno != EXDEV)
+            return err_set(err, -errno, "cannot move the upload to %s: %s", final, strerror(errno));
+        rc = sched_copy_file(tmp_path, final, err);
+        if (rc < 0)
+            return rc;
+    }
+    return sched_fsync_path(dir, O_RDONLY | O_DIRECTORY, err);
+}
+
+int sched_artifact_add(db *d, const char *job_id, const char *worker_id, const char *artifacts_dir,
+                       const char *tmp_path, const db_artifact *a, char *err)
+{
+    if (!sched_artifact_name_ok(a->name))
+        return err_set(err, -EINVAL,
+                       "artifact names are 1 to 128 letters, digits, '.', '_' or '-', not "
+                       "starting with '.'");
+    db_job j;
+    memset(&j, 0, sizeof j);
+    char dir[4608], final[4864], reason[256];
+    final[0] = '\0';
+    int rc = db_begin(d, err);
+    if (rc < 0)
+        return rc;
+    rc = db_job_get(d, job_id, &j, err);
+    if (rc < 0)
+        goto out;
+    rc = sched_lease_check(&j, worker_id, err);
+    if (rc < 0)
+        goto out;
+    snprintf(dir, sizeof dir, "%s/%s", artifacts_dir, j.id);
+    rc = sched_artifact_place(dir, a->name, tmp_path, final, sizeof final, err);
+    if (rc < 0) {
+        final[0] = '\0'; /* nothing of ours to remove */
+        goto out;
+    }
+    rc = db_artifact_put(d, j.seq, a, err);
+    if (rc < 0)
+        goto out;
+    snprintf(reason, sizeof reason, "artifact %s stored (%lld bytes)", a->name, (long long)a->size);
+    rc = db_event_append(d, j.seq, a->created_at, DB_RUNNING, DB_RUNNING, j.phase, j.attempt,
+                         reason, err);
+    if (rc < 0)
+        goto out;
+    rc = db_worker_seen(d, worker_id, a->created_at, err);
+    if (rc < 0)
+        goto out;
+    rc = db_commit(d, err);
+    if (rc < 0 && final[0])
+        unlink(final);
+    db_job_clear(&j);
+    return rc < 0 ? rc : 0;
+out:
+    db_rollback(d);
+    if (final[0])
+        unlink(final);
+    db_job_clear(&j);
+    return rc;
+}

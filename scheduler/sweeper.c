@@ -1,0 +1,77 @@
+/* sweeper: expiring lapsed leases and marking silent workers (see sweeper.h).
+ *
+ * The scan of running jobs is a plain read (no write lock): it only picks candidates, at most
+ * SCHED_SWEEP_MAX_JOBS, and sched_job_expire() decides each one under the lock. */
+#include "scheduler/sweeper.h"
+
+#include <string.h>
+
+#include "api/app.h"
+#include "db/jobs.h"
+#include "db/workers.h"
+#include "scheduler/lifecycle.h"
+
+typedef struct sched_due {
+    int64_t now;
+    int64_t seqs[SCHED_SWEEP_MAX_JOBS];
+    int n;
+} sched_due;
+
+/* Collects the running jobs whose lease lapsed or whose running time is used up. */
+static int sched_due_add(void *ctx, const db_job *j)
+{
+    sched_due *due = ctx;
+    int64_t used = j->runtime_ms + (j->attempt_started_at ? due->now - j->attempt_started_at : 0);
+    int over = used > (int64_t)j->max_runtime_seconds * 1000;
+    int lapsed = j->lease_expires_at != 0 && j->lease_expires_at < due->now;
+    if ((over || lapsed) && due->n < SCHED_SWEEP_MAX_JOBS)
+        due->seqs[due->n++] = j->seq;
+    return 0;
+}
+
+int sched_sweep_db(db *d, int64_t now, int worker_gone_seconds, sched_sweep_stats *st, char *err)
+{
+    sched_sweep_stats s;
+    memset(&s, 0, sizeof s);
+    sched_due due;
+    due.now = now;
+    due.n = 0;
+    int rc = db_job_list_running(d, sched_due_add, &due, err);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < due.n; i++) {
+        int to = -1;
+        rc = sched_job_expire(d, due.seqs[i], now, &to, err);
+        if (rc < 0)
+            return rc;
+        s.requeued += to == DB_QUEUED;
+        s.failed += to == DB_FAILED;
+        s.cancelled += to == DB_CANCELLED;
+    }
+    rc = db_worker_mark_gone(d, now - (int64_t)worker_gone_seconds * 1000, err);
+    if (rc < 0)
+        return rc;
+    s.workers_gone = rc;
+    rc = db_worker_forget(d, now - SCHED_WORKER_FORGET_MS, err);
+    if (rc < 0)
+        return rc;
+    *st = s;
+    return 0;
+}
+
+int sched_sweep(struct app *a, int64_t now, char *err)
+{
+    db *d = app_db(a);
+    if (!d)
+        return err_set(err, -EIO, "the database cannot be opened (see the log)");
+    sched_sweep_stats st;
+    int rc = sched_sweep_db(d, now, a->worker_gone_seconds, &st, err);
+    if (rc < 0)
+        return rc;
+    if (st.requeued && a->queued)
+        http_signal_raise(a->queued);
+    int changed = st.requeued + st.failed + st.cancelled;
+    if (changed && a->changed)
+        http_signal_raise(a->changed);
+    return changed;
+}

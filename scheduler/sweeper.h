@@ -1,0 +1,34 @@
+/* sweeper: the scheduler's housekeeping — leases that lapsed, jobs past their runtime, workers
+ * that went silent.
+ *
+ * `trainyard serve` calls sched_sweep() about once a second from a housekeeping thread (never
+ * from an HTTP thread). A sweep reads the running jobs, and for each whose lease lapsed or
+ * whose running time passed max_runtime_seconds calls sched_job_expire() (lifecycle.h), which
+ * re-checks inside its own transaction, so a heartbeat that lands between the read and the
+ * write wins. Then workers unseen for worker_gone_seconds are marked gone, and workers gone
+ * for a day with no job are forgotten. sched_sweep() raises app->queued when a job went back
+ * to the queue (a parked lease may take it) and app->changed when any job changed. */
+#ifndef TRAINYARD_SCHEDULER_SWEEPER_H
+#define TRAINYARD_SCHEDULER_SWEEPER_H
+
+#include <stdint.h>
+
+#include "db/db.h"
+
+struct app;
+
+#define SCHED_SWEEP_MAX_JOBS   256                  /* jobs expired per sweep; the rest next time */
+#define SCHED_WORKER_FORGET_MS (24LL * 3600 * 1000) /* gone workers are dropped after a day */
+
+typedef struct sched_sweep_stats {
+    int requeued, failed, cancelled; /* jobs that left running, by where they went */
+    int workers_gone;                /* workers newly marked gone */
+} sched_sweep_stats;
+
+/* One sweep over database d at time now (ms); *st counts what changed. */
+int sched_sweep_db(db *d, int64_t now, int worker_gone_seconds, sched_sweep_stats *st, char *err);
+/* One sweep with the calling thread's connection (app_db), raising the app's signals.
+ * Returns the number of jobs changed, or a negative code with err filled (err may be NULL). */
+int sched_sweep(struct app *a, int64_t now, char *err);
+
+#endif

@@ -1,0 +1,390 @@
+/* Unit tests of api/job_json and api/bodies: the Job JSON has exactly the members the Job
+ * schema of openapi.yaml requires and allows (read from the YAML itself), with the right types
+ * and nulls; times are RFC 3339 UTC with milliseconds; EpochMetrics, Artifact, Worker and
+ * Lease objects; base64 and the list cursor (round trip, and refusal of anything else); and
+ * the worker protocol's body validators naming each bad field. */
+#include "api/job_json.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/bodies.h"
+#include "tests/unit/check.h"
+
+/* ---- the Job schema, read from openapi.yaml ----------------------------------------------- */
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    if (buf)
+        buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* The names in the Job schema's `required: [...]` and under its `properties:` (the YAML's
+ * layout: schemas at 4 spaces, their keys at 6, property names at 8). */
+static int job_schema(char required[32][32], int *n_req, char props[32][32], int *n_props)
+{
+    const char *root = getenv("TRAINYARD_SOURCE_ROOT");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/openapi.yaml", root ? root : ".");
+    char *yaml = read_file(path);
+    if (!yaml)
+        return -1;
+    const char *job = strstr(yaml, "\n    Job:\n");
+    const char *req = job ? strstr(job, "required: [") : NULL;
+    const char *end = req ? strchr(req, ']') : NULL;
+    *n_req = *n_props = 0;
+    for (const char *p = req ? req + 11 : NULL; p && p < end;) {
+        while (p < end && (*p == ' ' || *p == ',' || *p == '\n'))
+            p++;
+        size_t len = strcspn(p, " ,\n]");
+        if (len && *n_req < 32)
+            snprintf(required[(*n_req)++], 32, "%.*s", (int)len, p);
+        p += len;
+    }
+    const char *props_at = job ? strstr(job, "\n      properties:\n") : NULL;
+    for (const char *line = props_at ? props_at + 19 : NULL; line && *line;) {
+        int indent = (int)strspn(line, " ");
+        if (indent < 8 && line[indent] != '\n')
+            break;
+        if (indent == 8 && *n_props < 32) {
+            size_t len = strcspn(line + 8, ":");
+            snprintf(props[(*n_props)++], 32, "%.*s", (int)len, line + 8);
+        }
+        const char *nl = strchr(line, '\n');
+        line = nl ? nl + 1 : NULL;
+    }
+    free(yaml);
+    return job && req && props_at ? 0 : -1;
+}
+
+static db_job sample_job(void)
+{
+    db_job j;
+    memset(&j, 0, sizeof j);
+    j.seq = 7;
+    snprintf(j.id, sizeof j.id, "%s", "0123456789abcdef0123456789abcdef");
+    snprintf(j.name, sizeof j.name, "%s", "digits-mlp");
+    j.status = DB_QUEUED;
+    j.max_attempts = 3;
+    j.priority = -4;
+    j.created_at = 1714566896789; /* 2024-05-01T12:34:56.789Z */
+    j.document = strdup("{\"name\":\"digits-mlp\",\"hyperparameters\":{\"epochs\":2}}");
+    return j;
+}
+
+static void test_job_json_schema(void)
+{
+    char required[32][32], props[32][32];
+    int n_req = 0, n_props = 0;
+    if (job_schema(required, &n_req, props, &n_props) < 0) {
+        fprintf(stderr, "cannot read the Job schema from openapi.yaml\n");
+        check_failures++;
+        return;
+    }
+    CHECK(n_req >= 16);
+    CHECK_INT(n_props, n_req);
+
+    db_job j = sample_job();
+    json_t *o = api_job_json(&j);
+    CHECK(o != NULL);
+    for (int i = 0; o && i < n_req; i++) {
+        if (!json_object_get(o, required[i])) {
+            fprintf(stderr, "Job JSON lacks required member %s\n", required[i]);
+            check_failures++;
+        }
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach (o, key, val) {
+        int known = 0;
+        for (int i = 0; i < n_props; i++)
+            known |= strcmp(key, props[i]) == 0;
+        if (!known) {
+            fprintf(stderr, "Job JSON has %s, which the schema does not allow\n", key);
+            check_failures++;
+        }
+    }
+
+    /* types and nulls of a queued job */
+    CHECK_STR(json_string_value(json_object_get(o, "id")), j.id);
+    CHECK_STR(json_string_value(json_object_get(o, "status")), "queued");
+    CHECK(json_is_null(json_object_get(o, "phase")));
+    CHECK(json_is_integer(json_object_get(o, "attempt")));
+    CHECK_INT(json_integer_value(json_object_get(o, "priority")), -4);
+    CHECK_STR(json_string_value(json_object_get(o, "created_at")), "2024-05-01T12:34:56.789Z");
+    CHECK(json_is_null(json_object_get(o, "started_at")));
+    CHECK(json_is_null(json_object_get(o, "finished_at")));
+    CHECK(json_is_null(json_object_get(o, "error")));
+    CHECK(json_is_null(json_object_get(o, "device")));
+    CHECK(json_is_null(json_object_get(o, "worker")));
+    CHECK(json_is_false(json_object_get(o, "cancel_requested")));
+    json_t *doc = json_object_get(o, "document");
+    CHECK(json_is_object(doc));
+    CHECK_INT(
+        json_integer_value(json_object_get(json_object_get(doc, "hyperparameters"), "epochs")), 2);
+    json_t *links = json_object_get(o, "links");
+    CHECK_STR(json_string_value(json_object_get(links, "self")),
+              "/jobs/0123456789abcdef0123456789abcdef");
+    CHECK_STR(json_string_value(json_object_get(links, "cancel")),
+              "/jobs/0123456789abcdef0123456789abcdef/cancel");
+    CHECK_INT(json_object_size(links), 6);
+    json_decref(o);
+
+    /* a running job: every nullable member set */
+    j.status = DB_RUNNING;
+    j.phase = DB_PHASE_TRAINING;
+    j.attempt = 2;
+    j.started_at = 1714566900000;
+    snprintf(j.device, sizeof j.device, "%s", "NVIDIA H100");
+    snprintf(j.worker_id, sizeof j.worker_id, "%s", "ffffffffffffffffffffffffffffffff");
+    j.cancel_requested = 1;
+    j.error = strdup("lease expired");
+    o = api_job_json(&j);
+    CHECK_STR(json_string_value(json_object_get(o, "phase")), "training");
+    CHECK_STR(json_string_value(json_object_get(o, "started_at")), "2024-05-01T12:35:00.000Z");
+    CHECK_STR(json_string_value(json_object_get(o, "device")), "NVIDIA H100");
+    CHECK_STR(json_string_value(json_object_get(o, "worker")), j.worker_id);
+    CHECK_STR(json_string_value(json_object_get(o, "error")), "lease expired");
+    CHECK(json_is_true(json_object_get(o, "cancel_requested")));
+    json_decref(o);
+
+    /* a stored document that is not an object is refused, not passed on */
+    free(j.document);
+    j.document = strdup("[1, 2]");
+    CHECK(api_job_json(&j) == NULL);
+    db_job_clear(&j);
+}
+
+static void test_times(void)
+{
+    char buf[API_TIME_LEN];
+    api_time_format(0, buf);
+    CHECK_STR(buf, "1970-01-01T00:00:00.000Z");
+    api_time_format(1, buf);
+    CHECK_STR(buf, "1970-01-01T00:00:00.001Z");
+    api_time_format(951782400999, buf); /* a leap day */
+    CHECK_STR(buf, "2000-02-29T00:00:00.999Z");
+    CHECK(json_is_null(api_time_json(0)));
+    json_t *t = api_time_json(1714566896789);
+    CHECK_STR(json_string_value(t), "2024-05-01T12:34:56.789Z");
+    json_decref(t);
+}
+
+static void test_small_objects(void)
+{
+    db_metric m = {.epoch = 3,
+                   .loss = 0.5,
+                   .val_loss = NAN,
+                   .accuracy = 0.75,
+                   .val_accuracy = NAN,
+                   .seconds = 1.25,
+                   .samples_per_second = NAN};
+    json_t *o = api_metric_json(&m);
+    CHECK_INT(json_integer_value(json_object_get(o, "epoch")), 3);
+    CHECK_NEAR(json_number_value(json_object_get(o, "loss")), 0.5, 0);
+    CHECK(json_is_null(json_object_get(o, "val_loss")));
+    CHECK(json_is_null(json_object_get(o, "val_accuracy")));
+    CHECK(json_is_number(json_object_get(o, "accuracy")));
+    CHECK(json_object_get(o, "samples_per_second") == NULL); /* optional, not nullable */
+    CHECK_INT(json_object_size(o), 6);
+    json_decref(o);
+    m.samples_per_second = 1000;
+    o = api_metric_json(&m);
+    CHECK_NEAR(json_number_value(json_object_get(o, "samples_per_second")), 1000, 0);
+    json_decref(o);
+
+    db_artifact a = {.name = "metrics.csv", .size = 12};
+    snprintf(a.sha256, sizeof a.sha256, "%064d", 7);
+    o = api_artifact_json(&a);
+    CHECK_INT(json_object_size(o), 3);
+    CHECK_INT(json_integer_value(json_object_get(o, "size")), 12);
+    json_decref(o);
+
+    db_worker w;
+    memset(&w, 0, sizeof w);
+    snprintf(w.id, sizeof w.id, "%s", "abc");
+    snprintf(w.name, sizeof w.name, "%s", "box");
+    w.devices = "[{\"index\":0,\"name\":\"cpu\",\"type\":\"cpu\"}]";
+    w.registered_at = 1000;
+    w.last_seen_at = 5000;
+    o = api_worker_json(&w, 4000, 30);
+    CHECK_STR(json_string_value(json_object_get(o, "status")), "idle");
+    CHECK(json_is_null(json_object_get(o, "job")));
+    CHECK_INT(json_array_size(json_object_get(o, "devices")), 1);
+    CHECK_INT(json_integer_value(json_object_get(o, "lease_seconds")), 30);
+    CHECK_INT(json_object_size(o), 8);
+    json_decref(o);
+    snprintf(w.job_id, sizeof w.job_id, "%s", "j1");
+    o = api_worker_json(&w, 4000, 30);
+    CHECK_STR(json_string_value(json_object_get(o, "status")), "busy");
+    CHECK_STR(json_string_value(json_object_get(o, "job")), "j1");
+    json_decref(o);
+    o = api_worker_json(&w, 6000, 30);
+    CHECK_STR(json_string_value(json_object_get(o, "status")), "gone");
+    json_decref(o);
+
+    db_job j = sample_job();
+    j.attempt = 1;
+    j.lease_expires_at = 1714566926789;
+    o = api_lease_json(&j);
+    CHECK_INT(json_object_size(o), 4);
+    CHECK_STR(json_string_value(json_object_get(o, "job_id")), j.id);
+    CHECK_STR(json_string_value(json_object_get(o, "lease_expires_at")),
+              "2024-05-01T12:35:26.789Z");
+    CHECK(json_is_object(json_object_get(o, "document")));
+    json_decref(o);
+    db_job_clear(&j);
+}
+
+static void test_encodings(void)
+{
+    char out[64];
+    CHECK_INT(api_base64("", 0, 0, out, sizeof out), 0);
+    CHECK_STR(out, "");
+    api_base64("f", 1, 0, out, sizeof out);
+    CHECK_STR(out, "Zg==");
+    api_base64("foob", 4, 0, out, sizeof out);
+    CHECK_STR(out, "Zm9vYg==");
+    api_base64("foobar", 6, 0, out, sizeof out);
+    CHECK_STR(out, "Zm9vYmFy");
+    api_base64("\xfb\xff", 2, 1, out, sizeof out);
+    CHECK_STR(out, "-_8");
+    CHECK_INT(api_base64("foobar", 6, 0, out, 8), -ENOSPC);
+
+    int64_t seqs[] = {1, 9, 10, 123456, INT64_MAX};
+    for (size_t i = 0; i < sizeof seqs / sizeof seqs[0]; i++) {
+        char c[API_CURSOR_MAX + 1];
+        api_cursor_encode(seqs[i], c);
+        int64_t back = 0;
+        CHECK_INT(api_cursor_decode(c, &back), 0);
+        CHECK_INT(back, seqs[i]);
+        CHECK(strspn(c, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") ==
+              strlen(c));
+    }
+    static const char *const bad[] = {
+        "",
+        "x",
+        "czA",                          /* "s0" */
+        "czAx",                         /* "s01": not canonical */
+        "YTE",                          /* "a1" */
+        "cy0x",                         /* "s-1" */
+        "czE=",                         /* padding is not ours */
+        "czE!",                         /* not base64url */
+        "czk5OTk5OTk5OTk5OTk5OTk5OTk5", /* past INT64_MAX */
+        "czEB",                         /* stray bits */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t v = -5;
+        if (api_cursor_decode(bad[i], &v) != -EINVAL || v != -5) {
+            fprintf(stderr, "cursor \"%s\" was accepted\n", bad[i]);
+            check_failures++;
+        }
+    }
+}
+
+/* Index of the error on field, or -1. */
+static int error_on(const job_errors *errs, const char *field)
+{
+    for (size_t i = 0; i < errs->count; i++) {
+        if (strcmp(errs->items[i].field, field) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+static void test_bodies(void)
+{
+    job_errors errs;
+    api_registration reg;
+    json_t *b = json_loads("{\"name\":\"box\",\"devices\":[{\"index\":0,\"name\":\"A100\","
+                           "\"type\":\"gpu\",\"vendor\":\"extra is fine\"},{\"index\":1,"
+                           "\"name\":\"cpu\",\"type\":\"cpu\",\"compute_units\":8}]}",
+                           0, NULL);
+    CHECK_INT(api_registration_parse(b, &reg, &errs), 0);
+    CHECK_STR(reg.name, "box");
+    CHECK_INT(reg.kinds, DB_KIND_GPU | DB_KIND_CPU);
+    json_decref(b);
+    b = json_loads("{\"name\":\"\",\"devices\":[{\"index\":-1,\"type\":\"tpu\","
+                   "\"compute_units\":\"8\"}],\"extra\":1}",
+                   0, NULL);
+    CHECK_INT(api_registration_parse(b, &reg, &errs), -EINVAL);
+    CHECK(error_on(&errs, "name") >= 0);
+    CHECK(error_on(&errs, "devices[0].index") >= 0);
+    CHECK(error_on(&errs, "devices[0].name") >= 0);
+    CHECK(error_on(&errs, "devices[0].type") >= 0);
+    CHECK(error_on(&errs, "devices[0].compute_units") >= 0);
+    CHECK(error_on(&errs, "extra") >= 0);
+    json_decref(b);
+
+    api_heartbeat hb;
+    b = json_loads("{\"phase\":\"training\",\"epochs\":[{\"epoch\":1,\"loss\":0.5,"
+                   "\"val_loss\":null,\"accuracy\":1,\"val_accuracy\":null,\"seconds\":2}],"
+                   "\"logs\":[\"a\",\"b\"]}",
+                   0, NULL);
+    CHECK_INT(api_heartbeat_parse(b, &hb, &errs), 0);
+    CHECK_INT(hb.phase, DB_PHASE_TRAINING);
+    CHECK_INT(hb.n_epochs, 1);
+    CHECK(isnan(hb.epochs[0].val_loss));
+    CHECK_NEAR(hb.epochs[0].accuracy, 1.0, 0);
+    CHECK(isnan(hb.epochs[0].samples_per_second));
+    CHECK_INT(hb.n_logs, 2);
+    CHECK_STR(hb.logs[1], "b");
+    api_heartbeat_free(&hb);
+    json_decref(b);
+    b = json_loads("{}", 0, NULL);
+    CHECK_INT(api_heartbeat_parse(b, &hb, &errs), 0);
+    CHECK_INT(hb.phase, DB_PHASE_NONE);
+    api_heartbeat_free(&hb);
+    json_decref(b);
+    b = json_loads("{\"phase\":\"resting\",\"epochs\":[{\"epoch\":0,\"loss\":null,"
+                   "\"seconds\":-1,\"bogus\":1}],\"logs\":[3],\"more\":true}",
+                   0, NULL);
+    CHECK_INT(api_heartbeat_parse(b, &hb, &errs), -EINVAL);
+    CHECK(error_on(&errs, "phase") >= 0);
+    CHECK(error_on(&errs, "epochs[0].epoch") >= 0);
+    CHECK(error_on(&errs, "epochs[0].loss") >= 0);
+    CHECK(error_on(&errs, "epochs[0].val_loss") >= 0); /* required, even when null is allowed */
+    CHECK(error_on(&errs, "epochs[0].seconds") >= 0);
+    CHECK(error_on(&errs, "epochs[0].bogus") >= 0);
+    CHECK(error_on(&errs, "logs[0]") >= 0);
+    CHECK(error_on(&errs, "more") >= 0);
+    json_decref(b);
+
+    int status = -1;
+    const char *error = "untouched";
+    b = json_loads("{\"status\":\"failed\",\"error\":\"bad CSV\"}", 0, NULL);
+    CHECK_INT(api_completion_parse(b, &status, &error, &errs), 0);
+    CHECK_INT(status, DB_FAILED);
+    CHECK_STR(error, "bad CSV");
+    json_decref(b);
+    b = json_loads("{\"status\":\"running\",\"error\":5}", 0, NULL);
+    CHECK_INT(api_completion_parse(b, &status, &error, &errs), -EINVAL);
+    CHECK(error_on(&errs, "status") >= 0);
+    CHECK(error_on(&errs, "error") >= 0);
+    json_decref(b);
+}
+
+int main(void)
+{
+    test_job_json_schema();
+    test_times();
+    test_small_objects();
+    test_encodings();
+    test_bodies();
+    return check_exit();
+}

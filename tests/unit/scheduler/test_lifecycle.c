@@ -1,0 +1,716 @@
+/* Unit tests of scheduler/: every transition of the job lifecycle and the ones it forbids,
+ * priority + FIFO order, device fit, lapsed leases (requeue, then failure after max_attempts),
+ * max_runtime_seconds over attempts, cancel in each state, reports from a worker that does not
+ * hold the lease, idempotent submits, the event history, metrics replaced per epoch across
+ * attempts, concurrent submits sharing transactions (group commit), artifacts, delete, and the
+ * sweeper's database half (sched_sweep_db; the signals it raises through sched_sweep() are
+ * seen by the end-to-end tests over HTTP).
+ *
+ * The clock is the test's: every call gets `now` explicitly. */
+#include "scheduler/lifecycle.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/app.h"
+#include "db/events.h"
+#include "db/workers.h"
+#include "scheduler/sweeper.h"
+#include "tests/unit/check.h"
+#include "worker/job.h"
+
+#define T0    1700000000000LL /* the test's epoch, ms */
+#define LEASE 30              /* lease seconds */
+
+static char tmp_dir[] = "/tmp/trainyard-test-sched-XXXXXX";
+static db *the_db;
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static db *fresh_db(const char *name)
+{
+    char path[256], err[ERR_LEN];
+    snprintf(path, sizeof path, "%s/%s.db", tmp_dir, name);
+    db *d = NULL;
+    if (db_open(path, &d, err) < 0) {
+        fprintf(stderr, "db_open: %s\n", err);
+        exit(1);
+    }
+    the_db = d;
+    return d;
+}
+
+/* Registers a worker with devices of the given types ("gpu", "cpu", ...), returns its id. */
+static void add_worker(db *d, const char *types, char id[DB_ID_LEN + 1])
+{
+    char err[ERR_LEN], devices[512] = "[";
+    db_worker w;
+    memset(&w, 0, sizeof w);
+    CHECK_INT(db_id_new(w.id, err), 0);
+    snprintf(w.name, sizeof w.name, "worker-%s", types);
+    char copy[64];
+    snprintf(copy, sizeof copy, "%s", types);
+    int i = 0;
+    for (char *t = strtok(copy, ","); t; t = strtok(NULL, ","), i++) {
+        char one[128];
+        snprintf(one, sizeof one, "%s{\"index\":%d,\"name\":\"%s-%d\",\"type\":\"%s\"}",
+                 i ? "," : "", i, t, i, t);
+        strcat(devices, one);
+        w.kinds |= !strcmp(t, "gpu")   ? DB_KIND_GPU
+                   : !strcmp(t, "cpu") ? DB_KIND_CPU
+                                       : DB_KIND_OTHER;
+    }
+    strcat(devices, "]");
+    w.devices = devices;
+    w.registered_at = w.last_seen_at = T0;
+    CHECK_INT(db_worker_insert(d, &w, err), 0);
+    memcpy(id, w.id, sizeof w.id);
+}
+
+/* Submits a job; returns its id in id. */
+static void submit(db *d, const char *name, int priority, int kind, int max_attempts,
+                   int max_runtime, int64_t now, char id[DB_ID_LEN + 1])
+{
+    char err[ERR_LEN];
+    sched_new_job nj = {.name = name,
+                        .document = "{\"name\":\"doc\"}",
+                        .device_kind = kind,
+                        .max_attempts = max_attempts,
+                        .max_runtime_seconds = max_runtime,
+                        .priority = priority};
+    db_job j;
+    int created = -1;
+    CHECK_INT(sched_job_submit(d, &nj, now, &j, &created, err), 0);
+    CHECK_INT(created, 1);
+    memcpy(id, j.id, sizeof j.id);
+    db_job_clear(&j);
+}
+
+/* Leases for worker and returns 1 with the job's id in id, or 0 when nothing fits. */
+static int lease(db *d, const char *worker, int64_t now, char id[DB_ID_LEN + 1])
+{
+    char err[ERR_LEN];
+    db_job j;
+    int rc = sched_job_lease(d, worker, now, LEASE, &j, err);
+    CHECK(rc == 0 || rc == 1);
+    if (rc == 1) {
+        memcpy(id, j.id, sizeof j.id);
+        db_job_clear(&j);
+    }
+    return rc;
+}
+
+static db_job get(db *d, const char *id)
+{
+    char err[ERR_LEN];
+    db_job j;
+    memset(&j, 0, sizeof j);
+    CHECK_INT(db_job_get(d, id, &j, err), 0);
+    return j;
+}
+
+static int job_status(db *d, const char *id)
+{
+    db_job j = get(d, id);
+    int s = j.status;
+    db_job_clear(&j);
+    return s;
+}
+
+typedef struct history {
+    int n;
+    char text[1024];
+} history;
+
+static int history_add(void *ctx, const db_event *e)
+{
+    history *h = ctx;
+    char one[128];
+    snprintf(one, sizeof one, "%s%s>%s", h->n ? " " : "",
+             e->from < 0 ? "-" : db_status_name(e->from), db_status_name(e->to));
+    strncat(h->text, one, sizeof h->text - strlen(h->text) - 1);
+    h->n++;
+    return 0;
+}
+
+/* The job's events as "from>to ..." ("-" for none). */
+static const char *events_of(db *d, const char *id)
+{
+    static history h;
+    char err[ERR_LEN];
+    memset(&h, 0, sizeof h);
+    db_job j = get(d, id);
+    CHECK_INT(db_event_list(d, j.seq, history_add, &h, err), 0);
+    db_job_clear(&j);
+    return h.text;
+}
+
+static int sweep(db *d, int64_t now)
+{
+    char err[ERR_LEN];
+    sched_sweep_stats st;
+    CHECK_INT(sched_sweep_db(d, now, 60, &st, err), 0);
+    return st.requeued + st.failed + st.cancelled;
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
+
+static void test_happy_path(void)
+{
+    db *d = fresh_db("happy");
+    char err[ERR_LEN], w[DB_ID_LEN + 1], id[DB_ID_LEN + 1], got[DB_ID_LEN + 1];
+    add_worker(d, "gpu", w);
+    submit(d, "mnist", 0, JOB_DEVICE_ANY, 3, 3600, T0, id);
+    db_job j = get(d, id);
+    CHECK_INT(j.status, DB_QUEUED);
+    CHECK_INT(j.attempt, 0);
+    CHECK_INT(j.created_at, T0);
+    CHECK_STR(j.name, "mnist");
+    db_job_clear(&j);
+
+    CHECK_INT(lease(d, w, T0 + 10, got), 1);
+    CHECK_STR(got, id);
+    j = get(d, id);
+    CHECK_INT(j.status, DB_RUNNING);
+    CHECK_INT(j.attempt, 1);
+    CHECK_INT(j.started_at, T0 + 10);
+    CHECK_INT(j.lease_expires_at, T0 + 10 + LEASE * 1000);
+    CHECK_STR(j.worker_id, w);
+    CHECK_STR(j.device, "gpu-0");
+    db_job_clear(&j);
+    db_worker wk;
+    CHECK_INT(db_worker_get(d, w, &wk, err), 0);
+    CHECK_STR(wk.job_id, id);
+    db_worker_clear(&wk);
+    CHECK_INT(lease(d, w, T0 + 11, got), 0); /* nothing else queued */
+
+    /* heartbeat: lease, phase (one event), metrics, logs */
+    db_metric m[2] = {{.epoch = 1,
+                       .loss = 1.0,
+                       .val_loss = NAN,
+                       .accuracy = 0.5,
+                       .val_accuracy = NAN,
+                       .seconds = 1,
+                       .samples_per_second = 100},
+                      {.epoch = 2,
+                       .loss = 0.5,
+                       .val_loss = NAN,
+                       .accuracy = 0.7,
+                       .val_accuracy = NAN,
+                       .seconds = 1,
+                       .samples_per_second = 100}};
+    const char *logs[] = {"epoch 1", "epoch 2"};
+    sched_progress p = {
+        .phase = DB_PHASE_TRAINING, .epochs = m, .n_epochs = 2, .logs = logs, .n_logs = 2};
+    sched_beat beat = {-1, 0};
+    CHECK_INT(sched_job_heartbeat(d, id, w, &p, T0 + 1000, LEASE, &beat, err), 0);
+    CHECK_INT(beat.cancel, 0);
+    CHECK_INT(beat.lease_expires_at, T0 + 1000 + LEASE * 1000);
+    CHECK_INT(sched_job_heartbeat(d, id, w, &p, T0 + 2000, LEASE, &beat, err), 0);
+    j = get(d, id);
+    CHECK_INT(j.phase, DB_PHASE_TRAINING);
+    CHECK_INT(j.log_lines, 4);
+    CHECK_INT(j.lease_expires_at, T0 + 2000 + LEASE * 1000);
+    db_job_clear(&j);
+
+    db_job done;
+    CHECK_INT(sched_job_complete(d, id, w, DB_SUCCEEDED, "ignored", T0 + 5000, &done, err), 0);
+    CHECK_INT(done.status, DB_SUCCEEDED);
+    CHECK_INT(done.finished_at, T0 + 5000);
+    CHECK(done.error == NULL);
+    CHECK_INT(done.phase, DB_PHASE_NONE);
+    CHECK_INT(done.runtime_ms, 5000 - 10);
+    db_job_clear(&done);
+    CHECK_INT(db_worker_get(d, w, &wk, err), 0);
+    CHECK_STR(wk.job_id, "");
+    db_worker_clear(&wk);
+    /* one event per transition, and the phase change */
+    CHECK_STR(events_of(d, id), "->queued queued>running running>running running>succeeded");
+
+    /* terminal states never change */
+    CHECK_INT(sched_job_complete(d, id, w, DB_FAILED, "late", T0 + 6000, &done, err), -EBUSY);
+    CHECK_INT(sched_job_heartbeat(d, id, w, &p, T0 + 6000, LEASE, &beat, err), -EBUSY);
+    CHECK_INT(sched_job_cancel(d, id, T0 + 6000, &done, err), -EBUSY);
+    CHECK(strstr(err, "already succeeded") != NULL);
+    CHECK_INT(sweep(d, T0 + 999999999), 0);
+    CHECK_INT(job_status(d, id), DB_SUCCEEDED);
+    db_close(d);
+}
+
+static void test_order_and_fit(void)
+{
+    db *d = fresh_db("order");
+    char gpu[DB_ID_LEN + 1], cpu[DB_ID_LEN + 1], both[DB_ID_LEN + 1], acc[DB_ID_LEN + 1];
+    char a[DB_ID_LEN + 1], b[DB_ID_LEN + 1], c[DB_ID_LEN + 1], e[DB_ID_LEN + 1];
+    char g[DB_ID_LEN + 1], got[DB_ID_LEN + 1];
+    add_worker(d, "gpu", gpu);
+    add_worker(d, "cpu", cpu);
+    add_worker(d, "cpu,gpu", both);
+    add_worker(d, "accelerator", acc);
+    submit(d, "a", 0, JOB_DEVICE_ANY, 3, 3600, T0 + 1, a);
+    submit(d, "b", 5, JOB_DEVICE_ANY, 3, 3600, T0 + 2, b);
+    submit(d, "c", 5, JOB_DEVICE_ANY, 3, 3600, T0 + 3, c);
+    submit(d, "e", 0, JOB_DEVICE_ANY, 3, 3600, T0 + 4, e);
+    submit(d, "g", 9, JOB_DEVICE_GPU, 3, 3600, T0 + 5, g);
+
+    /* the CPU worker skips the GPU job (highest priority) and takes b, then c, a, e in order */
+    CHECK_INT(lease(d, cpu, T0 + 10, got), 1);
+    CHECK_STR(got, b);
+    db_job j = get(d, b);
+    CHECK_STR(j.device, "cpu-0");
+    db_job_clear(&j);
+    CHECK_INT(lease(d, acc, T0 + 10, got), 1); /* "any" fits an accelerator-only worker */
+    CHECK_STR(got, c);
+    CHECK_INT(lease(d, both, T0 + 10, got), 1);
+    CHECK_STR(got, g);
+    j = get(d, g);
+    CHECK_STR(j.device, "gpu-1"); /* the GPU of a cpu,gpu worker */
+    db_job_clear(&j);
+    CHECK_INT(lease(d, gpu, T0 + 10, got), 1);
+    CHECK_STR(got, a);
+    CHECK_INT(lease(d, gpu, T0 + 10, got), 1);
+    CHECK_STR(got, e);
+    CHECK_INT(lease(d, gpu, T0 + 10, got), 0);
+
+    /* a CPU job never goes to a GPU-only worker, a GPU job never to a CPU-only one */
+    char cj[DB_ID_LEN + 1], gj[DB_ID_LEN + 1];
+    submit(d, "cpu-job", 0, JOB_DEVICE_CPU, 3, 3600, T0 + 20, cj);
+    submit(d, "gpu-job", 0, JOB_DEVICE_GPU, 3, 3600, T0 + 21, gj);
+    CHECK_INT(lease(d, acc, T0 + 30, got), 0);
+    CHECK_INT(lease(d, gpu, T0 + 30, got), 1);
+    CHECK_STR(got, gj);
+    CHECK_INT(lease(d, gpu, T0 + 30, got), 0);
+    CHECK_INT(lease(d, cpu, T0 + 30, got), 1);
+    CHECK_STR(got, cj);
+
+    char err[ERR_LEN];
+    db_job none;
+    CHECK_INT(sched_job_lease(d, "no-such-worker", T0, LEASE, &none, err), -ENOENT);
+    db_close(d);
+}
+
+static void test_lapsed_leases(void)
+{
+    db *d = fresh_db("lapse");
+    char err[ERR_LEN], w1[DB_ID_LEN + 1], w2[DB_ID_LEN + 1], id[DB_ID_LEN + 1];
+    char got[DB_ID_LEN + 1];
+    add_worker(d, "gpu", w1);
+    add_worker(d, "gpu", w2);
+    submit(d, "flaky", 0, JOB_DEVICE_ANY, 2, 3600, T0, id);
+    CHECK_INT(lease(d, w1, T0, got), 1);
+
+    /* attempt 1 reports epochs 1 and 2 */
+    db_metric m = {.epoch = 1,
+                   .loss = 1.0,
+                   .val_loss = NAN,
+                   .accuracy = NAN,
+                   .val_accuracy = NAN,
+                   .seconds = 1,
+                   .samples_per_second = NAN};
+    sched_progress p = {.epochs = &m, .n_epochs = 1};
+    sched_beat beat;
+    CHECK_INT(sched_job_heartbeat(d, id, w1, &p, T0 + 1000, LEASE, &beat, err), 0);
+    m.epoch = 2;
+    CHECK_INT(sched_job_heartbeat(d, id, w1, &p, T0 + 2000, LEASE, &beat, err), 0);
+
+    /* not yet lapsed: nothing happens; lapsed: back to the queue, attempt unchanged */
+    CHECK_INT(sweep(d, T0 + 2000 + LEASE * 1000), 0);
+    CHECK_INT(job_status(d, id), DB_RUNNING);
+    CHECK_INT(sweep(d, T0 + 2001 + LEASE * 1000), 1);
+    db_job j = get(d, id);
+    CHECK_INT(j.status, DB_QUEUED);
+    CHECK_INT(j.attempt, 1);
+    CHECK_INT(j.lease_expires_at, 0);
+    db_job_clear(&j);
+    db_worker wk;
+    CHECK_INT(db_worker_get(d, w1, &wk, err), 0);
+    CHECK_STR(wk.job_id, "");
+    db_worker_clear(&wk);
+
+    /* the old holder is refused from now on */
+    CHECK_INT(sched_job_heartbeat(d, id, w1, &p, T0 + 40000, LEASE, &beat, err), -EBUSY);
+
+    /* attempt 2 on the other worker resumes at epoch 2: its epoch replaces the first one's */
+    int64_t t1 = T0 + 50000;
+    CHECK_INT(lease(d, w2, t1, got), 1);
+    j = get(d, id);
+    CHECK_INT(j.attempt, 2);
+    CHECK_INT(j.started_at, T0); /* the first start stays */
+    db_job_clear(&j);
+    CHECK_INT(sched_job_heartbeat(d, id, w1, &p, t1 + 1, LEASE, &beat, err), -EBUSY);
+    CHECK(strstr(err, "another worker") != NULL);
+    m.epoch = 2;
+    m.loss = 0.25;
+    CHECK_INT(sched_job_heartbeat(d, id, w2, &p, t1 + 1000, LEASE, &beat, err), 0);
+    m.epoch = 3;
+    CHECK_INT(sched_job_heartbeat(d, id, w2, &p, t1 + 2000, LEASE, &beat, err), 0);
+    j = get(d, id);
+    sqlite3_stmt *st = NULL;
+    sqlite3_prepare_v2(db_sqlite(d),
+                       "SELECT group_concat(epoch || ':' || attempt || ':' || loss, ' ') FROM"
+                       " (SELECT * FROM metrics WHERE job_seq = ? ORDER BY epoch)",
+                       -1, &st, NULL);
+    sqlite3_bind_int64(st, 1, j.seq);
+    CHECK(sqlite3_step(st) == SQLITE_ROW);
+    CHECK_STR((const char *)sqlite3_column_text(st, 0), "1:1:1.0 2:2:0.25 3:2:0.25");
+    sqlite3_finalize(st);
+    db_job_clear(&j);
+
+    /* attempt 2 lapses too: attempts are used up, the job fails */
+    CHECK_INT(sweep(d, t1 + 2001 + LEASE * 1000), 1);
+    j = get(d, id);
+    CHECK_INT(j.status, DB_FAILED);
+    CHECK_STR(j.error, "lease expired after 2 attempts");
+    CHECK(j.finished_at > 0);
+    db_job_clear(&j);
+    CHECK_STR(events_of(d, id), "->queued queued>running running>queued queued>running "
+                                "running>failed");
+    db_close(d);
+}
+
+static void test_failure_is_final(void)
+{
+    db *d = fresh_db("final");
+    char err[ERR_LEN], w[DB_ID_LEN + 1], other[DB_ID_LEN + 1], id[DB_ID_LEN + 1];
+    char got[DB_ID_LEN + 1];
+    add_worker(d, "gpu", w);
+    add_worker(d, "gpu", other);
+    submit(d, "bad-data", 0, JOB_DEVICE_ANY, 5, 3600, T0, id);
+    CHECK_INT(lease(d, w, T0, got), 1);
+    db_job j;
+    CHECK_INT(sched_job_complete(d, id, other, DB_FAILED, "nope", T0 + 1, &j, err), -EBUSY);
+    CHECK_INT(sched_job_complete(d, id, w, DB_QUEUED, NULL, T0 + 1, &j, err), -EINVAL);
+    CHECK_INT(sched_job_complete(d, "missing", w, DB_FAILED, NULL, T0 + 1, &j, err), -ENOENT);
+    CHECK_INT(sched_job_complete(d, id, w, DB_FAILED, "dataset: not a CSV", T0 + 2, &j, err), 0);
+    CHECK_INT(j.status, DB_FAILED);
+    CHECK_STR(j.error, "dataset: not a CSV");
+    CHECK_INT(j.attempt, 1); /* attempts were left, and still no retry */
+    db_job_clear(&j);
+    CHECK_INT(lease(d, w, T0 + 3, got), 0);
+    db_close(d);
+}
+
+static void test_max_runtime(void)
+{
+    db *d = fresh_db("runtime");
+    char err[ERR_LEN], w[DB_ID_LEN + 1], id[DB_ID_LEN + 1], got[DB_ID_LEN + 1];
+    add_worker(d, "cpu", w);
+    submit(d, "slow", 0, JOB_DEVICE_ANY, 3, 60, T0, id);
+    /* attempt 1 runs 40 s (heartbeats keep it alive), then its lease lapses */
+    CHECK_INT(lease(d, w, T0, got), 1);
+    sched_progress p = {.phase = DB_PHASE_NONE};
+    sched_beat beat;
+    CHECK_INT(sched_job_heartbeat(d, id, w, &p, T0 + 20000, LEASE, &beat, err), 0);
+    CHECK_INT(sweep(d, T0 + 40000), 0);
+    CHECK_INT(sweep(d, T0 + 50001), 1);
+    db_job j = get(d, id);
+    CHECK_INT(j.status, DB_QUEUED);
+    CHECK_INT(j.runtime_ms, 50001);
+    db_job_clear(&j);
+    /* attempt 2: 10 s is fine, 10 s more passes 60 s in all */
+    int64_t t1 = T0 + 100000;
+    CHECK_INT(lease(d, w, t1, got), 1);
+    CHECK_INT(sched_job_heartbeat(d, id, w, &p, t1 + 9000, LEASE, &beat, err), 0);
+    CHECK_INT(sweep(d, t1 + 9000), 0);
+    CHECK_INT(sched_job_heartbeat(d, id, w, &p, t1 + 10000, LEASE, &beat, err), 0);
+    CHECK_INT(sweep(d, t1 + 10000), 1);
+    j = get(d, id);
+    CHECK_INT(j.status, DB_FAILED);
+    CHECK(j.error && strstr(j.error, "exceeded max_runtime_seconds") != NULL);
+    db_job_clear(&j);
+    db_close(d);
+}
+
+static void test_cancel(void)
+{
+    db *d = fresh_db("cancel");
+    char err[ERR_LEN], w[DB_ID_LEN + 1], q[DB_ID_LEN + 1], r[DB_ID_LEN + 1];
+    char r2[DB_ID_LEN + 1], got[DB_ID_LEN + 1];
+    add_worker(d, "gpu", w);
+    submit(d, "running", 1, JOB_DEVICE_ANY, 3, 3600, T0, r);
+    submit(d, "running-2", 1, JOB_DEVICE_ANY, 3, 3600, T0 + 1, r2);
+    submit(d, "queued", 0, JOB_DEVICE_ANY, 3, 3600, T0 + 2, q);
+    CHECK_INT(lease(d, w, T0 + 5, got), 1);
+    CHECK_STR(got, r);
+
+    /* queued: cancelled at once, and never leased */
+    db_job j;
+    CHECK_INT(sched_job_cancel(d, q, T0 + 10, &j, err), 0);
+    CHECK_INT(j.status, DB_CANCELLED);
+    CHECK_INT(j.finished_at, T0 + 10);
+    db_job_clear(&j);
+    CHECK_STR(events_of(d, q), "->queued queued>cancelled");
+
+    /* running: a request the worker sees on its next heartbeat; twice is the same */
+    CHECK_INT(sched_job_cancel(d, r, T0 + 20, &j, err), 0);
+    CHECK_INT(j.status, DB_RUNNING);
+    CHECK_INT(j.cancel_requested, 1);
+    db_job_clear(&j);
+    CHECK_INT(sched_job_cancel(d, r, T0 + 21, &j, err), 0);
+    CHECK_INT(j.cancel_requested, 1);
+    db_job_clear(&j);
+    sched_progress p = {.phase = DB_PHASE_NONE};
+    sched_beat beat;
+    CHECK_INT(sched_job_heartbeat(d, r, w, &p, T0 + 30, LEASE, &beat, err), 0);
+    CHECK_INT(beat.cancel, 1);
+    CHECK_INT(sched_job_complete(d, r, w, DB_CANCELLED, NULL, T0 + 40, &j, err), 0);
+    CHECK_INT(j.status, DB_CANCELLED);
+    CHECK(j.error == NULL);
+    db_job_clear(&j);
+    CHECK_STR(events_of(d, r), "->queued queued>running running>running running>cancelled");
+    CHECK_INT(sched_job_cancel(d, r, T0 + 50, &j, err), -EBUSY);
+    CHECK_INT(sched_job_cancel(d, "missing", T0 + 50, &j, err), -ENOENT);
+
+    /* running with a cancel request whose worker vanishes: cancelled, not requeued */
+    CHECK_INT(lease(d, w, T0 + 60, got), 1);
+    CHECK_STR(got, r2);
+    CHECK_INT(sched_job_cancel(d, r2, T0 + 61, &j, err), 0);
+    db_job_clear(&j);
+    CHECK_INT(sweep(d, T0 + 61 + LEASE * 1000), 1);
+    CHECK_INT(job_status(d, r2), DB_CANCELLED);
+    db_close(d);
+}
+
+static void test_idempotent_submit(void)
+{
+    db *d = fresh_db("idem");
+    char err[ERR_LEN];
+    sched_new_job nj = {.name = "once",
+                        .document = "{\"a\":1}",
+                        .device_kind = JOB_DEVICE_ANY,
+                        .max_attempts = 3,
+                        .max_runtime_seconds = 60,
+                        .idem_key = "k-1",
+                        .body_hash = "h-1"};
+    db_job first, again;
+    int created = -1;
+    CHECK_INT(sched_job_submit(d, &nj, T0, &first, &created, err), 0);
+    CHECK_INT(created, 1);
+    CHECK_INT(sched_job_submit(d, &nj, T0 + 5, &again, &created, err), 0);
+    CHECK_INT(created, 0);
+    CHECK_STR(again.id, first.id);
+    CHECK_INT(again.created_at, T0);
+    db_job_clear(&again);
+    nj.body_hash = "h-2";
+    CHECK_INT(sched_job_submit(d, &nj, T0 + 6, &again, &created, err), -EEXIST);
+    CHECK(strstr(err, "Idempotency-Key reused with a different body") != NULL);
+    CHECK(strstr(err, first.id) != NULL);
+    nj.idem_key = NULL; /* without a key every submit is a new job */
+    CHECK_INT(sched_job_submit(d, &nj, T0 + 7, &again, &created, err), 0);
+    CHECK_INT(created, 1);
+    CHECK(strcmp(again.id, first.id) != 0);
+    CHECK_INT(strlen(again.id), DB_ID_LEN);
+    db_job_clear(&again);
+    int64_t n = 0;
+    CHECK_INT(db_job_count(d, DB_QUEUED, &n, err), 0);
+    CHECK_INT(n, 2);
+    CHECK_STR(events_of(d, first.id), "->queued");
+    db_job_clear(&first);
+    db_close(d);
+}
+
+/* ---- concurrent submits (group commit) ----------------------------------------------------- */
+
+#define GC_THREADS 8
+#define GC_EACH    100
+#define GC_KEYS    10
+
+static char gc_path[256];
+static char gc_ids[GC_KEYS][DB_ID_LEN + 1];
+static pthread_mutex_t gc_lock = PTHREAD_MUTEX_INITIALIZER;
+static int gc_bad;
+
+/* Submits GC_EACH jobs on its own connection: even ones without a key, odd ones with one of
+ * GC_KEYS keys shared by every thread (same document), checking each key names one job. */
+static void *gc_client(void *arg)
+{
+    (void)arg;
+    char err[ERR_LEN], key[32];
+    db *d = NULL;
+    if (db_open(gc_path, &d, err) < 0)
+        return (void *)1;
+    for (int i = 0; i < GC_EACH; i++) {
+        sched_new_job nj = {.name = "gc",
+                            .document = "{}",
+                            .max_attempts = 1,
+                            .max_runtime_seconds = 60,
+                            .body_hash = "same"};
+        int k = (i / 2) % GC_KEYS;
+        if (i % 2) {
+            snprintf(key, sizeof key, "shared-%d", k);
+            nj.idem_key = key;
+        }
+        db_job j;
+        int created = -1;
+        if (sched_job_submit(d, &nj, T0 + i, &j, &created, err) < 0) {
+            fprintf(stderr, "concurrent submit: %s\n", err);
+            gc_bad++;
+            continue;
+        }
+        if (i % 2) {
+            pthread_mutex_lock(&gc_lock);
+            if (!gc_ids[k][0])
+                memcpy(gc_ids[k], j.id, sizeof j.id);
+            else if (strcmp(gc_ids[k], j.id) != 0)
+                gc_bad++;
+            pthread_mutex_unlock(&gc_lock);
+        } else if (!created) {
+            gc_bad++;
+        }
+        db_job_clear(&j);
+    }
+    db_close(d);
+    return NULL;
+}
+
+static void test_concurrent_submits(void)
+{
+    db *d = fresh_db("group");
+    char err[ERR_LEN];
+    snprintf(gc_path, sizeof gc_path, "%s", sqlite3_db_filename(db_sqlite(d), "main"));
+    pthread_t t[GC_THREADS];
+    for (int i = 0; i < GC_THREADS; i++)
+        pthread_create(&t[i], NULL, gc_client, NULL);
+    for (int i = 0; i < GC_THREADS; i++) {
+        void *rc = NULL;
+        pthread_join(t[i], &rc);
+        CHECK(rc == NULL);
+    }
+    CHECK_INT(gc_bad, 0);
+    int64_t n = 0;
+    CHECK_INT(db_job_count(d, DB_QUEUED, &n, err), 0);
+    CHECK_INT(n, GC_THREADS * GC_EACH / 2 + GC_KEYS);
+    sqlite3_stmt *st = NULL;
+    sqlite3_prepare_v2(db_sqlite(d), "SELECT count(*) FROM job_events", -1, &st, NULL);
+    CHECK(sqlite3_step(st) == SQLITE_ROW);
+    CHECK_INT(sqlite3_column_int64(st, 0), n); /* one event per job, none for the retries */
+    sqlite3_finalize(st);
+    /* a conflicting reuse of a key fails alone */
+    sched_new_job nj = {.name = "gc",
+                        .document = "{}",
+                        .max_attempts = 1,
+                        .max_runtime_seconds = 60,
+                        .idem_key = "shared-0",
+                        .body_hash = "other"};
+    db_job j;
+    int created = -1;
+    CHECK_INT(sched_job_submit(d, &nj, T0, &j, &created, err), -EEXIST);
+    CHECK_INT(created, -1);
+    db_close(d);
+}
+
+static void test_artifacts_and_delete(void)
+{
+    db *d = fresh_db("artifacts");
+    char err[ERR_LEN], w[DB_ID_LEN + 1], other[DB_ID_LEN + 1], id[DB_ID_LEN + 1];
+    char got[DB_ID_LEN + 1], adir[512], up[600], final[1200];
+    add_worker(d, "gpu", w);
+    add_worker(d, "gpu", other);
+    snprintf(adir, sizeof adir, "%s/artifacts", tmp_dir);
+    mkdir(adir, 0755);
+    submit(d, "with-files", 0, JOB_DEVICE_ANY, 3, 3600, T0, id);
+    CHECK_INT(lease(d, w, T0, got), 1);
+
+    CHECK(sched_artifact_name_ok("model.safetensors"));
+    CHECK(sched_artifact_name_ok("a_b-c.1"));
+    CHECK(!sched_artifact_name_ok(".hidden"));
+    CHECK(!sched_artifact_name_ok("../x"));
+    CHECK(!sched_artifact_name_ok("a/b"));
+    CHECK(!sched_artifact_name_ok(""));
+    char longname[140];
+    memset(longname, 'x', 129);
+    longname[129] = '\0';
+    CHECK(!sched_artifact_name_ok(longname));
+
+    snprintf(up, sizeof up, "%s/upload-1", tmp_dir);
+    FILE *f = fopen(up, "w");
+    fputs("weights", f);
+    fclose(f);
+    db_artifact a = {.name = "model.safetensors", .size = 7, .created_at = T0 + 1};
+    snprintf(a.sha256, sizeof a.sha256, "%064d", 0);
+    CHECK_INT(sched_artifact_add(d, id, other, adir, up, &a, err), -EBUSY);
+    CHECK_INT(access(up, F_OK), 0); /* a refused upload stays where it was */
+    db_artifact bad = a;
+    snprintf(bad.name, sizeof bad.name, "../escape");
+    CHECK_INT(sched_artifact_add(d, id, w, adir, up, &bad, err), -EINVAL);
+    CHECK_INT(sched_artifact_add(d, id, w, adir, up, &a, err), 0);
+    snprintf(final, sizeof final, "%s/%s/model.safetensors", adir, id);
+    CHECK_INT(access(final, F_OK), 0);
+    CHECK(access(up, F_OK) != 0);
+    db_job j = get(d, id);
+    db_artifact row;
+    CHECK_INT(db_artifact_get(d, j.seq, "model.safetensors", &row, err), 0);
+    CHECK_INT(row.size, 7);
+    db_job_clear(&j);
+
+    /* delete: refused while running, then removes the rows and the folder */
+    CHECK_INT(sched_job_delete(d, id, adir, err), -EBUSY);
+    CHECK_INT(sched_job_complete(d, id, w, DB_SUCCEEDED, NULL, T0 + 2, &j, err), 0);
+    db_job_clear(&j);
+    CHECK_INT(sched_artifact_add(d, id, w, adir, up, &a, err), -EBUSY); /* finished */
+    CHECK_INT(sched_job_delete(d, id, adir, err), 0);
+    CHECK_INT(db_job_get(d, id, &j, err), -ENOENT);
+    CHECK(access(final, F_OK) != 0);
+    snprintf(final, sizeof final, "%s/%s", adir, id);
+    CHECK(access(final, F_OK) != 0);
+    CHECK_INT(sched_job_delete(d, id, adir, err), -ENOENT);
+    db_close(d);
+}
+
+static void test_sweep(void)
+{
+    db *d = fresh_db("sweep");
+    char w[DB_ID_LEN + 1], id[DB_ID_LEN + 1], got[DB_ID_LEN + 1], err[ERR_LEN];
+    add_worker(d, "gpu", w);
+    submit(d, "swept", 0, JOB_DEVICE_ANY, 3, 3600, T0, id);
+    CHECK_INT(lease(d, w, T0, got), 1);
+    sched_sweep_stats st;
+    CHECK_INT(sched_sweep_db(d, T0 + 1000, 60, &st, err), 0);
+    CHECK_INT(st.requeued + st.failed + st.cancelled, 0);
+    CHECK_INT(sched_sweep_db(d, T0 + 1 + LEASE * 1000, 60, &st, err), 0);
+    CHECK_INT(st.requeued, 1);
+    /* the worker, silent for a minute, is marked gone */
+    char err2[ERR_LEN];
+    CHECK_INT(sched_sweep_db(d, T0 + 61000, 60, &st, err2), 0);
+    CHECK_INT(st.workers_gone, 1);
+    db_worker wk;
+    CHECK_INT(db_worker_get(d, w, &wk, err), 0);
+    CHECK_INT(wk.gone, 1);
+    db_worker_clear(&wk);
+    CHECK_INT(lease(d, w, T0 + 62000, got), 1); /* asking again brings it back */
+    CHECK_INT(db_worker_get(d, w, &wk, err), 0);
+    CHECK_INT(wk.gone, 0);
+    db_worker_clear(&wk);
+    db_close(d);
+}
+
+int main(void)
+{
+    if (!mkdtemp(tmp_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_happy_path();
+    test_order_and_fit();
+    test_lapsed_leases();
+    test_failure_is_final();
+    test_max_runtime();
+    test_cancel();
+    test_idempotent_submit();
+    test_concurrent_submits();
+    test_artifacts_and_delete();
+    test_sweep();
+    nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return check_exit();
+}
