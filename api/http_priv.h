@@ -116,8 +116,6 @@ struct http_req {
 /* http_route.c: finds r's route, or records the 404/405 to answer */
 void http_route_find(http_req *r);
 
-/* http_reply.c: length of the valid UTF-8 sequence at p (n bytes available), 0 if none */
-size_t http_utf8_seq(const unsigned char *p, size_t n);
 
 /* http.c */
 int http_queue(http_req *r, int status, struct MHD_Response *resp, uint64_t body_len);

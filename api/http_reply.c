@@ -15,64 +15,9 @@
 #include "api/api_error.h"
 #include "api/http.h"
 #include "api/http_priv.h"
+#include "util/utf8.h"
 
 #define HTTP_DETAIL_MAX 1024 /* bytes of a problem's detail or message kept */
-
-/* Length of the valid UTF-8 sequence at p (n bytes available), 0 if none starts there. */
-size_t http_utf8_seq(const unsigned char *p, size_t n)
-{
-    unsigned char c = p[0];
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF;
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        len = 2;
-    else if (c >= 0xE0 && c <= 0xEF)
-        len = 3;
-    else if (c >= 0xF0 && c <= 0xF4)
-        len = 4;
-    else
-        return 0;
-    if (c == 0xE0)
-        lo = 0xA0;
-    else if (c == 0xED)
-        hi = 0x9F; /* no surrogates */
-    else if (c == 0xF0)
-        lo = 0x90;
-    else if (c == 0xF4)
-        hi = 0x8F; /* nothing past U+10FFFF */
-    if (n < len || p[1] < lo || p[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if (p[i] < 0x80 || p[i] > 0xBF)
-            return 0;
-    return len;
-}
-
-/* Copies src into dst (cap bytes with the NUL) as valid UTF-8: invalid bytes and control
- * characters other than tab and newline become '?'; a sequence that does not fit is dropped. */
-static void utf8_clean(char *dst, size_t cap, const char *src)
-{
-    const unsigned char *p = (const unsigned char *)src;
-    size_t n = strlen(src), o = 0;
-
-    while (n > 0) {
-        size_t len = http_utf8_seq(p, n);
-        size_t take = len ? len : 1;
-        if (o + (len ? len : 1) >= cap)
-            break;
-        if (len == 0 || (len == 1 && ((*p < 0x20 && *p != '\t' && *p != '\n') || *p == 0x7F)))
-            dst[o++] = '?';
-        else
-            for (size_t i = 0; i < len; i++)
-                dst[o++] = (char)p[i];
-        p += take;
-        n -= take;
-    }
-    dst[o] = '\0';
-}
 
 static int ctype_is_json(const char *ct)
 {

@@ -15,6 +15,7 @@
 
 #include "api/http.h"
 #include "api/http_priv.h"
+#include "util/utf8.h"
 
 static int hexval(char c)
 {
@@ -73,7 +74,7 @@ static int param_ok(const char *v)
     if (n == 0)
         return 0;
     while (n > 0) {
-        size_t len = http_utf8_seq(p, n);
+        size_t len = utf8_seq_len(p, n);
         if (len == 0 || (len == 1 && (*p < 0x20 || *p == 0x7F || *p == '/')))
             return 0;
         p += len;

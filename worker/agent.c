@@ -22,6 +22,7 @@
 
 #include "kernels/kernels.h"
 #include "util/err.h"
+#include "util/utf8.h"
 #include "worker/client.h"
 #include "worker/fetch.h"
 #include "worker/trainer.h"
@@ -141,12 +142,20 @@ static void *beat_main(void *arg)
     return NULL;
 }
 
+/* A JSON string of text that may hold any bytes (a dataset's, a header's): made valid UTF-8. */
+static json_t *json_text(const char *text)
+{
+    char clean[4096];
+    utf8_clean(clean, sizeof clean, text);
+    return json_string(clean);
+}
+
 static void hook_log(void *user, const char *line)
 {
     beat *b = user;
     pthread_mutex_lock(&b->mu);
     if (json_array_size(b->logs) < AGENT_MAX_LOG_QUEUE)
-        json_array_append_new(b->logs, json_string(line));
+        json_array_append_new(b->logs, json_text(line));
     pthread_mutex_unlock(&b->mu);
     fprintf(stderr, "%s\n", line);
 }
@@ -226,7 +235,7 @@ static void complete(client *c, const char *prefix, const char *status_word, con
     snprintf(path, sizeof path, "%s/complete", prefix);
     json_t *body = json_pack("{s:s}", "status", status_word);
     if (error)
-        json_object_set_new(body, "error", json_string(error));
+        json_object_set_new(body, "error", json_text(error));
     /* A completion must arrive: retry network failures a while (the lease outlives them). */
     for (int attempt = 0; attempt < 20; attempt++) {
         long status = 0;

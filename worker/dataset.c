@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "util/err.h"
+#include "util/utf8.h"
 #include "worker/csv.h"
 
 /* One distinct class label. */
@@ -163,17 +164,16 @@ static int ds_label_cmp_numeric(const void *a, const void *b)
 /* Writes a cell's text for a message: at most 40 bytes, control bytes and quotes as '?'. */
 static void ds_quote(const char *p, size_t len, char out[48])
 {
+    char raw[41];
     csv_trim(&p, &len);
     size_t n = len > 40 ? 40 : len;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        out[i] = c < 0x20 || c == 0x7f || c == '\'' ? '?' : (char)c;
-    }
-    if (len > n) {
-        memcpy(out + n, "...", 4);
-    } else {
-        out[n] = '\0';
-    }
+    for (size_t i = 0; i < n; i++)
+        raw[i] = p[i] == '\'' ? '?' : p[i];
+    raw[n] = '\0';
+    /* The message may reach JSON (a job's error): keep it valid UTF-8, controls as '?'. */
+    utf8_clean(out, 44, raw);
+    if (len > n)
+        strcat(out, "...");
 }
 
 /* Writes "line L, column C (name)" (the name only with a header) into where[]. */
