@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/api_priv.h"
 #include "db/db.h"
@@ -110,11 +111,12 @@ int api_parse_bool(const char *text, int def, int *out)
         *out = def;
         return 0;
     }
-    if (strcmp(text, "true") == 0 || strcmp(text, "1") == 0) {
+    /* Any case: clients write booleans as true, True or TRUE. */
+    if (strcasecmp(text, "true") == 0 || strcmp(text, "1") == 0) {
         *out = 1;
         return 0;
     }
-    if (strcmp(text, "false") == 0 || strcmp(text, "0") == 0) {
+    if (strcasecmp(text, "false") == 0 || strcmp(text, "0") == 0) {
         *out = 0;
         return 0;
     }

@@ -20,9 +20,9 @@ typedef struct app {
     char artifacts_dir[4200]; /* <data_dir>/artifacts: one folder per job id */
     char tmp_dir[4200];       /* <data_dir>/tmp: uploads in flight */
     http_server *http;
-    http_signal *queued;  /* raised when a job becomes queued: wakes lease long-polls */
-    http_signal *changed; /* raised when any job's status, phase, metrics or logs change */
-    int lease_seconds;    /* a lease lapses this long after the last heartbeat (default 30) */
+    http_signal *queued;     /* raised when a job becomes queued: wakes lease long-polls */
+    http_signal *changed;    /* raised when any job's status, phase, metrics or logs change */
+    int lease_seconds;       /* a lease lapses this long after the last heartbeat (default 30) */
     int worker_gone_seconds; /* a worker unseen this long is listed as gone (default 60) */
     uint64_t max_artifact_bytes; /* per upload (default 4 GiB) */
     const char *version;

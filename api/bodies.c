@@ -36,6 +36,23 @@ void api_errors_add(job_errors *errs, const char *field, const char *fmt, ...)
     va_end(ap);
 }
 
+/* 1 with *out set when v is an integer, or a real with an integral value (3.0) as JSON Schema
+ * counts integers; 0 otherwise. */
+static int api_integer(const json_t *v, long long *out)
+{
+    if (json_is_integer(v)) {
+        *out = json_integer_value(v);
+        return *out >= -9007199254740992LL && *out <= 9007199254740992LL; /* openapi's bound */
+    }
+    if (!json_is_real(v))
+        return 0;
+    double d = json_real_value(v);
+    if (!isfinite(d) || floor(d) != d || fabs(d) > 9007199254740992.0)
+        return 0;
+    *out = (long long)d;
+    return 1;
+}
+
 /* Reports every member of obj not in known (NULL-terminated) as unknown. */
 static void api_unknown_members(const json_t *obj, const char *prefix, const char *const *known,
                                 job_errors *errs)
@@ -84,8 +101,9 @@ static unsigned api_device_check(const json_t *dev, size_t i, job_errors *errs)
         return 0;
     }
     json_t *index = json_object_get(dev, "index");
+    long long n = 0;
     snprintf(f, sizeof f, "devices[%zu].index", i);
-    if (!json_is_integer(index) || json_integer_value(index) < 0)
+    if (!api_integer(index, &n) || n < 0)
         api_errors_add(errs, f, "must be an integer >= 0");
     snprintf(f, sizeof f, "devices[%zu].name", i);
     api_get_string(json_object_get(dev, "name"), f, 256, errs);
@@ -100,16 +118,27 @@ static unsigned api_device_check(const json_t *dev, size_t i, job_errors *errs)
         api_errors_add(errs, f, "must be one of gpu, cpu, accelerator, other");
     static const char *const strings[] = {"platform", "opencl_c_version"};
     static const char *const ints[] = {"compute_units", "global_mem_bytes"};
+    static const char *const known[] = {"index",
+                                        "name",
+                                        "type",
+                                        "platform",
+                                        "opencl_c_version",
+                                        "compute_units",
+                                        "global_mem_bytes",
+                                        NULL};
     for (size_t k = 0; k < 2; k++) {
         json_t *v = json_object_get(dev, strings[k]);
         snprintf(f, sizeof f, "devices[%zu].%s", i, strings[k]);
-        if (v && !json_is_string(v))
-            api_errors_add(errs, f, "must be a string");
+        if (v)
+            api_get_string(v, f, 256, errs);
         v = json_object_get(dev, ints[k]);
         snprintf(f, sizeof f, "devices[%zu].%s", i, ints[k]);
-        if (v && !json_is_integer(v))
-            api_errors_add(errs, f, "must be an integer");
+        if (v && (!api_integer(v, &n) || n < 0))
+            api_errors_add(errs, f, "must be an integer >= 0");
     }
+    /* Only what the API describes is stored and shown again in GET /workers and /devices. */
+    snprintf(f, sizeof f, "devices[%zu].", i);
+    api_unknown_members(dev, f, known, errs);
     return kind;
 }
 
@@ -179,12 +208,12 @@ static void api_epoch_parse(const json_t *e, size_t i, db_metric *m, job_errors 
         return;
     }
     json_t *epoch = json_object_get(e, "epoch");
+    long long n = 0;
     snprintf(f, sizeof f, "epochs[%zu].epoch", i);
-    if (!json_is_integer(epoch) || json_integer_value(epoch) < 1 ||
-        json_integer_value(epoch) > JOB_MAX_EPOCHS)
+    if (!api_integer(epoch, &n) || n < 1 || n > JOB_MAX_EPOCHS)
         api_errors_add(errs, f, "must be an integer from 1 to %d", JOB_MAX_EPOCHS);
     else
-        m->epoch = (int)json_integer_value(epoch);
+        m->epoch = (int)n;
     api_get_number(e, "loss", i, 1, 0, -INFINITY, &m->loss, errs);
     api_get_number(e, "val_loss", i, 1, 1, -INFINITY, &m->val_loss, errs);
     api_get_number(e, "accuracy", i, 1, 1, -INFINITY, &m->accuracy, errs);

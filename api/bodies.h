@@ -16,9 +16,9 @@
 #include "worker/job.h"
 
 #define API_MAX_DEVICES    64
-#define API_MAX_EPOCHS     1000  /* EpochMetrics per heartbeat */
-#define API_MAX_LOG_LINES  10000 /* log lines per heartbeat */
-#define API_LOG_LINE_CHARS 4096
+#define API_MAX_EPOCHS     1000 /* EpochMetrics per heartbeat */
+#define API_MAX_LOG_LINES  1000 /* log lines per heartbeat */
+#define API_LOG_LINE_CHARS 1000
 #define API_ERROR_CHARS    4096 /* Completion.error */
 
 typedef struct api_registration {

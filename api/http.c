@@ -305,6 +305,9 @@ static enum MHD_Result req_run(http_req *r)
 {
     http_server *s = r->s;
 
+    if (!r->answered && http_query_check(r) != 0)
+        return req_answered(r);
+
     for (;;) {
         int rc, prc;
         r->seq0 = http_park_seq(s);

@@ -86,6 +86,7 @@ struct http_req {
     char *param_value[HTTP_MAX_PARAMS];
     /* query arguments, decoded on first use */
     int query_done, n_query;
+    char query_nul[64]; /* the first query argument holding an encoded NUL, refused with 400 */
     http_header_pair query[HTTP_MAX_QUERY];
 
     /* the body */
@@ -116,7 +117,6 @@ struct http_req {
 /* http_route.c: finds r's route, or records the 404/405 to answer */
 void http_route_find(http_req *r);
 
-
 /* http.c */
 int http_queue(http_req *r, int status, struct MHD_Response *resp, uint64_t body_len);
 void http_log_line(http_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -130,5 +130,9 @@ void http_park_resume_all(http_server *s);
  * when its signal was raised since the call began (call the handler again), or -ESHUTDOWN. */
 int http_park_commit(http_req *r);
 uint64_t http_park_seq(http_server *s);
+
+/* http_route.c: decodes the query string; a request with an encoded NUL in any argument is
+ * answered 400 here (returns nonzero having answered), so no handler sees a value cut short. */
+int http_query_check(http_req *r);
 
 #endif

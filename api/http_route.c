@@ -224,7 +224,9 @@ static enum MHD_Result query_collect(void *cls, enum MHD_ValueKind kind, const c
         return MHD_NO;
     k = pct_decode(key, strlen(key), 0);
     v = pct_decode(value ? value : "", value ? strlen(value) : 0, 0);
-    if (!k || !v) { /* an encoded NUL: the argument is dropped */
+    if (!k || !v) { /* an encoded NUL: the request is refused (see http_query_check) */
+        if (!r->query_nul[0])
+            snprintf(r->query_nul, sizeof r->query_nul, "%.60s", k ? k : "?");
         free(k);
         free(v);
         return MHD_YES;
@@ -233,6 +235,17 @@ static enum MHD_Result query_collect(void *cls, enum MHD_ValueKind kind, const c
     r->query[r->n_query].value = v;
     r->n_query++;
     return MHD_YES;
+}
+
+int http_query_check(http_req *r)
+{
+    http_query(r, "");
+    if (!r->query_nul[0])
+        return 0;
+    char detail[160];
+    snprintf(detail, sizeof detail, "query argument %s holds an encoded NUL (%%00)", r->query_nul);
+    http_reply_problem(r, 400, "Invalid parameter", detail, NULL);
+    return 1;
 }
 
 const char *http_query(const http_req *r, const char *name)

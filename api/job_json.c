@@ -224,61 +224,23 @@ int api_base64(const void *data, size_t len, int url, char *out, size_t cap)
 
 void api_cursor_encode(int64_t seq, char out[API_CURSOR_MAX + 1])
 {
-    char raw[24];
-    int n = snprintf(raw, sizeof raw, "s%lld", (long long)seq);
-    api_base64(raw, (size_t)n, 1, out, API_CURSOR_MAX + 1);
-}
-
-static int api_b64url_value(char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '-')
-        return 62;
-    if (c == '_')
-        return 63;
-    return -1;
+    snprintf(out, API_CURSOR_MAX + 1, "%016llx", (unsigned long long)seq);
 }
 
 int api_cursor_decode(const char *cursor, int64_t *seq)
 {
-    size_t len = strlen(cursor);
-    if (len < 2 || len > 28 || len % 4 == 1)
+    /* Exactly API_CURSOR_LEN lowercase hex digits, so that every cursor the schema allows names
+     * a position; values past INT64_MAX name the newest end. */
+    if (strlen(cursor) != API_CURSOR_LEN)
         return -EINVAL;
-    char raw[24];
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < len; i++) {
-        int v = api_b64url_value(cursor[i]);
-        if (v < 0)
+    uint64_t v = 0;
+    for (size_t i = 0; i < API_CURSOR_LEN; i++) {
+        char c = cursor[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0)
             return -EINVAL;
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (o + 1 >= sizeof raw)
-                return -EINVAL;
-            raw[o++] = (char)((acc >> bits) & 0xFF);
-        }
+        v = v << 4 | (uint64_t)d;
     }
-    if (acc & ((1u << bits) - 1))
-        return -EINVAL; /* stray bits: not what the encoder writes */
-    raw[o] = '\0';
-    if (o < 2 || o > 20 || raw[0] != 's' || raw[1] < '1' || raw[1] > '9')
-        return -EINVAL;
-    int64_t v = 0;
-    for (size_t i = 1; i < o; i++) {
-        if (raw[i] < '0' || raw[i] > '9')
-            return -EINVAL;
-        if (v > (INT64_MAX - (raw[i] - '0')) / 10)
-            return -EINVAL;
-        v = v * 10 + (raw[i] - '0');
-    }
-    *seq = v;
+    *seq = v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
     return 0;
 }

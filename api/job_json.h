@@ -25,7 +25,8 @@
 #include "db/workers.h"
 
 #define API_TIME_LEN   32 /* bytes for an RFC 3339 time and its NUL */
-#define API_CURSOR_MAX 64 /* the longest cursor accepted (openapi: maxLength 64) */
+#define API_CURSOR_MAX 64 /* buffer size for a cursor (it is API_CURSOR_LEN long) */
+#define API_CURSOR_LEN 16 /* a cursor: 16 lowercase hex digits (openapi: its pattern) */
 
 /* Writes ms since the epoch as RFC 3339 UTC with milliseconds. */
 void api_time_format(int64_t ms, char buf[API_TIME_LEN]);
@@ -52,9 +53,9 @@ json_t *api_lease_json(const db_job *j);
 /* Standard (url = 0, padded) or base64url (url = 1, unpadded) of len bytes into out; returns
  * the length written, or -ENOSPC when cap is too small for it and a NUL. */
 int api_base64(const void *data, size_t len, int url, char *out, size_t cap);
-/* The opaque list cursor naming the position after seq. */
+/* The list cursor naming the position before seq (opaque to clients: 16 hex digits). */
 void api_cursor_encode(int64_t seq, char out[API_CURSOR_MAX + 1]);
-/* The seq a cursor from api_cursor_encode names; -EINVAL for anything else. */
+/* The seq a cursor names; -EINVAL for anything not of the cursor's form. */
 int api_cursor_decode(const char *cursor, int64_t *seq);
 
 /* Number of UTF-8 characters in s (bytes that do not continue a character). */

@@ -13,6 +13,9 @@
 
 #define API_IGNORED_BODY      4096
 #define API_ARTIFACT_MAX_BODY (4ull << 30) /* 4 GiB */
+/* A heartbeat holds up to API_MAX_LOG_LINES lines of API_LOG_LINE_CHARS characters, each of
+ * which may take 6 bytes of JSON escaping, plus its epochs. */
+#define API_HEARTBEAT_MAX_BODY (8u << 20)
 
 static const http_route api_route_table[] = {
     /* jobs */
@@ -34,7 +37,8 @@ static const http_route api_route_table[] = {
     /* workers */
     {"POST", "/workers", api_workers_register, HTTP_JSON_MAX_BODY, 0},
     {"POST", "/workers/{worker}/lease", api_workers_lease, API_IGNORED_BODY, 0},
-    {"POST", "/workers/{worker}/jobs/{id}/heartbeat", api_workers_heartbeat, HTTP_JSON_MAX_BODY, 0},
+    {"POST", "/workers/{worker}/jobs/{id}/heartbeat", api_workers_heartbeat, API_HEARTBEAT_MAX_BODY,
+     0},
     {"PUT", "/workers/{worker}/jobs/{id}/artifacts/{name}", api_artifacts_upload,
      API_ARTIFACT_MAX_BODY, 1},
     {"POST", "/workers/{worker}/jobs/{id}/complete", api_workers_complete, HTTP_JSON_MAX_BODY, 0},

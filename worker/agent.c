@@ -27,8 +27,10 @@
 #include "worker/fetch.h"
 #include "worker/trainer.h"
 
-#define AGENT_LEASE_WAIT_S  30
-#define AGENT_MAX_LOG_QUEUE 10000
+#define AGENT_LEASE_WAIT_S   30
+#define AGENT_MAX_LOG_QUEUE  10000
+#define AGENT_LINES_PER_BEAT 1000 /* openapi Heartbeat.logs maxItems */
+#define AGENT_LINE_BYTES     1000 /* and its maxLength: bytes bound characters */
 
 static const char *const artifact_names[] = {"model.safetensors", "metrics.csv", "job.json",
                                              "train.log"};
@@ -77,13 +79,18 @@ typedef struct beat {
 static void beat_send(beat *b)
 {
     pthread_mutex_lock(&b->mu);
-    json_t *body = json_pack("{s:O, s:O}", "epochs", b->epochs, "logs", b->logs);
-    if (*b->phase)
-        json_object_set_new(body, "phase", json_string(b->phase));
+    /* The server takes at most AGENT_LINES_PER_BEAT lines a heartbeat; the rest wait. */
     json_t *sent_logs = b->logs, *sent_epochs = b->epochs;
     b->logs = json_array();
+    while (json_array_size(sent_logs) > AGENT_LINES_PER_BEAT) {
+        json_array_insert(b->logs, 0, json_array_get(sent_logs, json_array_size(sent_logs) - 1));
+        json_array_remove(sent_logs, json_array_size(sent_logs) - 1);
+    }
     b->epochs = json_array();
-    b->urgent = 0;
+    b->urgent = json_array_size(b->logs) > 0;
+    json_t *body = json_pack("{s:O, s:O}", "epochs", sent_epochs, "logs", sent_logs);
+    if (*b->phase)
+        json_object_set_new(body, "phase", json_string(b->phase));
     pthread_mutex_unlock(&b->mu);
 
     char err[ERR_LEN];
@@ -143,10 +150,10 @@ static void *beat_main(void *arg)
 }
 
 /* A JSON string of text that may hold any bytes (a dataset's, a header's): made valid UTF-8. */
-static json_t *json_text(const char *text)
+static json_t *json_text(const char *text, size_t cap)
 {
     char clean[4096];
-    utf8_clean(clean, sizeof clean, text);
+    utf8_clean(clean, cap < sizeof clean ? cap : sizeof clean, text);
     return json_string(clean);
 }
 
@@ -155,7 +162,7 @@ static void hook_log(void *user, const char *line)
     beat *b = user;
     pthread_mutex_lock(&b->mu);
     if (json_array_size(b->logs) < AGENT_MAX_LOG_QUEUE)
-        json_array_append_new(b->logs, json_text(line));
+        json_array_append_new(b->logs, json_text(line, AGENT_LINE_BYTES));
     pthread_mutex_unlock(&b->mu);
     fprintf(stderr, "%s\n", line);
 }
@@ -235,7 +242,7 @@ static void complete(client *c, const char *prefix, const char *status_word, con
     snprintf(path, sizeof path, "%s/complete", prefix);
     json_t *body = json_pack("{s:s}", "status", status_word);
     if (error)
-        json_object_set_new(body, "error", json_text(error));
+        json_object_set_new(body, "error", json_text(error, 4096));
     /* A completion must arrive: retry network failures a while (the lease outlives them). */
     for (int attempt = 0; attempt < 20; attempt++) {
         long status = 0;

@@ -28,12 +28,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <curl/curl.h>
+
 #include "kernels/kernels.h"
 #include "util/err.h"
 
 #define JOB_NAME_MAX_CHARS  128
 #define JOB_URL_MAX_BYTES   4096
-#define JOB_LABEL_MAX_BYTES 1024
+#define JOB_LABEL_MAX_CHARS 1024
 #define JOB_LABEL_INDEX_MAX 1000000 /* label_column index: -MAX .. MAX-1 */
 #define JOB_SNIP_BYTES      40      /* input text quoted in a message */
 
@@ -204,22 +206,22 @@ static int job_get_int(job_vctx *v, const json_t *obj, const char *key, const ch
         snprintf(what, sizeof what, "a non-negative integer");
     else
         snprintf(what, sizeof what, "an integer from %lld to %lld", lo, hi);
+    long long i;
     if (json_is_real(val)) {
+        /* An integral real (3.0) is an integer, as JSON Schema counts it: some encoders cannot
+         * write one any other way. Checked before any cast: d may be far outside long long. */
         double d = json_real_value(val);
-        if (isfinite(d) && floor(d) == d) /* no cast: d may be far outside long long */
-            job_errors_add(v->errs, p,
-                           "must be %s, got %g written as a real number (drop the decimal "
-                           "point or exponent)",
-                           what, d);
-        else
+        if (!isfinite(d) || floor(d) != d || fabs(d) > 9007199254740992.0) {
             job_bad(v, p, what, val);
-        return -1;
-    }
-    if (!json_is_integer(val)) {
+            return -1;
+        }
+        i = (long long)d;
+    } else if (json_is_integer(val)) {
+        i = json_integer_value(val);
+    } else {
         job_bad(v, p, what, val);
         return -1;
     }
-    long long i = json_integer_value(val);
     if (i < lo || i > hi) {
         job_bad(v, p, what, val);
         return -1;
@@ -469,12 +471,21 @@ static void job_v_url(job_vctx *v, const json_t *doc, job_spec *s)
     }
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)url[i];
-        if (c <= 0x20 || c == 0x7F) {
+        if (c <= 0x20 || c >= 0x7F) {
             job_errors_add(v->errs, "dataset_url",
-                           "must not contain spaces or control characters (percent-encode "
-                           "them, e.g. %%20 for a space)");
+                           "must not contain spaces, control or non-ASCII characters "
+                           "(percent-encode them, e.g. %%20 for a space)");
             return;
         }
+    }
+    /* The URL must parse as libcurl will read it when the dataset is fetched, so a malformed
+     * one is refused now, naming the field, rather than failing the job later. */
+    CURLU *u = curl_url();
+    CURLUcode uc = u ? curl_url_set(u, CURLUPART_URL, url, 0) : CURLUE_OUT_OF_MEMORY;
+    curl_url_cleanup(u);
+    if (uc != CURLUE_OK) {
+        job_errors_add(v->errs, "dataset_url", "is not a valid URL: %s", curl_url_strerror(uc));
+        return;
     }
     char *copy = job_strdup(v, url);
     if (copy)
@@ -501,11 +512,15 @@ static void job_v_label(job_vctx *v, const json_t *ds, job_spec *s)
         return;
     }
     const char *name = json_string_value(val);
-    size_t len = strlen(name);
-    if (len < 1 || len > JOB_LABEL_MAX_BYTES) {
+    size_t chars = 0;
+    for (const unsigned char *p = (const unsigned char *)name; *p; chars++) {
+        unsigned cp;
+        p += job_utf8_next(p, &cp);
+    }
+    if (chars < 1 || chars > JOB_LABEL_MAX_CHARS) {
         job_errors_add(v->errs, "dataset.label_column",
-                       "must be a column name of 1 to %d bytes, got %zu bytes", JOB_LABEL_MAX_BYTES,
-                       len);
+                       "must be a column name of 1 to %d characters, got %zu", JOB_LABEL_MAX_CHARS,
+                       chars);
         return;
     }
     char *copy = job_strdup(v, name);

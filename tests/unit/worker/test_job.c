@@ -223,10 +223,17 @@ static void test_wrong_types(void)
                  "must be a string, got an array");
     EXPECT_ERROR(DOC_HP("\"epochs\": \"10\""), "hyperparameters.epochs",
                  "must be an integer from 1 to 100000, got \"10\"");
-    EXPECT_ERROR(DOC_HP("\"epochs\": 3.0"), "hyperparameters.epochs",
-                 "must be an integer from 1 to 100000, got 3 written as a real number");
+    /* An integral real is an integer, as in JSON Schema; out of range it is still refused. */
+    {
+        job_errors errs = {0};
+        job_spec *spec = NULL;
+        const char *doc = DOC_HP("\"epochs\": 3.0");
+        CHECK_INT(job_parse(doc, strlen(doc), &spec, &errs), 0);
+        CHECK_INT(spec ? spec->epochs : -1, 3);
+        job_free(spec);
+    }
     EXPECT_ERROR(DOC_HP("\"epochs\": 1e300"), "hyperparameters.epochs",
-                 "got 1e+300 written as a real number");
+                 "must be an integer from 1 to 100000, got 1e+300");
     EXPECT_ERROR(DOC_HP("\"epochs\": 2.5"), "hyperparameters.epochs",
                  "must be an integer from 1 to 100000, got 2.5");
     EXPECT_ERROR(DOC_HP("\"learning_rate\": \"fast\""), "hyperparameters.learning_rate",
@@ -280,7 +287,7 @@ static void test_out_of_range(void)
     EXPECT_ERROR(DOC(", \"dataset\": {\"format\": \"parquet\"}"), "dataset.format",
                  "must be \"csv\"");
     EXPECT_ERROR(DOC(", \"dataset\": {\"label_column\": \"\"}"), "dataset.label_column",
-                 "1 to 1024 bytes");
+                 "1 to 1024 characters");
     EXPECT_ERROR(DOC(", \"dataset\": {\"label_column\": 1000000}"), "dataset.label_column",
                  "must be an integer from -1000000 to 999999");
     EXPECT_ERROR(DOC(", \"name\": \"\""), "name", "must be 1 to 128 characters long, got 0");
@@ -357,7 +364,13 @@ static void test_required_and_rules(void)
     EXPECT_ERROR("{\"dataset_url\": \"https://\", \"hyperparameters\": {}}", "dataset_url",
                  "nothing after the scheme");
     EXPECT_ERROR("{\"dataset_url\": \"https://h/a b\", \"hyperparameters\": {}}", "dataset_url",
-                 "spaces or control characters");
+                 "spaces, control or non-ASCII characters");
+    EXPECT_ERROR("{\"dataset_url\": \"https://h/caf\u00e9.csv\", \"hyperparameters\": {}}",
+                 "dataset_url", "non-ASCII");
+    EXPECT_ERROR("{\"dataset_url\": \"http://[::1/x.csv\", \"hyperparameters\": {}}",
+                 "dataset_url", "is not a valid URL");
+    EXPECT_ERROR("{\"dataset_url\": \"http://host:99999/x.csv\", \"hyperparameters\": {}}",
+                 "dataset_url", "is not a valid URL");
     char big[4200 + 100];
     strcpy(big, "{\"hyperparameters\": {}, \"dataset_url\": \"https://h/");
     size_t n = strlen(big);
