@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -121,4 +123,16 @@ int api_parse_bool(const char *text, int def, int *out)
         return 0;
     }
     return -EINVAL;
+}
+
+void app_log(app *a, const char *fmt, ...)
+{
+    if (!a->log)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    a->log(line);
 }

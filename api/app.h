@@ -26,7 +26,12 @@ typedef struct app {
     int worker_gone_seconds; /* a worker unseen this long is listed as gone (default 60) */
     uint64_t max_artifact_bytes; /* per upload (default 4 GiB) */
     const char *version;
+    /* Where job transitions are logged, one line each; NULL: nowhere. */
+    void (*log)(const char *line);
 } app;
+
+/* Logs one line about a job transition through a->log. */
+void app_log(app *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The calling thread's database connection, opened on first use; NULL (with a log line) when
  * the database cannot be opened. Closed when the thread exits. */

@@ -109,6 +109,7 @@ int api_jobs_submit(http_req *r, void *ctx)
     if (rc < 0)
         goto out;
     if (created) {
+        app_log(a, "job %s queued: %s (priority %d)", j.id, j.name, j.priority);
         api_raise(a->queued);
         api_raise(a->changed);
     }
@@ -233,6 +234,7 @@ int api_jobs_cancel(http_req *r, void *ctx)
     int rc = sched_job_cancel(d, id, time_wall_ms(), &j, http_errbuf(r));
     if (rc < 0)
         return api_no_job(r, rc, id);
+    app_log(a, j.status == DB_CANCELLED ? "job %s cancelled" : "job %s: cancel requested", j.id);
     api_raise(a->changed);
     rc = api_reply_job(r, 200, &j, 0);
     db_job_clear(&j);
@@ -249,6 +251,7 @@ int api_jobs_delete(http_req *r, void *ctx)
     int rc = sched_job_delete(d, id, a->artifacts_dir, http_errbuf(r));
     if (rc < 0)
         return api_no_job(r, rc, id);
+    app_log(a, "job %s deleted", id);
     api_raise(a->changed); /* followers of the job see it gone and end */
     return http_reply_empty(r, 204);
 }

@@ -149,6 +149,8 @@ int api_workers_lease(http_req *r, void *ctx)
     if (rc < 0)
         return rc;
     if (rc == 1) {
+        app_log(a, "job %s running on worker %s (%s), attempt %d", j.id, worker, j.device,
+                j.attempt);
         api_raise(a->changed);
         json_t *body = api_lease_json(&j);
         db_job_clear(&j);
@@ -242,6 +244,10 @@ int api_workers_complete(http_req *r, void *ctx)
     json_decref(body);
     if (rc < 0)
         return api_not_found(r, rc);
+    if (j.error)
+        app_log(a, "job %s %s: %s", j.id, db_status_name(j.status), j.error);
+    else
+        app_log(a, "job %s %s", j.id, db_status_name(j.status));
     api_raise(a->changed);
     json_t *answer = api_job_json(&j);
     db_job_clear(&j);

@@ -136,6 +136,7 @@ int cmd_serve(int argc, char **argv)
     a.worker_gone_seconds = 2 * (int)lease;
     a.max_artifact_bytes = 4ull << 30;
     a.version = TRAINYARD_VERSION;
+    a.log = log_line;
     if (!realpath(data_dir, a.data_dir)) {
         if (make_dir(data_dir) < 0 || !realpath(data_dir, a.data_dir)) {
             fprintf(stderr, "trainyard serve: cannot use %s as the data directory\n", data_dir);

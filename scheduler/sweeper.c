@@ -68,6 +68,10 @@ int sched_sweep(struct app *a, int64_t now, char *err)
     int rc = sched_sweep_db(d, now, a->worker_gone_seconds, &st, err);
     if (rc < 0)
         return rc;
+    if (st.requeued)
+        app_log(a, "sweep: %d job(s) back in the queue after their lease lapsed", st.requeued);
+    if (st.failed)
+        app_log(a, "sweep: %d job(s) failed: attempts or max_runtime_seconds used up", st.failed);
     if (st.requeued && a->queued)
         http_signal_raise(a->queued);
     int changed = st.requeued + st.failed + st.cancelled;

@@ -92,6 +92,11 @@ def test_round_trip_submit_poll_download(serve, blobs):
     assert "epoch 5/5" in logs
     health = requests.get(f"{svc.url}/healthz").json()
     assert health["status"] == "ok" and health["workers"] >= 1
+    # serve logs one line per request and per job transition
+    out = svc.output()
+    for line in (f"job {job['id']} queued", f"job {job['id']} running on worker",
+                 f"job {job['id']} succeeded", f"GET /jobs/{job['id']} 200"):
+        assert line in out, line
 
 
 def test_cancel_in_each_state(serve, blobs):
