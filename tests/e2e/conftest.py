@@ -16,7 +16,7 @@ import threading
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BIN = pathlib.Path(os.environ.get("TRAINYARD_BIN", ROOT / "build" / "trainyard"))
+BIN = pathlib.Path(os.environ.get("TRAINYARD_BIN", ROOT / "build" / "trainyard")).resolve()
 
 
 def opencl_device_count():

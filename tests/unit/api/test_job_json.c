@@ -328,7 +328,6 @@ static void test_bodies(void)
     CHECK(error_on(&errs, "devices[0].index") >= 0);
     CHECK(error_on(&errs, "devices[0].name") >= 0);
     CHECK(error_on(&errs, "devices[0].type") >= 0);
-    json_decref(b);
     CHECK(error_on(&errs, "devices[0].compute_units") >= 0);
     CHECK(error_on(&errs, "extra") >= 0);
     json_decref(b);
@@ -338,6 +337,7 @@ static void test_bodies(void)
                    0, NULL);
     CHECK_INT(api_registration_parse(b, &reg, &errs), -EINVAL);
     CHECK(error_on(&errs, "devices[0].vendor") >= 0);
+    json_decref(b);
 
     api_heartbeat hb;
     b = json_loads("{\"phase\":\"training\",\"epochs\":[{\"epoch\":1,\"loss\":0.5,"
