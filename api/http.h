@@ -167,6 +167,9 @@ int http_park(http_req *r, http_signal *sig, int timeout_ms);
 int http_parked_timeout(const http_req *r);
 /* How many times this request has been parked and woken so far (0 on the first call). */
 int http_wakeups(const http_req *r);
+/* 1 when the client has closed or reset its connection (a non-blocking peek; nothing is
+ * consumed). A woken long poll checks it before taking anything it could not hand over. */
+int http_client_gone(const http_req *r);
 
 enum { HTTP_PULL_WAIT = -1, HTTP_PULL_END = -2, HTTP_PULL_ERROR = -3 };
 

@@ -264,6 +264,11 @@ static int peer_gone(struct MHD_Connection *conn)
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+int http_client_gone(const http_req *r)
+{
+    return peer_gone(r->conn);
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     http_stream *st = cls;

@@ -139,6 +139,10 @@ int api_workers_lease(http_req *r, void *ctx)
     const char *wait_text = http_query(r, "wait");
     if (wait_text && api_parse_int(wait_text, 0, API_LEASE_WAIT_MAX, &wait) < 0)
         return api_reply_bad_param(r, "wait", "must be an integer from 0 to 60");
+    /* A worker that died while its long poll was parked must not be handed a job it can never
+     * receive (the job would sit out a whole lease): a woken poll checks its client first. */
+    if (http_wakeups(r) > 0 && http_client_gone(r))
+        return http_reply_empty(r, 204);
     db *d = api_db(r, a);
     if (!d)
         return -EIO;

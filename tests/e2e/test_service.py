@@ -239,3 +239,25 @@ def test_bad_datasets_fail_clearly_and_service_stays_healthy(serve, faulty_serve
     assert requests.get(f"{svc.url}/healthz").json()["status"] == "ok"
     ok = submit(svc, {"dataset_url": f"{base}/missing.csv", "hyperparameters": {"epochs": 1}})
     assert ok.status_code == 202
+
+
+def test_a_killed_local_worker_is_restarted(serve, blobs):
+    import os
+    import re
+    import signal
+    svc = serve()
+    first = submit(svc, job_doc(blobs, epochs=2)).json()
+    assert wait_for(svc, first["id"], TERMINAL)["status"] == "succeeded"
+    pid = int(re.search(r"local worker 0 started \(pid (\d+)", svc.output()).group(1))
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.time() + 30
+    while time.time() < deadline and f"(pid {pid}) was killed by signal 9" not in svc.output():
+        time.sleep(0.1)
+    assert f"local worker 0 (pid {pid}) was killed by signal 9; restarting" in svc.output()
+    # The replacement registers and trains the next job at once: the dead worker's parked long
+    # poll must not take it (it would sit out the 30 s lease).
+    t0 = time.time()
+    second = submit(svc, job_doc(blobs, epochs=2)).json()
+    done = wait_for(svc, second["id"], TERMINAL, timeout=60)
+    assert done["status"] == "succeeded" and done["worker"] != first["worker"]
+    assert time.time() - t0 < 15, "the job went to the dead worker and waited out its lease"
