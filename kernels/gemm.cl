@@ -21,6 +21,69 @@
 #define GEMM_MR 8
 #define GEMM_NR 32
 
+/* In-register transposes, built from one round: new row p takes the even lanes of rows 2p and
+ * 2p+1, new row p + n/2 their odd lanes (one two-source shuffle each). Seen as the bits of
+ * (row | lane), a round rotates them right by one, so four rounds turn 16 rows × 16 lanes into
+ * its transpose, and 8 rows × 16 lanes (r, k) into the k-major order k·8 + r. Written out with
+ * named variables: private arrays indexed in loops end up on the stack under PoCL. */
+#define GEMM_UNZIP(d, dlo, dhi, s, a, b)                                                           \
+    d##dlo = (float16)(s##a.even, s##b.even);                                                      \
+    d##dhi = (float16)(s##a.odd, s##b.odd)
+#define GEMM_ROUND8(d, s)                                                                          \
+    GEMM_UNZIP(d, 0, 4, s, 0, 1);                                                                  \
+    GEMM_UNZIP(d, 1, 5, s, 2, 3);                                                                  \
+    GEMM_UNZIP(d, 2, 6, s, 4, 5);                                                                  \
+    GEMM_UNZIP(d, 3, 7, s, 6, 7)
+#define GEMM_ROUND16(d, s)                                                                         \
+    GEMM_UNZIP(d, 0, 8, s, 0, 1);                                                                  \
+    GEMM_UNZIP(d, 1, 9, s, 2, 3);                                                                  \
+    GEMM_UNZIP(d, 2, 10, s, 4, 5);                                                                 \
+    GEMM_UNZIP(d, 3, 11, s, 6, 7);                                                                 \
+    GEMM_UNZIP(d, 4, 12, s, 8, 9);                                                                 \
+    GEMM_UNZIP(d, 5, 13, s, 10, 11);                                                               \
+    GEMM_UNZIP(d, 6, 14, s, 12, 13);                                                               \
+    GEMM_UNZIP(d, 7, 15, s, 14, 15)
+
+/* dst[k·8 + r] = src[r·ld + k] for r < 8, k < 16. */
+static void gemm_transpose_8x16(__global const float *src, size_t ld, __local float *dst)
+{
+    float16 v0 = vload16(0, src), v1 = vload16(0, src + ld), v2 = vload16(0, src + 2 * ld);
+    float16 v3 = vload16(0, src + 3 * ld), v4 = vload16(0, src + 4 * ld);
+    float16 v5 = vload16(0, src + 5 * ld), v6 = vload16(0, src + 6 * ld);
+    float16 v7 = vload16(0, src + 7 * ld);
+    float16 t0, t1, t2, t3, t4, t5, t6, t7;
+    GEMM_ROUND8(t, v);
+    GEMM_ROUND8(v, t);
+    GEMM_ROUND8(t, v);
+    GEMM_ROUND8(v, t);
+    vstore16(v0, 0, dst), vstore16(v1, 1, dst), vstore16(v2, 2, dst), vstore16(v3, 3, dst);
+    vstore16(v4, 4, dst), vstore16(v5, 5, dst), vstore16(v6, 6, dst), vstore16(v7, 7, dst);
+}
+
+/* dst[k·dstride + c] = src[c·ld + k] for c, k < 16; dst and dstride 16-float aligned. */
+static void gemm_transpose_16x16(__global const float *src, size_t ld, __local float *dst,
+                                 int dstride)
+{
+    float16 v0 = vload16(0, src), v1 = vload16(0, src + ld), v2 = vload16(0, src + 2 * ld);
+    float16 v3 = vload16(0, src + 3 * ld), v4 = vload16(0, src + 4 * ld);
+    float16 v5 = vload16(0, src + 5 * ld), v6 = vload16(0, src + 6 * ld);
+    float16 v7 = vload16(0, src + 7 * ld), v8 = vload16(0, src + 8 * ld);
+    float16 v9 = vload16(0, src + 9 * ld), v10 = vload16(0, src + 10 * ld);
+    float16 v11 = vload16(0, src + 11 * ld), v12 = vload16(0, src + 12 * ld);
+    float16 v13 = vload16(0, src + 13 * ld), v14 = vload16(0, src + 14 * ld);
+    float16 v15 = vload16(0, src + 15 * ld);
+    float16 t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15;
+    GEMM_ROUND16(t, v);
+    GEMM_ROUND16(v, t);
+    GEMM_ROUND16(t, v);
+    GEMM_ROUND16(v, t);
+    __local float16 *d = (__local float16 *)dst;
+    int s = dstride / 16;
+    d[0] = v0, d[s] = v1, d[2 * s] = v2, d[3 * s] = v3, d[4 * s] = v4, d[5 * s] = v5;
+    d[6 * s] = v6, d[7 * s] = v7, d[8 * s] = v8, d[9 * s] = v9, d[10 * s] = v10;
+    d[11 * s] = v11, d[12 * s] = v12, d[13 * s] = v13, d[14 * s] = v14, d[15 * s] = v15;
+}
+
 /* op(A)[rows m0.., cols k0..k0+kb) → Ap[panel][k][MR], zero rows past M. */
 static void gemm_pack_a(int ta, int M, __global const float *A, int lda, int m0, int mh, int k0,
                         int kb, __local float *Ap)
@@ -41,7 +104,18 @@ static void gemm_pack_a(int ta, int M, __global const float *A, int lda, int m0,
                         dst[p * GEMM_MR + r] = r < rows ? A[(size_t)(k0 + p) * lda + r0 + r] : 0.0f;
             }
         } else {
-            /* A is M×K: each row is contiguous along k; interleave MR rows. */
+            /* A is M×K: each row is contiguous along k; interleave MR rows, 16 k at a time as
+             * an 8×16 block transposed in registers. */
+            int p = 0;
+            if (rows == GEMM_MR) {
+                __global const float *src = A + (size_t)r0 * lda + k0;
+                for (; p + 16 <= kb; p += 16)
+                    gemm_transpose_8x16(src + p, lda, dst + p * GEMM_MR);
+                for (; p < kb; p++)
+                    for (int r = 0; r < GEMM_MR; r++)
+                        dst[p * GEMM_MR + r] = src[(size_t)r * lda + p];
+                continue;
+            }
             for (int r = 0; r < GEMM_MR; r++) {
                 if (r < rows) {
                     __global const float *src = A + (size_t)(r0 + r) * lda + k0;
@@ -79,8 +153,20 @@ static void gemm_pack_b(int tb, int N, __global const float *B, int ldb, int n0,
                         dst[p * GEMM_NR + c] =
                             c < cols ? B[(size_t)(k0 + p) * ldb + c0 + c] : 0.0f;
             }
+        } else if (cols == GEMM_NR) {
+            /* B is N×K: each stored row is one column of op(B), contiguous along k. Transpose
+             * 16×16 blocks in registers: 16 columns by 16 k at a time. */
+            int p = 0;
+            __global const float *src = B + (size_t)c0 * ldb + k0;
+            for (; p + 16 <= kb; p += 16) {
+                gemm_transpose_16x16(src + p, ldb, dst + p * GEMM_NR, GEMM_NR);
+                gemm_transpose_16x16(src + 16 * (size_t)ldb + p, ldb, dst + p * GEMM_NR + 16,
+                                     GEMM_NR);
+            }
+            for (; p < kb; p++)
+                for (int c = 0; c < GEMM_NR; c++)
+                    dst[p * GEMM_NR + c] = B[(size_t)(c0 + c) * ldb + k0 + p];
         } else {
-            /* B is N×K: each stored row is one column of op(B), contiguous along k. */
             for (int c = 0; c < GEMM_NR; c++) {
                 if (c < cols) {
                     __global const float *src = B + (size_t)(c0 + c) * ldb + k0;
