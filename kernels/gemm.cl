@@ -263,19 +263,31 @@ static void gemm_micro(__local const float *a, __local const float16 *b, int kb,
     }
 }
 
-/* Global size (tiles across N, tiles down M), local size (1, 1). Ap holds mb·kc floats, Bp
- * kc·nb; mb is a multiple of GEMM_MR and nb of GEMM_NR. */
+/* Global size (tiles across N, tiles down M, parts), local size (1, 1, 1). Ap holds mb·kc
+ * floats, Bp kc·nb; mb is a multiple of GEMM_MR and nb of GEMM_NR. With one part the group
+ * writes C. With several (split K, for long reductions onto a small C), part s covers
+ * k ∈ [s·kpart, (s+1)·kpart) and writes its plain sum op(A)·op(B) into W[s] (M×N, dense), which
+ * gemm_cpu_sum then folds into C. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
 gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, __global const float *A, int lda,
          __global const float *B, int ldb, float beta, __global float *C, int ldc, int mb, int nb,
-         int kc, __local float *Ap, __local float *Bp)
+         int kc, int kpart, __global float *W, __local float *Ap, __local float *Bp)
 {
     int n0 = get_group_id(0) * nb, m0 = get_group_id(1) * mb;
     int mh = min(mb, M - m0), nw = min(nb, N - n0);
     int mpanels = (mh + GEMM_MR - 1) / GEMM_MR, npanels = (nw + GEMM_NR - 1) / GEMM_NR;
-    int k0 = 0;
+    int kbeg = get_group_id(2) * kpart, kend = min(K, kbeg + kpart);
+    __global float *out = C;
+    int ldo = ldc;
+    if (get_num_groups(2) > 1) {
+        out = W + get_group_id(2) * (size_t)M * N;
+        ldo = N;
+        alpha = 1.0f;
+        beta = 0.0f;
+    }
+    int k0 = kbeg;
     do {
-        int kb = min(kc, K - k0);
+        int kb = min(kc, kend - k0);
         gemm_pack_b(tb, N, B, ldb, n0, nw, k0, kb, Bp);
         gemm_pack_a(ta, M, A, lda, m0, mh, k0, kb, Ap);
         for (int jp = 0; jp < npanels; jp++) {
@@ -284,12 +296,28 @@ gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, __global const float 
                 int r0 = m0 + ip * GEMM_MR;
                 gemm_micro(Ap + ip * GEMM_MR * kb,
                            (__local const float16 *)(Bp + jp * GEMM_NR * kb), kb,
-                           min(GEMM_MR, M - r0), min(GEMM_NR, N - c0), alpha, beta, k0 == 0,
-                           C + (size_t)r0 * ldc + c0, ldc);
+                           min(GEMM_MR, M - r0), min(GEMM_NR, N - c0), alpha, beta, k0 == kbeg,
+                           out + (size_t)r0 * ldo + c0, ldo);
             }
         }
         k0 += kc;
-    } while (k0 < K);
+    } while (k0 < kend);
+}
+
+/* C = alpha·Σ_s W[s] + beta·C, summing the parts in order so the result does not depend on
+ * scheduling. Global size (N, M). */
+__kernel void gemm_cpu_sum(int M, int N, int parts, float alpha, __global const float *W,
+                           float beta, __global float *C, int ldc)
+{
+    int j = get_global_id(0), i = get_global_id(1);
+    if (i >= M || j >= N)
+        return;
+    size_t e = (size_t)i * N + j, stride = (size_t)M * N;
+    float s = 0.0f;
+    for (int p = 0; p < parts; p++)
+        s += W[e + p * stride];
+    __global float *c = C + (size_t)i * ldc + j;
+    *c = beta != 0.0f ? fma(beta, *c, alpha * s) : alpha * s;
 }
 
 #define GEMM_TS  64 /* C tile edge per work-group */
