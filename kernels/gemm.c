@@ -3,12 +3,12 @@
  *
  * CPU devices run gemm_cpu (kernels/gemm.cl): one work-item per work-group, each group an mb×nb
  * tile of C, K walked in blocks of kc with both operands packed into __local memory. The tile
- * starts as large as the matrix allows (up to mb_max×nb_max) and shrinks until there are enough
- * groups to keep every compute unit busy. When C is too small for that but K is long (a weight
- * gradient over a whole data set), K is split instead: each part writes a partial product to a
- * scratch buffer and gemm_cpu_sum adds the parts into C in a fixed order. Every other device type
- * runs gemm_tiled, the shared-memory GPU kernel. TRAINYARD_GEMM=cpu|tiled forces one (tests and
- * benchmarks use it to reach both on one machine).
+ * starts as large as the matrix allows (up to mb_max×nb_max) and shrinks until the groups share
+ * out evenly over the compute units (PoCL runs one work-group at a time per unit). When C is too
+ * small for that but K is long (a weight gradient over a whole data set), K is split instead: each
+ * part writes a partial product to a scratch buffer and gemm_cpu_sum adds the parts into C in a
+ * fixed order. Every other device type runs gemm_tiled, the shared-memory GPU kernel.
+ * TRAINYARD_GEMM=cpu|tiled forces one (tests and benchmarks use it to reach both on one machine).
  *
  * Invariant: a call enqueues one kernel (two when K is split) and returns 0, or enqueues nothing
  * and returns a negative code with the reason in k->err. The scratch buffer belongs to the
@@ -38,7 +38,7 @@ enum gemm_variant { GEMM_CPU = 0, GEMM_TILED = 1 };
 struct gemm_kernels {
     cl_kernel cpu, cpu_sum, tiled;
     enum gemm_variant variant;
-    int groups_wanted;          /* work-groups that keep every compute unit busy */
+    int units;                  /* compute units: worker threads on a CPU device */
     int mb_max, nb_max, kc_max; /* gemm_cpu blocking that fits the device's local memory */
     cl_mem scratch;             /* split-K partial products, or NULL */
     size_t scratch_bytes;
@@ -93,7 +93,7 @@ int gemm_kernels_new(kern *k, char *err)
         goto out;
     const ocl_device *d = &k->c->dev;
     g->variant = d->type & CL_DEVICE_TYPE_CPU ? GEMM_CPU : GEMM_TILED;
-    g->groups_wanted = 2 * (d->compute_units ? (int)d->compute_units : 1);
+    g->units = d->compute_units ? (int)d->compute_units : 1;
     const char *force = getenv("TRAINYARD_GEMM");
     if (force && strcmp(force, "cpu") == 0)
         g->variant = GEMM_CPU;
@@ -140,23 +140,24 @@ static int min_int(int a, int b)
     return a < b ? a : b;
 }
 
-/* The gemm_cpu launch for one call. The tile starts at the largest the matrix fills. With too
- * few tiles for the compute units, a long K is split into parts; otherwise the tile halves its
- * longer side until there are enough (not below one micro-tile). kc cuts each part's K range into
- * equal blocks no larger than kc_max. */
+/* The gemm_cpu launch for one call. The tile starts at the largest the matrix fills (big tiles
+ * repack less). With fewer tiles than compute units, a long K is split into two parts per unit;
+ * otherwise the tile halves its longer side until every unit has a tile and the tiles share out
+ * evenly, or there are four per unit (never below one micro-tile). kc cuts each part's K range
+ * into equal blocks no larger than kc_max. */
 static struct gemm_plan gemm_cpu_plan(const struct gemm_kernels *g, int M, int N, int K)
 {
     struct gemm_plan p = {0};
     int m = min_int(round_up(M, GEMM_MR), g->mb_max), n = min_int(round_up(N, GEMM_NR), g->nb_max);
     int tiles = ceil_div(M, m) * ceil_div(N, n);
     p.parts = 1;
-    if (tiles < g->groups_wanted && K >= 2 * g->kc_max &&
-        (long)M * N * K >= GEMM_SPLIT_MIN_WORK * g->groups_wanted) {
-        int parts = min_int(ceil_div(g->groups_wanted, tiles), K / g->kc_max);
+    if (tiles < g->units && K >= 2 * g->kc_max &&
+        (long)M * N * K >= GEMM_SPLIT_MIN_WORK * g->units) {
+        int parts = min_int(ceil_div(2 * g->units, tiles), K / g->kc_max);
         p.kpart = ceil_div(K, parts);
         p.parts = ceil_div(K, p.kpart);
     } else {
-        while (tiles < g->groups_wanted) {
+        while (tiles < g->units || (tiles % g->units && tiles < 4 * g->units)) {
             int can_m = m > GEMM_MR, can_n = n > GEMM_NR;
             if (can_m && (m >= n || !can_n))
                 m = round_up(m / 2, GEMM_MR);
