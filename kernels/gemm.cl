@@ -1,25 +1,33 @@
 /* gemm.cl: C = alpha·op(A)·op(B) + beta·C, row-major float32 (the kern_gemm contract).
  *
- * Two kernels, chosen by the host per device type (kernels/gemm.c):
+ * Kernels, chosen by the host per device type (kernels/gemm.c):
  *
- * gemm_cpu — for CPU devices (PoCL). One work-item per work-group; each work-group owns an
- *   mb×nb tile of C and walks K in blocks of kc. For each block it packs op(A)[tile rows, block]
- *   into Ap as MR-row micro-panels laid out [panel][k][MR], and op(B)[block, tile cols] into Bp
- *   as NR-column micro-panels [panel][k][NR], zero-padding past the matrix edges. The packed
- *   panels live in __local memory, which on a CPU device is a per-work-group scratch buffer that
- *   stays in L1/L2 and has no stride to alias in the caches. A register micro-kernel then
- *   multiplies one MR×kc A panel by one kc×NR B panel into MR×NR = 8×32 accumulators (16
- *   float16 registers), loading two float16 of B and broadcasting MR scalars of A per k.
- *   The transposes only change how the packing reads memory; the micro-kernel never sees them.
+ * gemm_cpu — for CPU devices (PoCL). One work-item per work-group, so PoCL's work-item loops
+ *   stay out of the way and the explicit float16 code maps onto AVX-512 as written. Each group
+ *   owns an mb×nb tile of C (host: up to 512×256) and walks K in blocks of kc (≤ 256). For each
+ *   block it packs op(A)[tile rows, block] into Ap as MR-row micro-panels laid out [panel][k][MR]
+ *   and op(B)[block, tile cols] into Bp as NR-column micro-panels [panel][k][NR], zero-padding
+ *   past the matrix edges. Ap and Bp are __local: on a CPU device a per-work-group scratch buffer
+ *   that stays in L1/L2 and, unlike rows of B 4 KiB apart, does not alias in the caches. The
+ *   register micro-kernel multiplies one MR×kc A panel by one kc×NR B panel into MR×NR = 8×32
+ *   accumulators (16 float16 registers), per k loading two float16 of B and broadcasting MR
+ *   scalars of A: 16 FMAs against 10 loads. The transposes only change how the packing reads
+ *   memory; the micro-kernel never sees them. A tile only one or two micro-panels tall reads full
+ *   B panels in place instead (a separate pass over B would not pay for itself).
+ *   With K split into parts (long K onto a small C), part s writes its plain product into the
+ *   scratch W[s], and gemm_cpu_sum adds the parts into C in a fixed order.
  *
  * gemm_tiled — for GPUs and anything else: the classic shared-memory tiling, a TS×TS tile of C
  *   per work-group of (TS/WPT)² work-items, each computing WPT×WPT outputs.
  *
- * Invariants: every C element in range is written exactly once per K block; for the first K
- * block C is read only when beta != 0, so beta 0 overwrites NaNs. */
+ * Invariants: each C element in range is written once per K block of its tile (or W's, then once
+ * by gemm_cpu_sum); for the first block C is read only when beta != 0, so beta 0 overwrites NaNs;
+ * elements outside M×N, stride padding included, are never written. */
 
 #define GEMM_MR 8
 #define GEMM_NR 32
+/* Tiles at most this many micro-panels tall read full B panels in place instead of packing. */
+#define GEMM_DIRECT_B_PANELS 2
 
 /* In-register transposes, built from one round: new row p takes the even lanes of rows 2p and
  * 2p+1, new row p + n/2 their odd lanes (one two-source shuffle each). Seen as the bits of
@@ -130,29 +138,33 @@ static void gemm_pack_a(int ta, int M, __global const float *A, int lda, int m0,
     }
 }
 
-/* op(B)[rows k0..k0+kb, cols n0..] → Bp[panel][k][NR], zero columns past N. */
+/* op(B)[rows k0..k0+kb, cols n0..] → Bp[panel][k][NR], zero columns past N; panels before
+ * `from` are left out (gemm_micro_direct reads them in place). */
 static void gemm_pack_b(int tb, int N, __global const float *B, int ldb, int n0, int nw, int k0,
-                        int kb, __local float *Bp)
+                        int kb, int from, __local float *Bp)
 {
     int panels = (nw + GEMM_NR - 1) / GEMM_NR;
-    for (int jp = 0; jp < panels; jp++) {
+    int full = nw / GEMM_NR; /* panels with all NR columns inside N */
+    if (!tb && from < full) {
+        /* B is K×N: the NR values of one k are contiguous. Walk each row of the block once, end
+         * to end, so that the hardware prefetcher sees one stream per row, not one per panel. */
+        __local float16 *dst = (__local float16 *)Bp;
+        for (int p = 0; p < kb; p++) {
+            __global const float *src = B + (size_t)(k0 + p) * ldb + n0;
+            for (int jp = from; jp < full; jp++) {
+                dst[(jp * kb + p) * 2] = vload16(2 * jp, src);
+                dst[(jp * kb + p) * 2 + 1] = vload16(2 * jp + 1, src);
+            }
+        }
+    }
+    for (int jp = tb ? from : max(from, full); jp < panels; jp++) {
         __local float *dst = Bp + jp * GEMM_NR * kb;
         int c0 = n0 + jp * GEMM_NR;
         int cols = min(GEMM_NR, N - c0);
         if (!tb) {
-            /* B is K×N: the NR values of one k are contiguous. */
-            if (cols == GEMM_NR) {
-                for (int p = 0; p < kb; p++) {
-                    __global const float *src = B + (size_t)(k0 + p) * ldb + c0;
-                    vstore16(vload16(0, src), 2 * p, dst);
-                    vstore16(vload16(1, src), 2 * p + 1, dst);
-                }
-            } else {
-                for (int p = 0; p < kb; p++)
-                    for (int c = 0; c < GEMM_NR; c++)
-                        dst[p * GEMM_NR + c] =
-                            c < cols ? B[(size_t)(k0 + p) * ldb + c0 + c] : 0.0f;
-            }
+            for (int p = 0; p < kb; p++)
+                for (int c = 0; c < GEMM_NR; c++)
+                    dst[p * GEMM_NR + c] = c < cols ? B[(size_t)(k0 + p) * ldb + c0 + c] : 0.0f;
         } else if (cols == GEMM_NR) {
             /* B is N×K: each stored row is one column of op(B), contiguous along k. Transpose
              * 16×16 blocks in registers: 16 columns by 16 k at a time. */
@@ -210,57 +222,85 @@ static void gemm_pack_b(int tb, int N, __global const float *B, int ldb, int n0,
         c##r##1 = fma(a_, b1, c##r##1);                                                            \
     } while (0)
 
-/* C[r0.., c0..] (rows×cols of it) = micro-tile of Ap panel × Bp panel, merged per `first`. */
+#define GEMM_ACC_DECL                                                                              \
+    float16 c00 = 0, c01 = 0, c10 = 0, c11 = 0, c20 = 0, c21 = 0, c30 = 0, c31 = 0;                \
+    float16 c40 = 0, c41 = 0, c50 = 0, c51 = 0, c60 = 0, c61 = 0, c70 = 0, c71 = 0
+
+#define GEMM_ACC_STEP                                                                              \
+    GEMM_ROW_FMA(0);                                                                               \
+    GEMM_ROW_FMA(1);                                                                               \
+    GEMM_ROW_FMA(2);                                                                               \
+    GEMM_ROW_FMA(3);                                                                               \
+    GEMM_ROW_FMA(4);                                                                               \
+    GEMM_ROW_FMA(5);                                                                               \
+    GEMM_ROW_FMA(6);                                                                               \
+    GEMM_ROW_FMA(7)
+
+/* Merges the accumulators into C[rows][cols] at crow per `first` (see GEMM_ROW_STORE); a
+ * partial tile goes through a private copy, one element at a time. */
+#define GEMM_TILE_STORE                                                                            \
+    do {                                                                                           \
+        if (rows == GEMM_MR && cols == GEMM_NR) {                                                  \
+            GEMM_ROW_STORE(0);                                                                     \
+            GEMM_ROW_STORE(1);                                                                     \
+            GEMM_ROW_STORE(2);                                                                     \
+            GEMM_ROW_STORE(3);                                                                     \
+            GEMM_ROW_STORE(4);                                                                     \
+            GEMM_ROW_STORE(5);                                                                     \
+            GEMM_ROW_STORE(6);                                                                     \
+            GEMM_ROW_STORE(7);                                                                     \
+            break;                                                                                 \
+        }                                                                                          \
+        float tile[GEMM_MR * GEMM_NR];                                                             \
+        GEMM_ROW_SPILL(0);                                                                         \
+        GEMM_ROW_SPILL(1);                                                                         \
+        GEMM_ROW_SPILL(2);                                                                         \
+        GEMM_ROW_SPILL(3);                                                                         \
+        GEMM_ROW_SPILL(4);                                                                         \
+        GEMM_ROW_SPILL(5);                                                                         \
+        GEMM_ROW_SPILL(6);                                                                         \
+        GEMM_ROW_SPILL(7);                                                                         \
+        for (int r = 0; r < rows; r++) {                                                           \
+            __global float *cr = crow + (size_t)r * ldc;                                           \
+            for (int c = 0; c < cols; c++) {                                                       \
+                float v = alpha * tile[r * GEMM_NR + c];                                           \
+                if (!first)                                                                        \
+                    v += cr[c];                                                                    \
+                else if (beta != 0.0f)                                                             \
+                    v = fma(beta, cr[c], v);                                                       \
+                cr[c] = v;                                                                         \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+/* C[rows][cols] at crow (merged per `first`) = an Ap panel × a packed Bp panel. */
 static void gemm_micro(__local const float *a, __local const float16 *b, int kb, int rows,
                        int cols, float alpha, float beta, int first, __global float *crow,
                        int ldc)
 {
-    float16 c00 = 0, c01 = 0, c10 = 0, c11 = 0, c20 = 0, c21 = 0, c30 = 0, c31 = 0;
-    float16 c40 = 0, c41 = 0, c50 = 0, c51 = 0, c60 = 0, c61 = 0, c70 = 0, c71 = 0;
+    GEMM_ACC_DECL;
     for (int p = 0; p < kb; p++) {
         float16 b0 = b[0], b1 = b[1];
-        GEMM_ROW_FMA(0);
-        GEMM_ROW_FMA(1);
-        GEMM_ROW_FMA(2);
-        GEMM_ROW_FMA(3);
-        GEMM_ROW_FMA(4);
-        GEMM_ROW_FMA(5);
-        GEMM_ROW_FMA(6);
-        GEMM_ROW_FMA(7);
+        GEMM_ACC_STEP;
         a += GEMM_MR;
         b += 2;
     }
-    if (rows == GEMM_MR && cols == GEMM_NR) {
-        GEMM_ROW_STORE(0);
-        GEMM_ROW_STORE(1);
-        GEMM_ROW_STORE(2);
-        GEMM_ROW_STORE(3);
-        GEMM_ROW_STORE(4);
-        GEMM_ROW_STORE(5);
-        GEMM_ROW_STORE(6);
-        GEMM_ROW_STORE(7);
-        return;
+    GEMM_TILE_STORE;
+}
+
+/* The same with B read in place: kb rows of NR floats, ldb apart (op(B) = B, a full panel). */
+static void gemm_micro_direct(__local const float *a, __global const float *b, int ldb, int kb,
+                              int rows, int cols, float alpha, float beta, int first,
+                              __global float *crow, int ldc)
+{
+    GEMM_ACC_DECL;
+    for (int p = 0; p < kb; p++) {
+        float16 b0 = vload16(0, b), b1 = vload16(1, b);
+        GEMM_ACC_STEP;
+        a += GEMM_MR;
+        b += ldb;
     }
-    float tile[GEMM_MR * GEMM_NR];
-    GEMM_ROW_SPILL(0);
-    GEMM_ROW_SPILL(1);
-    GEMM_ROW_SPILL(2);
-    GEMM_ROW_SPILL(3);
-    GEMM_ROW_SPILL(4);
-    GEMM_ROW_SPILL(5);
-    GEMM_ROW_SPILL(6);
-    GEMM_ROW_SPILL(7);
-    for (int r = 0; r < rows; r++) {
-        __global float *cr = crow + (size_t)r * ldc;
-        for (int c = 0; c < cols; c++) {
-            float v = alpha * tile[r * GEMM_NR + c];
-            if (!first)
-                v += cr[c];
-            else if (beta != 0.0f)
-                v = fma(beta, cr[c], v);
-            cr[c] = v;
-        }
-    }
+    GEMM_TILE_STORE;
 }
 
 /* Global size (tiles across N, tiles down M, parts), local size (1, 1, 1). Ap holds mb·kc
@@ -285,19 +325,27 @@ gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, __global const float 
         alpha = 1.0f;
         beta = 0.0f;
     }
+    /* A short tile uses each B panel once or twice: packing it would only add a pass over B
+     * that cannot overlap the arithmetic. Its full panels are then read in place. */
+    int direct = !tb && mpanels <= GEMM_DIRECT_B_PANELS ? nw / GEMM_NR : 0;
     int k0 = kbeg;
     do {
         int kb = min(kc, kend - k0);
-        gemm_pack_b(tb, N, B, ldb, n0, nw, k0, kb, Bp);
+        gemm_pack_b(tb, N, B, ldb, n0, nw, k0, kb, direct, Bp);
         gemm_pack_a(ta, M, A, lda, m0, mh, k0, kb, Ap);
         for (int jp = 0; jp < npanels; jp++) {
             int c0 = n0 + jp * GEMM_NR;
             for (int ip = 0; ip < mpanels; ip++) {
                 int r0 = m0 + ip * GEMM_MR;
-                gemm_micro(Ap + ip * GEMM_MR * kb,
-                           (__local const float16 *)(Bp + jp * GEMM_NR * kb), kb,
-                           min(GEMM_MR, M - r0), min(GEMM_NR, N - c0), alpha, beta, k0 == kbeg,
-                           out + (size_t)r0 * ldo + c0, ldo);
+                int rows = min(GEMM_MR, M - r0), cols = min(GEMM_NR, N - c0);
+                __global float *crow = out + (size_t)r0 * ldo + c0;
+                if (jp < direct)
+                    gemm_micro_direct(Ap + ip * GEMM_MR * kb, B + (size_t)k0 * ldb + c0, ldb, kb,
+                                      rows, cols, alpha, beta, k0 == kbeg, crow, ldo);
+                else
+                    gemm_micro(Ap + ip * GEMM_MR * kb,
+                               (__local const float16 *)(Bp + jp * GEMM_NR * kb), kb, rows, cols,
+                               alpha, beta, k0 == kbeg, crow, ldo);
             }
         }
         k0 += kc;
