@@ -140,37 +140,38 @@ static int min_int(int a, int b)
     return a < b ? a : b;
 }
 
-/* The gemm_cpu launch for one call. The tile starts at the largest the matrix fills (big tiles
- * repack less). With fewer tiles than compute units, a long K is split into two parts per unit;
- * otherwise the tile halves its longer side until every unit has a tile and the tiles share out
- * evenly, or there are four per unit (never below one micro-tile). kc cuts each part's K range
- * into equal blocks no larger than kc_max. */
+/* The gemm_cpu launch for one call. C is cut into tm×tn tiles of equal size (PoCL hands out
+ * work-groups dynamically, so a ragged last tile or an extra one leaves a core idle at the end),
+ * as few as the size limits allow: big tiles repack less. With fewer tiles than compute units, a
+ * long K is split into one part per unit instead; otherwise the tile count grows along the longer
+ * tile side until every unit has a tile and the tiles share out evenly, or there are four per
+ * unit (never below one micro-tile). kc cuts each part's K range into equal blocks no larger
+ * than kc_max. */
 static struct gemm_plan gemm_cpu_plan(const struct gemm_kernels *g, int M, int N, int K)
 {
     struct gemm_plan p = {0};
-    int m = min_int(round_up(M, GEMM_MR), g->mb_max), n = min_int(round_up(N, GEMM_NR), g->nb_max);
-    int tiles = ceil_div(M, m) * ceil_div(N, n);
+    int tm = ceil_div(M, g->mb_max), tn = ceil_div(N, g->nb_max);
+    int maxm = ceil_div(M, GEMM_MR), maxn = ceil_div(N, GEMM_NR);
     p.parts = 1;
-    if (tiles < g->units && K >= 2 * g->kc_max &&
+    p.kpart = K;
+    if (tm * tn < g->units && K >= 2 * g->kc_max &&
         (long)M * N * K >= GEMM_SPLIT_MIN_WORK * g->units) {
-        int parts = min_int(ceil_div(2 * g->units, tiles), K / g->kc_max);
+        int parts = min_int(ceil_div(g->units, tm * tn), K / g->kc_max);
         p.kpart = ceil_div(K, parts);
         p.parts = ceil_div(K, p.kpart);
     } else {
-        while (tiles < g->units || (tiles % g->units && tiles < 4 * g->units)) {
-            int can_m = m > GEMM_MR, can_n = n > GEMM_NR;
-            if (can_m && (m >= n || !can_n))
-                m = round_up(m / 2, GEMM_MR);
-            else if (can_n)
-                n = round_up(n / 2, GEMM_NR);
+        while (tm * tn < g->units || (tm * tn % g->units && tm * tn < 4 * g->units)) {
+            int grow_m = tm < maxm, grow_n = tn < maxn;
+            if (grow_m && (ceil_div(M, tm) >= ceil_div(N, tn) || !grow_n))
+                tm++;
+            else if (grow_n)
+                tn++;
             else
                 break;
-            tiles = ceil_div(M, m) * ceil_div(N, n);
         }
-        p.kpart = K;
     }
-    p.mb = m;
-    p.nb = n;
+    p.mb = round_up(ceil_div(M, tm), GEMM_MR);
+    p.nb = round_up(ceil_div(N, tn), GEMM_NR);
     p.kc = p.kpart > 0 ? ceil_div(p.kpart, ceil_div(p.kpart, g->kc_max)) : 1;
     return p;
 }
