@@ -1,13 +1,18 @@
 /* gemm: the host side of kern_gemm — picks the kernel for the device and its blocking, checks
- * the arguments, and enqueues ONE kernel per call.
+ * the arguments, and enqueues the work.
  *
  * CPU devices run gemm_cpu (kernels/gemm.cl): one work-item per work-group, each group an mb×nb
- * tile of C, K walked in blocks of kc with both operands packed into __local memory. The tile is
- * as large as GEMM_MB_MAX×GEMM_NB_MAX but shrinks until there are enough groups to keep every
- * compute unit busy. Every other device type runs gemm_tiled, the shared-memory GPU kernel.
+ * tile of C, K walked in blocks of kc with both operands packed into __local memory. The tile
+ * starts as large as the matrix allows (up to mb_max×nb_max) and shrinks until the groups share
+ * out evenly over the compute units (PoCL runs one work-group at a time per unit). When C is too
+ * small for that but K is long (a weight gradient over a whole data set), K is split instead: each
+ * part writes a partial product to a scratch buffer and gemm_cpu_sum adds the parts into C in a
+ * fixed order. Every other device type runs gemm_tiled, the shared-memory GPU kernel.
+ * TRAINYARD_GEMM=cpu|tiled forces one (tests and benchmarks use it to reach both on one machine).
  *
- * Invariant: a call either enqueues exactly one kernel and returns 0, or enqueues nothing and
- * returns a negative code with the reason in k->err. */
+ * Invariant: a call enqueues one kernel (two when K is split) and returns 0, or enqueues nothing
+ * and returns a negative code with the reason in k->err. The scratch buffer belongs to the
+ * gemm_kernels and grows on demand; the in-order queue keeps calls from overlapping on it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,16 +26,27 @@ enum gemm_variant { GEMM_CPU = 0, GEMM_TILED = 1 };
 #define GEMM_TS  64
 #define GEMM_RTS 16
 
-/* CPU blocking: a tile of C per work-group, and the K block whose packed panels fit the caches:
- * kc·GEMM_NR floats of B (one micro-panel) in L1, mb·kc + kc·nb floats in L2. */
-#define GEMM_MB_MAX 256
+/* CPU blocking, measured on a 2-core Zen 4 under PoCL (bench/README.md): the packed B panel
+ * (kc×nb) and A block (mb×kc) fit L2 and __local memory together, one kc×GEMM_NR micro-panel of
+ * B is reused from L1 across the A panels. */
+#define GEMM_MB_MAX 512
 #define GEMM_NB_MAX 256
 #define GEMM_KC_MAX 256
+/* Split K only when a part still has this much work (M·N·K multiply-adds per call). */
+#define GEMM_SPLIT_MIN_WORK (1L << 22)
 
 struct gemm_kernels {
-    cl_kernel cpu, tiled;
+    cl_kernel cpu, cpu_sum, tiled;
     enum gemm_variant variant;
-    unsigned groups_wanted; /* work-groups that keep every compute unit busy */
+    int units;                  /* compute units: worker threads on a CPU device */
+    int mb_max, nb_max, kc_max; /* gemm_cpu blocking that fits the device's local memory */
+    cl_mem scratch;             /* split-K partial products, or NULL */
+    size_t scratch_bytes;
+};
+
+/* One call's gemm_cpu launch: tile, K block, K parts and the k-range of each part. */
+struct gemm_plan {
+    int mb, nb, kc, parts, kpart;
 };
 
 static int gemm_kernel_create(kern *k, const char *name, cl_kernel *out, char *err)
@@ -43,23 +59,47 @@ static int gemm_kernel_create(kern *k, const char *name, cl_kernel *out, char *e
     return 0;
 }
 
+/* Shrinks the CPU blocking until its two panels fit local memory; 0 if even the smallest does not
+ * (then the device runs gemm_tiled). */
+static int gemm_cpu_fit(struct gemm_kernels *g, uint64_t local_mem)
+{
+    g->mb_max = GEMM_MB_MAX;
+    g->nb_max = GEMM_NB_MAX;
+    g->kc_max = GEMM_KC_MAX;
+    while ((uint64_t)(g->mb_max + g->nb_max) * g->kc_max * sizeof(float) > local_mem) {
+        if (g->mb_max > 2 * GEMM_NR && g->mb_max >= g->nb_max)
+            g->mb_max /= 2;
+        else if (g->nb_max > 2 * GEMM_NR)
+            g->nb_max /= 2;
+        else if (g->kc_max > 16)
+            g->kc_max /= 2;
+        else
+            return 0;
+    }
+    return 1;
+}
+
 int gemm_kernels_new(kern *k, char *err)
 {
     struct gemm_kernels *g = calloc(1, sizeof *g);
     if (!g)
         return err_set(err, -ENOMEM, "out of memory for the GEMM kernels");
     int rc = gemm_kernel_create(k, "gemm_cpu", &g->cpu, err);
+    if (rc == 0)
+        rc = gemm_kernel_create(k, "gemm_cpu_sum", &g->cpu_sum, err);
+    if (rc == 0)
+        rc = gemm_kernel_create(k, "gemm_tiled", &g->tiled, err);
     if (rc < 0)
         goto out;
-    rc = gemm_kernel_create(k, "gemm_tiled", &g->tiled, err);
-    if (rc < 0)
-        goto out;
-    g->variant = k->c->dev.type & CL_DEVICE_TYPE_CPU ? GEMM_CPU : GEMM_TILED;
-    g->groups_wanted = 2 * (k->c->dev.compute_units ? k->c->dev.compute_units : 1);
+    const ocl_device *d = &k->c->dev;
+    g->variant = d->type & CL_DEVICE_TYPE_CPU ? GEMM_CPU : GEMM_TILED;
+    g->units = d->compute_units ? (int)d->compute_units : 1;
     const char *force = getenv("TRAINYARD_GEMM");
     if (force && strcmp(force, "cpu") == 0)
         g->variant = GEMM_CPU;
     else if (force && strcmp(force, "tiled") == 0)
+        g->variant = GEMM_TILED;
+    if (!gemm_cpu_fit(g, d->local_mem))
         g->variant = GEMM_TILED;
 out:
     if (rc < 0) {
@@ -76,8 +116,12 @@ void gemm_kernels_free(struct gemm_kernels *g)
         return;
     if (g->cpu)
         clReleaseKernel(g->cpu);
+    if (g->cpu_sum)
+        clReleaseKernel(g->cpu_sum);
     if (g->tiled)
         clReleaseKernel(g->tiled);
+    if (g->scratch)
+        clReleaseMemObject(g->scratch);
     free(g);
 }
 
@@ -91,28 +135,62 @@ static int ceil_div(int x, int m)
     return (x + m - 1) / m;
 }
 
-/* The CPU blocking for one call: kc splits K into equal blocks no larger than GEMM_KC_MAX; the
- * tile starts at the largest that the matrix fills and halves its longer side while there are
- * too few tiles for the compute units (not below one micro-tile per side). */
-static void gemm_cpu_blocking(const struct gemm_kernels *g, int M, int N, int K, int *mb, int *nb,
-                              int *kc)
+static int min_int(int a, int b)
 {
-    int kblocks = K > 0 ? ceil_div(K, GEMM_KC_MAX) : 1;
-    *kc = K > 0 ? ceil_div(K, kblocks) : 1;
-    int m = round_up(M, GEMM_MR), n = round_up(N, GEMM_NR);
-    m = m < GEMM_MB_MAX ? m : GEMM_MB_MAX;
-    n = n < GEMM_NB_MAX ? n : GEMM_NB_MAX;
-    while ((unsigned)(ceil_div(M, m) * ceil_div(N, n)) < g->groups_wanted) {
-        int can_m = m > GEMM_MR, can_n = n > GEMM_NR;
-        if (can_m && (m >= n || !can_n))
-            m = round_up(m / 2, GEMM_MR);
-        else if (can_n)
-            n = round_up(n / 2, GEMM_NR);
-        else
-            break;
+    return a < b ? a : b;
+}
+
+/* The gemm_cpu launch for one call. C is cut into tm×tn tiles of equal size (PoCL hands out
+ * work-groups dynamically, so a ragged last tile or an extra one leaves a core idle at the end),
+ * as few as the size limits allow: big tiles repack less. With fewer tiles than compute units, a
+ * long K is split into one part per unit instead; otherwise the tile count grows along the longer
+ * tile side until every unit has a tile and the tiles share out evenly, or there are four per
+ * unit (never below one micro-tile). kc cuts each part's K range into equal blocks no larger
+ * than kc_max. */
+static struct gemm_plan gemm_cpu_plan(const struct gemm_kernels *g, int M, int N, int K)
+{
+    struct gemm_plan p = {0};
+    int tm = ceil_div(M, g->mb_max), tn = ceil_div(N, g->nb_max);
+    int maxm = ceil_div(M, GEMM_MR), maxn = ceil_div(N, GEMM_NR);
+    p.parts = 1;
+    p.kpart = K;
+    if (tm * tn < g->units && K >= 2 * g->kc_max &&
+        (long)M * N * K >= GEMM_SPLIT_MIN_WORK * g->units) {
+        int parts = min_int(ceil_div(g->units, tm * tn), K / g->kc_max);
+        p.kpart = ceil_div(K, parts);
+        p.parts = ceil_div(K, p.kpart);
+    } else {
+        while (tm * tn < g->units || (tm * tn % g->units && tm * tn < 4 * g->units)) {
+            int grow_m = tm < maxm, grow_n = tn < maxn;
+            if (grow_m && (ceil_div(M, tm) >= ceil_div(N, tn) || !grow_n))
+                tm++;
+            else if (grow_n)
+                tn++;
+            else
+                break;
+        }
     }
-    *mb = m;
-    *nb = n;
+    p.mb = round_up(ceil_div(M, tm), GEMM_MR);
+    p.nb = round_up(ceil_div(N, tn), GEMM_NR);
+    p.kc = p.kpart > 0 ? ceil_div(p.kpart, ceil_div(p.kpart, g->kc_max)) : 1;
+    return p;
+}
+
+/* Makes the scratch buffer hold at least bytes. */
+static int gemm_scratch_reserve(kern *k, size_t bytes)
+{
+    struct gemm_kernels *g = k->gemm;
+    if (g->scratch_bytes >= bytes)
+        return 0;
+    cl_mem m;
+    int rc = ocl_buffer_new(k->c, bytes, &m, k->err);
+    if (rc < 0)
+        return rc;
+    if (g->scratch)
+        clReleaseMemObject(g->scratch); /* queued work that uses it keeps it alive */
+    g->scratch = m;
+    g->scratch_bytes = bytes;
+    return 0;
 }
 
 /* 0 when a rows×cols matrix with row stride ld fits in buf; -EINVAL with a message otherwise. */
@@ -156,6 +234,61 @@ static int gemm_args(kern *k, cl_kernel kl, int ta, int tb, int M, int N, int K,
     return 0;
 }
 
+static int gemm_enqueue(kern *k, cl_kernel kl, cl_uint dims, const size_t *global,
+                        const size_t *local, int M, int N, int K)
+{
+    cl_int rc = clEnqueueNDRangeKernel(k->c->queue, kl, dims, NULL, global, local, 0, NULL, NULL);
+    if (rc != CL_SUCCESS)
+        return err_set(k->err, -EIO, "gemm %dx%dx%d: clEnqueueNDRangeKernel: %s", M, N, K,
+                       ocl_strerror(rc));
+    return 0;
+}
+
+/* Sets gemm_cpu's blocking arguments (its first 13 are set) and enqueues it, then gemm_cpu_sum
+ * when K is split. */
+static int gemm_cpu_enqueue(kern *k, int M, int N, int K, float alpha, float beta, cl_mem C,
+                            int ldc)
+{
+    struct gemm_kernels *g = k->gemm;
+    struct gemm_plan p = gemm_cpu_plan(g, M, N, K);
+    cl_mem W = C; /* unused with one part, but the argument must be a buffer */
+    if (p.parts > 1) {
+        int rc = gemm_scratch_reserve(k, (size_t)p.parts * M * N * sizeof(float));
+        if (rc < 0)
+            return rc;
+        W = g->scratch;
+    }
+    cl_int crc = 0;
+    crc |= clSetKernelArg(g->cpu, 13, sizeof(int), &p.mb);
+    crc |= clSetKernelArg(g->cpu, 14, sizeof(int), &p.nb);
+    crc |= clSetKernelArg(g->cpu, 15, sizeof(int), &p.kc);
+    crc |= clSetKernelArg(g->cpu, 16, sizeof(int), &p.kpart);
+    crc |= clSetKernelArg(g->cpu, 17, sizeof(cl_mem), &W);
+    crc |= clSetKernelArg(g->cpu, 18, (size_t)p.mb * p.kc * sizeof(float), NULL);
+    crc |= clSetKernelArg(g->cpu, 19, (size_t)p.kc * p.nb * sizeof(float), NULL);
+    if (crc != CL_SUCCESS)
+        return err_set(k->err, -EIO, "gemm: clSetKernelArg (blocking) failed");
+    size_t global[3] = {(size_t)ceil_div(N, p.nb), (size_t)ceil_div(M, p.mb), (size_t)p.parts};
+    size_t local[3] = {1, 1, 1};
+    int rc = gemm_enqueue(k, g->cpu, 3, global, local, M, N, K);
+    if (rc < 0 || p.parts == 1)
+        return rc;
+
+    crc = 0;
+    crc |= clSetKernelArg(g->cpu_sum, 0, sizeof(int), &M);
+    crc |= clSetKernelArg(g->cpu_sum, 1, sizeof(int), &N);
+    crc |= clSetKernelArg(g->cpu_sum, 2, sizeof(int), &p.parts);
+    crc |= clSetKernelArg(g->cpu_sum, 3, sizeof(float), &alpha);
+    crc |= clSetKernelArg(g->cpu_sum, 4, sizeof(cl_mem), &W);
+    crc |= clSetKernelArg(g->cpu_sum, 5, sizeof(float), &beta);
+    crc |= clSetKernelArg(g->cpu_sum, 6, sizeof(cl_mem), &C);
+    crc |= clSetKernelArg(g->cpu_sum, 7, sizeof(int), &ldc);
+    if (crc != CL_SUCCESS)
+        return err_set(k->err, -EIO, "gemm: clSetKernelArg (split-K sum) failed");
+    size_t sum_global[2] = {(size_t)N, (size_t)M};
+    return gemm_enqueue(k, g->cpu_sum, 2, sum_global, NULL, M, N, K);
+}
+
 int kern_gemm(kern *k, int ta, int tb, int M, int N, int K, float alpha, cl_mem A, int lda,
               cl_mem B, int ldb, float beta, cl_mem C, int ldc)
 {
@@ -183,29 +316,10 @@ int kern_gemm(kern *k, int ta, int tb, int M, int N, int K, float alpha, cl_mem 
     rc = gemm_args(k, kl, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (rc < 0)
         return rc;
-    size_t global[2], local[2];
-    if (g->variant == GEMM_CPU) {
-        int mb, nb, kc;
-        gemm_cpu_blocking(g, M, N, K, &mb, &nb, &kc);
-        cl_int crc = 0;
-        crc |= clSetKernelArg(kl, 13, sizeof(int), &mb);
-        crc |= clSetKernelArg(kl, 14, sizeof(int), &nb);
-        crc |= clSetKernelArg(kl, 15, sizeof(int), &kc);
-        crc |= clSetKernelArg(kl, 16, (size_t)mb * kc * sizeof(float), NULL);
-        crc |= clSetKernelArg(kl, 17, (size_t)kc * nb * sizeof(float), NULL);
-        if (crc != CL_SUCCESS)
-            return err_set(k->err, -EIO, "gemm: clSetKernelArg (blocking) failed");
-        global[0] = (size_t)ceil_div(N, nb);
-        global[1] = (size_t)ceil_div(M, mb);
-        local[0] = local[1] = 1;
-    } else {
-        global[0] = (size_t)ceil_div(N, GEMM_TS) * GEMM_RTS;
-        global[1] = (size_t)ceil_div(M, GEMM_TS) * GEMM_RTS;
-        local[0] = local[1] = GEMM_RTS;
-    }
-    cl_int erc = clEnqueueNDRangeKernel(k->c->queue, kl, 2, NULL, global, local, 0, NULL, NULL);
-    if (erc != CL_SUCCESS)
-        return err_set(k->err, -EIO, "gemm %dx%dx%d: clEnqueueNDRangeKernel: %s", M, N, K,
-                       ocl_strerror(erc));
-    return 0;
+    if (g->variant == GEMM_CPU)
+        return gemm_cpu_enqueue(k, M, N, K, alpha, beta, C, ldc);
+    size_t global[2] = {(size_t)ceil_div(N, GEMM_TS) * GEMM_RTS,
+                        (size_t)ceil_div(M, GEMM_TS) * GEMM_RTS};
+    size_t local[2] = {GEMM_RTS, GEMM_RTS};
+    return gemm_enqueue(k, kl, 2, global, local, M, N, K);
 }
