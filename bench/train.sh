@@ -6,15 +6,20 @@
 #   digits  60,000×784 → dense 128 relu → 10 classes, batch 64, one epoch
 # "train" is the epoch loop alone (trainyard: the sum of metrics.csv's seconds; PyTorch: its
 # loop); "total" is the whole process, start to exit, data loading and start-up included.
-# usage: bench/train.sh [BUILD_DIR]   (default build; installs python3-torch if missing)
+# PyTorch is Debian's python3-torch with Debian's OpenBLAS as its BLAS (libopenblas0-pthread,
+# picked up through the libblas.so.3 alternative): without it Debian's torch falls back to the
+# reference BLAS at ~6 GFLOP/s, a reference no one should be measured against.
+# usage: bench/train.sh [BUILD_DIR]   (default build; installs python3-torch and OpenBLAS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 bin=$build/trainyard
 data=$build/bench-data
 [ -x "$bin" ] || { echo "build first: meson setup $build && ninja -C $build"; exit 1; }
-if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch
+if ! /usr/bin/python3 -c 'import torch' 2>/dev/null ||
+   ! dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/null | grep -q 'ok installed'; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch libopenblas0-pthread
 fi
 /usr/bin/python3 bench/make_data.py "$data"
 

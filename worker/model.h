@@ -63,6 +63,7 @@ typedef struct model {
     cl_mem params, grads, moment1, moment2;
     cl_mem dbuf[2]; /* ping-pong gradient buffers, capacity × widest layer */
     cl_mem loss_rows, correct_rows, totals;
+    int fresh[MODEL_TOTALS]; /* 1: the next sum into totals[i] overwrites (set by reset) */
 } model;
 
 /* Builds the model for `inputs` features and `outputs` outputs (classes, or 1), allocates its
@@ -90,7 +91,8 @@ int model_evaluate(model *m, int rows, cl_mem x, cl_mem targets, char *err);
  * valid until the next call). */
 int model_forward(model *m, int rows, cl_mem x, cl_mem *out, char *err);
 
-/* Zeroes the totals (start of an epoch). */
+/* Starts the totals afresh (start of an epoch): the next sum into each overwrites it, so this
+ * enqueues nothing. */
 int model_reset_totals(model *m, char *err);
 /* Waits for the device and reads the totals into t[MODEL_TOTALS]. */
 int model_read_totals(model *m, double t[MODEL_TOTALS], char *err);

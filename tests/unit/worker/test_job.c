@@ -367,8 +367,8 @@ static void test_required_and_rules(void)
                  "spaces, control or non-ASCII characters");
     EXPECT_ERROR("{\"dataset_url\": \"https://h/caf\u00e9.csv\", \"hyperparameters\": {}}",
                  "dataset_url", "non-ASCII");
-    EXPECT_ERROR("{\"dataset_url\": \"http://[::1/x.csv\", \"hyperparameters\": {}}",
-                 "dataset_url", "is not a valid URL");
+    EXPECT_ERROR("{\"dataset_url\": \"http://[::1/x.csv\", \"hyperparameters\": {}}", "dataset_url",
+                 "is not a valid URL");
     EXPECT_ERROR("{\"dataset_url\": \"http://host:99999/x.csv\", \"hyperparameters\": {}}",
                  "dataset_url", "is not a valid URL");
     char big[4200 + 100];

@@ -114,8 +114,9 @@ static void gradcheck(cltest *t, int act, int loss, int dropout)
                 if (diff > worst)
                     worst = diff;
                 if (diff > 1.0)
-                    fprintf(stderr, "act %d loss %d dropout %d param %zu: backprop %g, finite "
-                                    "differences %g\n",
+                    fprintf(stderr,
+                            "act %d loss %d dropout %d param %zu: backprop %g, finite "
+                            "differences %g\n",
                             act, loss, dropout, i, ana, num);
                 checked++;
             }
