@@ -87,6 +87,9 @@ http_signal *http_signal_new(http_server *s);
  * A raise that lands between a handler's look at its state and its park is not lost: the
  * handler is called again at once instead of parking. Accepts NULL. */
 void http_signal_raise(http_signal *sig);
+/* A number that changes whenever any signal of s is raised (an atomic read, no lock). Taken
+ * before reading some state, it tells later whether a raise, and so a change, came since. */
+uint64_t http_signal_generation(http_server *s);
 
 /* ---- the request ---------------------------------------------------------------------------- */
 

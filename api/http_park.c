@@ -156,12 +156,10 @@ void http_park_stop(http_server *s)
 
 uint64_t http_park_seq(http_server *s)
 {
-    uint64_t v;
-
-    pthread_mutex_lock(&s->lock);
-    v = s->seq;
-    pthread_mutex_unlock(&s->lock);
-    return v;
+    /* Read on every request: an atomic load, not the server lock. Raises still bump s->seq
+     * under the lock, and a park compares stamps under it, so the acquire here is enough to
+     * see every raise that completed before this request looked at its state. */
+    return __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
 }
 
 /* ---- signals -------------------------------------------------------------------------------- */
@@ -183,6 +181,11 @@ http_signal *http_signal_new(http_server *s)
     return sig;
 }
 
+uint64_t http_signal_generation(http_server *s)
+{
+    return http_park_seq(s);
+}
+
 void http_signal_raise(http_signal *sig)
 {
     http_server *s;
@@ -191,7 +194,7 @@ void http_signal_raise(http_signal *sig)
         return;
     s = sig->s;
     pthread_mutex_lock(&s->lock);
-    sig->raised = ++s->seq;
+    sig->raised = __atomic_add_fetch(&s->seq, 1, __ATOMIC_RELEASE);
     while (sig->parked)
         entry_resume(sig->parked, 0);
     pthread_mutex_unlock(&s->lock);

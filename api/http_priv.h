@@ -57,7 +57,8 @@ struct http_server {
     pthread_t timer;
     int timer_started, timer_quit;
     int stopping;         /* http_stop began: parks are refused, streams end */
-    uint64_t seq;         /* raises so far, over all signals */
+    uint64_t seq;         /* raises so far, over all signals; written under the lock, read
+                             atomically without it (http_park_seq) */
     double next_deadline; /* what the timer thread sleeps until; 0: nothing parked */
     http_signal *signals; /* every signal of this server, freed by http_stop */
     http_signal nosig;    /* what parks with a NULL signal wait on: never raised */

@@ -98,7 +98,8 @@ static json_t *api_job_links(const char *id)
     return api_json_pack(names, vals, 6);
 }
 
-json_t *api_job_json(const db_job *j)
+/* The Job object with `document` given (a new reference, stolen; NULL means out of memory). */
+static json_t *api_job_with(const db_job *j, json_t *doc)
 {
     static const char *const keys[] = {"id",         "name",
                                        "status",     "phase",
@@ -108,11 +109,6 @@ json_t *api_job_json(const db_job *j)
                                        "error",      "device",
                                        "worker",     "cancel_requested",
                                        "document",   "links"};
-    json_t *doc = json_loads(j->document ? j->document : "", 0, NULL);
-    if (doc && !json_is_object(doc)) {
-        json_decref(doc);
-        doc = NULL;
-    }
     const char *phase = db_phase_name(j->phase);
     json_t *vals[] = {json_string(j->id),
                       json_string(j->name),
@@ -131,6 +127,46 @@ json_t *api_job_json(const db_job *j)
                       doc,
                       api_job_links(j->id)};
     return api_json_pack(keys, vals, sizeof vals / sizeof vals[0]);
+}
+
+json_t *api_job_json(const db_job *j)
+{
+    json_t *doc = json_loads(j->document ? j->document : "", 0, NULL);
+    if (doc && !json_is_object(doc)) {
+        json_decref(doc);
+        doc = NULL;
+    }
+    return api_job_with(j, doc);
+}
+
+char *api_job_text(const db_job *j, size_t *len)
+{
+    /* The stored document is compact JSON the server wrote itself at submit time; parsing and
+     * printing it again on every GET was most of a GET's cost. The outer object is dumped with a
+     * null in its place and the stored text spliced in. `"document":null` cannot occur inside a
+     * string value (its quotes would be escaped there), so its one match is the member. */
+    static const char hole[] = "\"document\":null";
+    if (!j->document || j->document[0] != '{')
+        return NULL;
+    json_t *o = api_job_with(j, json_null());
+    char *outer = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    char *at = outer ? strstr(outer, hole) : NULL;
+    if (!at) {
+        free(outer);
+        return NULL;
+    }
+    size_t head = (size_t)(at - outer) + sizeof hole - 1 - 4; /* up to "document": */
+    size_t doc_len = strlen(j->document), tail = strlen(at + sizeof hole - 1);
+    char *text = malloc(head + doc_len + tail + 1);
+    if (text) {
+        memcpy(text, outer, head);
+        memcpy(text + head, j->document, doc_len);
+        memcpy(text + head + doc_len, at + sizeof hole - 1, tail + 1);
+        *len = head + doc_len + tail;
+    }
+    free(outer);
+    return text;
 }
 
 json_t *api_metric_json(const db_metric *m)

@@ -40,6 +40,10 @@ json_t *api_real_json(double v);
 json_t *api_json_pack(const char *const *keys, json_t **vals, size_t n);
 /* The Job object of GET /jobs/{id}. */
 json_t *api_job_json(const db_job *j);
+/* The same Job as JSON text (malloc'd, *len bytes, NUL-terminated), the stored document copied
+ * in as it is rather than parsed and printed again; NULL when out of memory or the stored
+ * document is not an object. */
+char *api_job_text(const db_job *j, size_t *len);
 /* One EpochMetrics object. */
 json_t *api_metric_json(const db_metric *m);
 /* One Artifact object. */

@@ -15,6 +15,7 @@
  * (default 50), and an opaque cursor (api_cursor_encode) naming where the next page starts;
  * next_cursor is null on the last page. Each page reads limit + 1 rows to know. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,8 @@
 /* Answers one job: status, the Location header when asked, the Job body. */
 static int api_reply_job(http_req *r, int status, const db_job *j, int location)
 {
-    json_t *body = api_job_json(j);
+    size_t len = 0;
+    char *body = api_job_text(j, &len);
     if (!body)
         return err_set(http_errbuf(r), -ENOMEM, "cannot build the job's JSON");
     if (location) {
@@ -42,7 +44,9 @@ static int api_reply_job(http_req *r, int status, const db_job *j, int location)
         snprintf(loc, sizeof loc, "/jobs/%s", j->id);
         http_header_add(r, "Location", loc);
     }
-    return http_reply_json(r, status, body);
+    int rc = http_reply_bytes(r, status, "application/json", body, len);
+    free(body);
+    return rc;
 }
 
 /* Names the job in a 404's sentence. */
@@ -207,10 +211,64 @@ int api_jobs_list(http_req *r, void *ctx)
 
 /* ---- one job ---------------------------------------------------------------------------- */
 
+/* GET /jobs/{id} is what every client polls. Each HTTP thread keeps the last answers it made
+ * in a small table of its own (no lock), each tagged with the server's signal generation taken
+ * BEFORE the job was read. Every write that changes a job raises a signal after it commits, so
+ * an answer whose tag still equals the current generation cannot be stale; any raise anywhere
+ * ends the validity of every entry at once. */
+#define API_JOB_CACHE 64
+
+typedef struct api_cached_job {
+    char id[DB_ID_LEN + 1];
+    uint64_t generation;
+    char *text;
+    size_t len;
+} api_cached_job;
+
+static pthread_key_t api_job_cache_key;
+static pthread_once_t api_job_cache_once = PTHREAD_ONCE_INIT;
+
+/* Runs when an HTTP thread ends. */
+static void api_job_cache_free(void *table)
+{
+    api_cached_job *t = table;
+    for (int i = 0; i < API_JOB_CACHE; i++)
+        free(t[i].text);
+    free(t);
+}
+
+static void api_job_cache_init(void)
+{
+    pthread_key_create(&api_job_cache_key, api_job_cache_free);
+}
+
+/* The calling thread's slot for id; NULL when out of memory (then nothing is cached). */
+static api_cached_job *api_job_slot(const char *id)
+{
+    pthread_once(&api_job_cache_once, api_job_cache_init);
+    api_cached_job *t = pthread_getspecific(api_job_cache_key);
+    if (!t) {
+        t = calloc(API_JOB_CACHE, sizeof *t);
+        if (!t || pthread_setspecific(api_job_cache_key, t) != 0) {
+            free(t);
+            return NULL;
+        }
+    }
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const char *p = id; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return &t[h % API_JOB_CACHE];
+}
+
 int api_jobs_get(http_req *r, void *ctx)
 {
     app *a = ctx;
     const char *id = http_param(r, "id");
+    uint64_t generation = a->http ? http_signal_generation(a->http) : 0;
+    api_cached_job *slot = api_job_slot(id);
+    if (a->http && slot && slot->text && slot->generation == generation && !strcmp(slot->id, id))
+        return http_reply_bytes(r, 200, "application/json", slot->text, slot->len);
+
     db *d = api_db(r, a);
     if (!d)
         return -EIO;
@@ -218,8 +276,21 @@ int api_jobs_get(http_req *r, void *ctx)
     int rc = db_job_get(d, id, &j, http_errbuf(r));
     if (rc < 0)
         return api_no_job(r, rc, id);
-    rc = api_reply_job(r, 200, &j, 0);
+    size_t len = 0;
+    char *text = api_job_text(&j, &len);
     db_job_clear(&j);
+    if (!text)
+        return err_set(http_errbuf(r), -ENOMEM, "cannot build the job's JSON");
+    rc = http_reply_bytes(r, 200, "application/json", text, len);
+    if (slot && strlen(id) <= DB_ID_LEN) {
+        free(slot->text);
+        memcpy(slot->id, id, strlen(id) + 1);
+        slot->generation = generation;
+        slot->text = text;
+        slot->len = len;
+    } else {
+        free(text);
+    }
     return rc;
 }
 

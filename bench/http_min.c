@@ -12,14 +12,28 @@
 #include <unistd.h>
 
 static char body[1400];
-static struct MHD_Response *response;
+static size_t body_len;
 
 static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **state)
 {
-    (void)cls, (void)url, (void)method, (void)version, (void)upload, (void)upload_size, (void)state;
-    return MHD_queue_response(c, MHD_HTTP_OK, response);
+    (void)cls, (void)url, (void)method, (void)version, (void)upload, (void)upload_size;
+    /* The first call only sees the headers: answering then makes libmicrohttpd close the
+     * connection after the response. Answer on the second call, as trainyard does. */
+    static int seen;
+    if (!*state) {
+        *state = &seen;
+        return MHD_YES;
+    }
+    /* One response per request, as trainyard makes them: a response shared by every thread
+     * would serialise them on its lock and make the reference slower than it need be. */
+    struct MHD_Response *response =
+        MHD_create_response_from_buffer(body_len, body, MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(response, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, response);
+    MHD_destroy_response(response);
+    return ret;
 }
 
 static volatile sig_atomic_t stop;
@@ -41,8 +55,7 @@ int main(int argc, char **argv)
     while (n < (int)sizeof body - 40)
         n += snprintf(body + n, sizeof body - (size_t)n, "\"k%d\":%d,", n, n);
     snprintf(body + n - 1, sizeof body - (size_t)n + 1, "}}");
-    response = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_PERSISTENT);
-    MHD_add_response_header(response, "Content-Type", "application/json");
+    body_len = strlen(body);
     struct MHD_Daemon *d =
         MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, (uint16_t)port, NULL,
                          NULL, answer, NULL, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_END);
@@ -58,6 +71,5 @@ int main(int argc, char **argv)
     while (!stop)
         pause();
     MHD_stop_daemon(d);
-    MHD_destroy_response(response);
     return 0;
 }

@@ -48,15 +48,23 @@ static void on_signal(int sig)
     stop_requested = 1;
 }
 
+/* One line, one write(2): the HTTP threads log every request, and a shared stdio stream would
+ * make them queue on its lock and flush one by one. */
 static void log_line(const char *line)
 {
-    char stamp[32];
+    char out[1200];
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
-    strftime(stamp, sizeof stamp, "%H:%M:%S", &tm);
-    printf("%s %s\n", stamp, line);
-    fflush(stdout);
+    size_t n = strftime(out, sizeof out, "%H:%M:%S ", &tm);
+    int m = snprintf(out + n, sizeof out - n, "%s\n", line);
+    if (m < 0)
+        return;
+    n += (size_t)m < sizeof out - n ? (size_t)m : sizeof out - n - 1;
+    if (out[n - 1] != '\n')
+        out[n - 1] = '\n';
+    ssize_t w = write(STDOUT_FILENO, out, n); /* the banner's printf is flushed before any */
+    (void)w;
 }
 
 static void log_request(void *user, const char *line)

@@ -230,8 +230,18 @@ int db_version(db *d, int *out, char *err)
     return rc;
 }
 
+/* Process-wide SQLite settings, once, before the first connection: no memory statistics, which
+ * SQLite otherwise keeps under one global mutex that every thread's connection would take on
+ * each allocation. */
+static void db_configure(void)
+{
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 int db_open(const char *path, db **out, char *err)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, db_configure);
     int rc = 0;
     db *d = calloc(1, sizeof *d);
     if (!d)

@@ -161,12 +161,32 @@ static void test_job_json_schema(void)
     CHECK_STR(json_string_value(json_object_get(o, "worker")), j.worker_id);
     CHECK_STR(json_string_value(json_object_get(o, "error")), "lease expired");
     CHECK(json_is_true(json_object_get(o, "cancel_requested")));
+
+    /* The text form splices the stored document in: it must say exactly what the object says,
+     * also when a string value holds the member's own spelling. */
+    size_t len = 0;
+    char *text = api_job_text(&j, &len);
+    json_t *back = text ? json_loadb(text, len, 0, NULL) : NULL;
+    CHECK(back != NULL && json_equal(back, o));
+    CHECK(text && strlen(text) == len);
+    json_decref(back);
+    free(text);
+    free(j.error);
+    j.error = strdup("\"document\":null,\"links\":{}");
+    json_decref(o);
+    o = api_job_json(&j);
+    text = api_job_text(&j, &len);
+    back = text ? json_loadb(text, len, 0, NULL) : NULL;
+    CHECK(back != NULL && json_equal(back, o));
+    json_decref(back);
+    free(text);
     json_decref(o);
 
     /* a stored document that is not an object is refused, not passed on */
     free(j.document);
     j.document = strdup("[1, 2]");
     CHECK(api_job_json(&j) == NULL);
+    CHECK(api_job_text(&j, &len) == NULL);
     db_job_clear(&j);
 }
 
