@@ -24,8 +24,9 @@
 
 /* Validation rows evaluated per enqueue sequence when they do not fit the batch buffers. */
 #define TRAINER_VAL_CHUNK 4096
-/* Steps between two polls of should_stop. */
-#define TRAINER_POLL_STEPS 16
+/* Steps between two polls of should_stop: every step, since a cancel must stop a job within a
+ * second however long its steps are, and the hooks only read a flag. */
+#define TRAINER_POLL_STEPS 1
 
 typedef struct run {
     const job_spec *job;

@@ -117,7 +117,8 @@ def test_cancel_in_each_state(serve, blobs):
     assert r.status_code == 200 and r.json()["cancel_requested"] is True
     done = wait_for(svc2, long_job["id"], TERMINAL, timeout=30)
     assert done["status"] == "cancelled"
-    assert time.time() - t0 < 5, "a running job must stop soon after cancel"
+    took = time.time() - t0
+    assert took < 3, f"a running job must stop within about a second of cancel, took {took:.1f}s"
     # The worker is free again: the next job runs to the end.
     nxt = submit(svc2, job_doc(blobs, epochs=2)).json()
     assert wait_for(svc2, nxt["id"], TERMINAL)["status"] == "succeeded"
