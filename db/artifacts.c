@@ -57,6 +57,21 @@ int db_artifact_get(db *d, int64_t job_seq, const char *name, db_artifact *out, 
     return rc;
 }
 
+/* The user's callback and context for db_artifact_row. */
+typedef struct db_artifact_walk {
+    db_artifact_fn fn;
+    void *ctx;
+} db_artifact_walk;
+
+/* db_rows() adapter: reads one artifact row and hands it to the user's callback. */
+static int db_artifact_row(void *ctx, sqlite3_stmt *st)
+{
+    db_artifact_walk *w = ctx;
+    db_artifact a;
+    db_artifact_read(st, &a);
+    return w->fn(w->ctx, &a);
+}
+
 int db_artifact_list(db *d, int64_t job_seq, db_artifact_fn fn, void *ctx, char *err)
 {
     sqlite3_stmt *st = NULL;
@@ -64,20 +79,6 @@ int db_artifact_list(db *d, int64_t job_seq, db_artifact_fn fn, void *ctx, char 
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, job_seq);
-    for (;;) {
-        int src = sqlite3_step(st);
-        if (src == SQLITE_DONE)
-            break;
-        if (src != SQLITE_ROW) {
-            rc = db_fail(d, src, err);
-            break;
-        }
-        db_artifact a;
-        db_artifact_read(st, &a);
-        rc = fn(ctx, &a);
-        if (rc < 0)
-            break;
-    }
-    db_stmt_done(st);
-    return rc;
+    db_artifact_walk w = {fn, ctx};
+    return db_rows(d, st, db_artifact_row, &w, err);
 }

@@ -178,6 +178,25 @@ int db_run(db *d, const char *sql, char *err)
     return rc;
 }
 
+int db_rows(db *d, sqlite3_stmt *st, int (*row)(void *ctx, sqlite3_stmt *st), void *ctx, char *err)
+{
+    int rc = 0;
+    for (;;) {
+        int src = sqlite3_step(st);
+        if (src == SQLITE_DONE)
+            break;
+        if (src != SQLITE_ROW) {
+            rc = db_fail(d, src, err);
+            break;
+        }
+        rc = row(ctx, st);
+        if (rc < 0)
+            break;
+    }
+    db_stmt_done(st);
+    return rc;
+}
+
 /* ---- transactions ----------------------------------------------------------------------- */
 
 int db_begin(db *d, char *err)

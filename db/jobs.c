@@ -218,27 +218,23 @@ int db_job_get_by_key(db *d, const char *idem_key, db_job *out, char body_hash[6
     return rc;
 }
 
-/* Steps st and calls fn with each row. */
-static int db_job_each(db *d, sqlite3_stmt *st, db_job_fn fn, void *ctx, char *err)
+/* The user's callback, its context and the error buffer for db_job_row. */
+typedef struct db_job_walk {
+    db_job_fn fn;
+    void *ctx;
+    char *err;
+} db_job_walk;
+
+/* db_rows() adapter: reads one job row, hands it to the user's callback, frees it. */
+static int db_job_row(void *ctx, sqlite3_stmt *st)
 {
-    int rc = 0;
-    for (;;) {
-        int src = sqlite3_step(st);
-        if (src == SQLITE_DONE)
-            break;
-        if (src != SQLITE_ROW) {
-            rc = db_fail(d, src, err);
-            break;
-        }
-        db_job j;
-        rc = db_job_read(st, &j, err);
-        if (rc < 0)
-            break;
-        rc = fn(ctx, &j);
-        db_job_clear(&j);
-        if (rc < 0)
-            break;
-    }
+    db_job_walk *w = ctx;
+    db_job j;
+    int rc = db_job_read(st, &j, w->err);
+    if (rc < 0)
+        return rc;
+    rc = w->fn(w->ctx, &j);
+    db_job_clear(&j);
     return rc;
 }
 
@@ -269,9 +265,8 @@ int db_job_list(db *d, const db_job_filter *f, db_job_fn fn, void *ctx, char *er
         sqlite3_bind_text(st, 3, db_status_name(f->status), -1, SQLITE_STATIC);
     if (f->name)
         sqlite3_bind_text(st, 4, f->name, -1, SQLITE_TRANSIENT);
-    rc = db_job_each(d, st, fn, ctx, err);
-    db_stmt_done(st);
-    return rc;
+    db_job_walk w = {fn, ctx, err};
+    return db_rows(d, st, db_job_row, &w, err);
 }
 
 static const char SQL_JOB_RUNNING[] =
@@ -283,9 +278,8 @@ int db_job_list_running(db *d, db_job_fn fn, void *ctx, char *err)
     int rc = db_stmt(d, SQL_JOB_RUNNING, &st, err);
     if (rc < 0)
         return rc;
-    rc = db_job_each(d, st, fn, ctx, err);
-    db_stmt_done(st);
-    return rc;
+    db_job_walk w = {fn, ctx, err};
+    return db_rows(d, st, db_job_row, &w, err);
 }
 
 /* Walks jobs_queue (status, priority DESC, seq) and skips jobs whose kind does not fit. */

@@ -91,27 +91,23 @@ int db_worker_get(db *d, const char *id, db_worker *out, char *err)
     return rc;
 }
 
-static int db_worker_each(db *d, sqlite3_stmt *st, db_worker_fn fn, void *ctx, char *err)
+/* The user's callback, its context and the error buffer for db_worker_row. */
+typedef struct db_worker_walk {
+    db_worker_fn fn;
+    void *ctx;
+    char *err;
+} db_worker_walk;
+
+/* db_rows() adapter: reads one worker row, hands it to the user's callback, frees it. */
+static int db_worker_row(void *ctx, sqlite3_stmt *st)
 {
-    int rc = 0;
-    for (;;) {
-        int src = sqlite3_step(st);
-        if (src == SQLITE_DONE)
-            break;
-        if (src != SQLITE_ROW) {
-            rc = db_fail(d, src, err);
-            break;
-        }
-        db_worker w;
-        rc = db_worker_read(st, &w, err);
-        if (rc < 0)
-            break;
-        rc = fn(ctx, &w);
-        db_worker_clear(&w);
-        if (rc < 0)
-            break;
-    }
-    db_stmt_done(st);
+    db_worker_walk *wk = ctx;
+    db_worker w;
+    int rc = db_worker_read(st, &w, wk->err);
+    if (rc < 0)
+        return rc;
+    rc = wk->fn(wk->ctx, &w);
+    db_worker_clear(&w);
     return rc;
 }
 
@@ -121,7 +117,8 @@ int db_worker_list(db *d, db_worker_fn fn, void *ctx, char *err)
     int rc = db_stmt(d, SQL_WORKER_LIST, &st, err);
     if (rc < 0)
         return rc;
-    return db_worker_each(d, st, fn, ctx, err);
+    db_worker_walk wk = {fn, ctx, err};
+    return db_rows(d, st, db_worker_row, &wk, err);
 }
 
 int db_worker_list_live(db *d, int64_t since, db_worker_fn fn, void *ctx, char *err)
@@ -131,7 +128,8 @@ int db_worker_list_live(db *d, int64_t since, db_worker_fn fn, void *ctx, char *
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, since);
-    return db_worker_each(d, st, fn, ctx, err);
+    db_worker_walk wk = {fn, ctx, err};
+    return db_rows(d, st, db_worker_row, &wk, err);
 }
 
 int db_worker_count_live(db *d, int64_t since, int64_t *out, char *err)
