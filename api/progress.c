@@ -71,16 +71,6 @@ static size_t api_buf_take(api_buf *b, char *out, size_t cap)
     return n;
 }
 
-/* Looks up the job named by the {id} parameter; -ENOENT with a sentence when there is none. */
-static int api_find_job(http_req *r, db *d, db_job *out)
-{
-    const char *id = http_param(r, "id");
-    int rc = db_job_get(d, id, out, http_errbuf(r));
-    if (rc == -ENOENT)
-        err_set(http_errbuf(r), rc, "no job has the id %s", id);
-    return rc;
-}
-
 /* ---- GET /jobs/{id}/metrics -------------------------------------------------------------- */
 
 static int api_metric_add(void *ctx, const db_metric *m)
@@ -98,23 +88,13 @@ int api_jobs_metrics(http_req *r, void *ctx)
     if (!d)
         return -EIO;
     db_job j;
-    int rc = api_find_job(r, d, &j);
+    int rc = api_job_find(r, d, &j);
     if (rc < 0)
         return rc;
     json_t *epochs = json_array();
     rc = epochs ? db_metric_list(d, j.seq, api_metric_add, epochs, http_errbuf(r)) : -ENOMEM;
     db_job_clear(&j);
-    if (rc < 0) {
-        json_decref(epochs);
-        if (rc == -ENOMEM)
-            err_set(http_errbuf(r), rc, "out of memory");
-        return rc;
-    }
-    static const char *const keys[] = {"epochs"};
-    json_t *body = api_json_pack(keys, &epochs, 1);
-    if (!body)
-        return err_set(http_errbuf(r), -ENOMEM, "out of memory");
-    return http_reply_json(r, 200, body);
+    return api_reply_list(r, "epochs", epochs, rc);
 }
 
 /* ---- GET /jobs/{id}/logs ----------------------------------------------------------------- */
@@ -180,7 +160,7 @@ int api_jobs_logs(http_req *r, void *ctx)
     if (!d)
         return -EIO;
     db_job j;
-    int rc = api_find_job(r, d, &j);
+    int rc = api_job_find(r, d, &j);
     if (rc < 0)
         return rc;
     api_log_stream *s = calloc(1, sizeof *s);
@@ -315,7 +295,7 @@ int api_jobs_events(http_req *r, void *ctx)
     if (!d)
         return -EIO;
     db_job j;
-    int rc = api_find_job(r, d, &j);
+    int rc = api_job_find(r, d, &j);
     if (rc < 0)
         return rc;
     api_sse_stream *s = calloc(1, sizeof *s);
