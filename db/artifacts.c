@@ -23,11 +23,8 @@ int db_artifact_put(db *d, int64_t job_seq, const db_artifact *a, char *err)
     sqlite3_bind_int64(st, 3, a->size);
     sqlite3_bind_text(st, 4, a->sha256, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 5, a->created_at);
-    int src = sqlite3_step(st);
-    if (src != SQLITE_DONE)
-        rc = db_fail(d, src, err);
-    db_stmt_done(st);
-    return rc;
+    rc = db_write(d, st, err);
+    return rc < 0 ? rc : 0;
 }
 
 static void db_artifact_read(sqlite3_stmt *st, db_artifact *a)

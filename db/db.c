@@ -171,9 +171,14 @@ int db_run(db *d, const char *sql, char *err)
     int rc = db_stmt(d, sql, &st, err);
     if (rc < 0)
         return rc;
+    rc = db_write(d, st, err);
+    return rc < 0 ? rc : 0;
+}
+
+int db_write(db *d, sqlite3_stmt *st, char *err)
+{
     int src = sqlite3_step(st);
-    if (src != SQLITE_DONE)
-        rc = db_fail(d, src, err);
+    int rc = src == SQLITE_DONE ? db_changes(d) : db_fail(d, src, err);
     db_stmt_done(st);
     return rc;
 }

@@ -24,11 +24,8 @@ int db_event_append(db *d, int64_t job_seq, int64_t at, int from, int to, int ph
     db_bind_opt_text(st, 5, db_phase_name(phase));
     sqlite3_bind_int(st, 6, attempt);
     db_bind_opt_text(st, 7, reason);
-    int src = sqlite3_step(st);
-    if (src != SQLITE_DONE)
-        rc = db_fail(d, src, err);
-    db_stmt_done(st);
-    return rc;
+    rc = db_write(d, st, err);
+    return rc < 0 ? rc : 0;
 }
 
 static const char SQL_EVENT_LIST[] =

@@ -325,15 +325,6 @@ int db_job_count(db *d, int status, int64_t *out, char *err)
 
 /* ---- state writes ---------------------------------------------------------------------- */
 
-/* Steps a write and returns the rows it changed. */
-static int db_job_write(db *d, sqlite3_stmt *st, char *err)
-{
-    int src = sqlite3_step(st);
-    int rc = src == SQLITE_DONE ? db_changes(d) : db_fail(d, src, err);
-    db_stmt_done(st);
-    return rc;
-}
-
 static const char SQL_JOB_RUN[] =
     "UPDATE jobs SET status = 'running', attempt = attempt + 1, phase = NULL,"
     " started_at = coalesce(started_at, ?3), attempt_started_at = ?3, worker_id = ?2,"
@@ -351,7 +342,7 @@ int db_job_set_running(db *d, int64_t seq, const char *worker_id, const char *de
     sqlite3_bind_int64(st, 3, now);
     db_bind_opt_text(st, 4, device);
     sqlite3_bind_int64(st, 5, lease_until);
-    return db_job_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 static const char SQL_JOB_LEASE[] =
@@ -370,7 +361,7 @@ int db_job_set_lease(db *d, int64_t seq, const char *worker_id, int phase, int64
     sqlite3_bind_int64(st, 3, lease_until);
     db_bind_opt_text(st, 4, db_phase_name(phase));
     sqlite3_bind_int(st, 5, log_lines);
-    return db_job_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 static const char SQL_JOB_REQUEUE[] =
@@ -386,7 +377,7 @@ int db_job_set_requeued(db *d, int64_t seq, int64_t now, char *err)
         return rc;
     sqlite3_bind_int64(st, 1, seq);
     sqlite3_bind_int64(st, 2, now);
-    return db_job_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 static const char SQL_JOB_FINISH[] =
@@ -410,7 +401,7 @@ int db_job_set_finished(db *d, int64_t seq, const char *worker_id, int status, c
     sqlite3_bind_text(st, 3, db_status_name(status), -1, SQLITE_STATIC);
     db_bind_opt_text(st, 4, error);
     sqlite3_bind_int64(st, 5, now);
-    return db_job_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 static const char SQL_JOB_CANCEL[] = "UPDATE jobs SET status = 'cancelled', finished_at = ?2"
@@ -424,7 +415,7 @@ int db_job_set_cancelled(db *d, int64_t seq, int64_t now, char *err)
         return rc;
     sqlite3_bind_int64(st, 1, seq);
     sqlite3_bind_int64(st, 2, now);
-    return db_job_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 static const char SQL_JOB_CANCEL_REQ[] =
@@ -437,7 +428,7 @@ int db_job_set_cancel_requested(db *d, int64_t seq, char *err)
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, seq);
-    return db_job_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 static const char SQL_JOB_DELETE[] =
@@ -450,5 +441,5 @@ int db_job_delete(db *d, int64_t seq, char *err)
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, seq);
-    return db_job_write(d, st, err);
+    return db_write(d, st, err);
 }

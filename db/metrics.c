@@ -24,11 +24,8 @@ int db_metric_put(db *d, int64_t job_seq, const db_metric *m, char *err)
     sqlite3_bind_double(st, 8, m->seconds);
     sqlite3_bind_double(st, 9, m->samples_per_second);
     sqlite3_bind_int64(st, 10, m->at);
-    int src = sqlite3_step(st);
-    if (src != SQLITE_DONE)
-        rc = db_fail(d, src, err);
-    db_stmt_done(st);
-    return rc;
+    rc = db_write(d, st, err);
+    return rc < 0 ? rc : 0;
 }
 
 #define DB_METRIC_COLS                                                                             \

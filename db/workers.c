@@ -49,11 +49,8 @@ int db_worker_insert(db *d, const db_worker *w, char *err)
     sqlite3_bind_int64(st, 6, w->last_seen_at);
     sqlite3_bind_int(st, 7, w->gone);
     db_bind_opt_text(st, 8, w->job_id);
-    int src = sqlite3_step(st);
-    if (src != SQLITE_DONE)
-        rc = db_fail(d, src, err);
-    db_stmt_done(st);
-    return rc;
+    rc = db_write(d, st, err);
+    return rc < 0 ? rc : 0;
 }
 
 static int db_worker_read(sqlite3_stmt *st, db_worker *out, char *err)
@@ -148,15 +145,6 @@ int db_worker_count_live(db *d, int64_t since, int64_t *out, char *err)
     return rc;
 }
 
-/* Steps a bound write and returns the rows it changed. */
-static int db_worker_write(db *d, sqlite3_stmt *st, char *err)
-{
-    int src = sqlite3_step(st);
-    int rc = src == SQLITE_DONE ? db_changes(d) : db_fail(d, src, err);
-    db_stmt_done(st);
-    return rc;
-}
-
 int db_worker_seen(db *d, const char *id, int64_t now, char *err)
 {
     sqlite3_stmt *st = NULL;
@@ -165,7 +153,7 @@ int db_worker_seen(db *d, const char *id, int64_t now, char *err)
         return rc;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 2, now);
-    return db_worker_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 int db_worker_set_job(db *d, const char *id, const char *job_id, char *err)
@@ -176,7 +164,7 @@ int db_worker_set_job(db *d, const char *id, const char *job_id, char *err)
         return rc;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
     db_bind_opt_text(st, 2, job_id);
-    return db_worker_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 int db_worker_release(db *d, const char *id, const char *job_id, char *err)
@@ -187,7 +175,7 @@ int db_worker_release(db *d, const char *id, const char *job_id, char *err)
         return rc;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, job_id, -1, SQLITE_TRANSIENT);
-    return db_worker_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 int db_worker_mark_gone(db *d, int64_t before, char *err)
@@ -197,7 +185,7 @@ int db_worker_mark_gone(db *d, int64_t before, char *err)
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, before);
-    return db_worker_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 int db_worker_forget(db *d, int64_t before, char *err)
@@ -207,5 +195,5 @@ int db_worker_forget(db *d, int64_t before, char *err)
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, before);
-    return db_worker_write(d, st, err);
+    return db_write(d, st, err);
 }
