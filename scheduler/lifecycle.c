@@ -38,16 +38,25 @@ int sched_lease_check(const db_job *j, const char *worker_id, char *err)
     return 0;
 }
 
-int sched_job_begin_leased(db *d, const char *job_id, const char *worker_id, db_job *out, char *err)
+/* BEGIN IMMEDIATE and reads job_id into *out; on failure rolled back, *out untouched. */
+static int sched_job_begin(db *d, const char *job_id, db_job *out, char *err)
 {
-    db_job j;
-    memset(&j, 0, sizeof j);
     int rc = db_begin(d, err);
     if (rc < 0)
         return rc;
-    rc = db_job_get(d, job_id, &j, err);
-    if (rc == 0)
-        rc = sched_lease_check(&j, worker_id, err);
+    rc = db_job_get(d, job_id, out, err);
+    if (rc < 0)
+        db_rollback(d);
+    return rc;
+}
+
+int sched_job_begin_leased(db *d, const char *job_id, const char *worker_id, db_job *out, char *err)
+{
+    db_job j;
+    int rc = sched_job_begin(d, job_id, &j, err);
+    if (rc < 0)
+        return rc;
+    rc = sched_lease_check(&j, worker_id, err);
     if (rc < 0) {
         db_rollback(d);
         db_job_clear(&j);
@@ -235,13 +244,9 @@ out:
 int sched_job_cancel(db *d, const char *job_id, int64_t now, db_job *out, char *err)
 {
     db_job j;
-    memset(&j, 0, sizeof j);
-    int rc = db_begin(d, err);
+    int rc = sched_job_begin(d, job_id, &j, err);
     if (rc < 0)
         return rc;
-    rc = db_job_get(d, job_id, &j, err);
-    if (rc < 0)
-        goto out;
     if (db_status_terminal(j.status)) {
         rc = err_set(err, -EBUSY, "job %s already %s; there is nothing to cancel", j.id,
                      db_status_name(j.status));
@@ -358,13 +363,9 @@ static void sched_artifacts_remove(const char *artifacts_dir, const char *id)
 int sched_job_delete(db *d, const char *job_id, const char *artifacts_dir, char *err)
 {
     db_job j;
-    memset(&j, 0, sizeof j);
-    int rc = db_begin(d, err);
+    int rc = sched_job_begin(d, job_id, &j, err);
     if (rc < 0)
         return rc;
-    rc = db_job_get(d, job_id, &j, err);
-    if (rc < 0)
-        goto out;
     if (!db_status_terminal(j.status)) {
         rc = err_set(err, -EBUSY,
                      "job %s is %s: cancel it (POST /jobs/%s/cancel) and delete it once it has "
