@@ -92,10 +92,17 @@ int api_no_job(http_req *r, int rc, const char *id)
     return rc;
 }
 
-int api_job_find(http_req *r, db *d, db_job *out)
+int api_job_find(http_req *r, app *a, db **d, db_job *out)
 {
+    db *conn = api_db(r, a);
+    if (!conn)
+        return -EIO;
     const char *id = http_param(r, "id");
-    return api_no_job(r, db_job_get(d, id, out, http_errbuf(r)), id);
+    int rc = db_job_get(conn, id, out, http_errbuf(r));
+    if (rc < 0)
+        return api_no_job(r, rc, id);
+    *d = conn;
+    return 0;
 }
 
 int api_reply_list(http_req *r, const char *key, json_t *list, int rc)

@@ -38,11 +38,9 @@ static int api_artifact_add(void *ctx, const db_artifact *a)
 int api_artifacts_list(http_req *r, void *ctx)
 {
     app *a = ctx;
-    db *d = api_db(r, a);
-    if (!d)
-        return -EIO;
+    db *d = NULL;
     db_job j;
-    int rc = api_job_find(r, d, &j);
+    int rc = api_job_find(r, a, &d, &j);
     if (rc < 0)
         return rc;
     json_t *list = json_array();
@@ -69,11 +67,9 @@ int api_artifacts_get(http_req *r, void *ctx)
     app *a = ctx;
     char *err = http_errbuf(r);
     const char *name = http_param(r, "name");
-    db *d = api_db(r, a);
-    if (!d)
-        return -EIO;
+    db *d = NULL;
     db_job j;
-    int rc = api_job_find(r, d, &j);
+    int rc = api_job_find(r, a, &d, &j);
     if (rc < 0)
         return rc;
     db_artifact art;
@@ -149,11 +145,9 @@ int api_artifacts_upload(http_req *r, void *ctx)
     if (a->max_artifact_bytes && len > a->max_artifact_bytes)
         return err_set(err, -EFBIG, "the artifact is %llu bytes; this server takes at most %llu",
                        (unsigned long long)len, (unsigned long long)a->max_artifact_bytes);
-    db *d = api_db(r, a);
-    if (!d)
-        return -EIO;
+    db *d = NULL;
     db_job j;
-    int rc = api_job_find(r, d, &j);
+    int rc = api_job_find(r, a, &d, &j);
     if (rc < 0)
         return rc;
     rc = sched_lease_check(&j, worker, err); /* early; the transaction checks again */

@@ -261,11 +261,9 @@ int api_jobs_get(http_req *r, void *ctx)
     if (a->http && slot && slot->text && slot->generation == generation && !strcmp(slot->id, id))
         return http_reply_bytes(r, 200, "application/json", slot->text, slot->len);
 
-    db *d = api_db(r, a);
-    if (!d)
-        return -EIO;
+    db *d = NULL;
     db_job j;
-    int rc = api_job_find(r, d, &j);
+    int rc = api_job_find(r, a, &d, &j);
     if (rc < 0)
         return rc;
     size_t len = 0;

@@ -84,11 +84,9 @@ static int api_metric_add(void *ctx, const db_metric *m)
 int api_jobs_metrics(http_req *r, void *ctx)
 {
     app *a = ctx;
-    db *d = api_db(r, a);
-    if (!d)
-        return -EIO;
+    db *d = NULL;
     db_job j;
-    int rc = api_job_find(r, d, &j);
+    int rc = api_job_find(r, a, &d, &j);
     if (rc < 0)
         return rc;
     json_t *epochs = json_array();
@@ -156,11 +154,9 @@ int api_jobs_logs(http_req *r, void *ctx)
     int follow = 0;
     if (api_parse_bool(http_query(r, "follow"), 0, &follow) < 0)
         return api_reply_bad_param(r, "follow", "must be true or false");
-    db *d = api_db(r, a);
-    if (!d)
-        return -EIO;
+    db *d = NULL;
     db_job j;
-    int rc = api_job_find(r, d, &j);
+    int rc = api_job_find(r, a, &d, &j);
     if (rc < 0)
         return rc;
     api_log_stream *s = calloc(1, sizeof *s);
@@ -291,11 +287,9 @@ static ssize_t api_sse_pull(void *state, char *out, size_t cap)
 int api_jobs_events(http_req *r, void *ctx)
 {
     app *a = ctx;
-    db *d = api_db(r, a);
-    if (!d)
-        return -EIO;
+    db *d = NULL;
     db_job j;
-    int rc = api_job_find(r, d, &j);
+    int rc = api_job_find(r, a, &d, &j);
     if (rc < 0)
         return rc;
     api_sse_stream *s = calloc(1, sizeof *s);
