@@ -11,6 +11,7 @@
 #include "api/app.h"
 #include "api/http.h"
 #include "db/db.h"
+#include "db/jobs.h"
 #include "worker/job.h"
 
 /* api/jobs.c */
@@ -48,6 +49,12 @@ void api_raise(http_signal *sig);
 int api_reply_invalid(http_req *r, const char *title, const job_errors *errs);
 /* 400 problem+json for one bad parameter or header. */
 int api_reply_bad_param(http_req *r, const char *field, const char *message);
+/* The thread's database into *d and the {id} job into *out; -EIO, or -ENOENT with a sentence. */
+int api_job_find(http_req *r, app *a, db **d, db_job *out);
+/* Names job id in a 404's sentence when rc is -ENOENT; returns rc. */
+int api_no_job(http_req *r, int rc, const char *id);
+/* Answers 200 {key: list} (list stolen); with rc < 0 drops list and returns rc. */
+int api_reply_list(http_req *r, const char *key, json_t *list, int rc);
 /* Parses a decimal integer in [min, max] from text; -EINVAL otherwise. */
 int api_parse_int(const char *text, long min, long max, long *out);
 /* Parses "true"/"false"/"1"/"0" (absent: def); -EINVAL otherwise. */

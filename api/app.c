@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "api/api_priv.h"
+#include "api/job_json.h"
 #include "db/db.h"
 
 static pthread_key_t app_db_key;
@@ -82,6 +83,40 @@ int api_reply_bad_param(http_req *r, const char *field, const char *message)
     char detail[256];
     snprintf(detail, sizeof detail, "%s %s", field, message);
     return http_reply_problem(r, 400, "Invalid parameter", detail, &errs);
+}
+
+int api_no_job(http_req *r, int rc, const char *id)
+{
+    if (rc == -ENOENT)
+        err_set(http_errbuf(r), rc, "no job has the id %s", id);
+    return rc;
+}
+
+int api_job_find(http_req *r, app *a, db **d, db_job *out)
+{
+    db *conn = api_db(r, a);
+    if (!conn)
+        return -EIO;
+    const char *id = http_param(r, "id");
+    int rc = db_job_get(conn, id, out, http_errbuf(r));
+    if (rc < 0)
+        return api_no_job(r, rc, id);
+    *d = conn;
+    return 0;
+}
+
+int api_reply_list(http_req *r, const char *key, json_t *list, int rc)
+{
+    if (rc < 0) {
+        json_decref(list);
+        if (rc == -ENOMEM)
+            err_set(http_errbuf(r), rc, "out of memory");
+        return rc;
+    }
+    json_t *body = api_json_pack(&key, &list, 1);
+    if (!body)
+        return err_set(http_errbuf(r), -ENOMEM, "out of memory");
+    return http_reply_json(r, 200, body);
 }
 
 int api_parse_int(const char *text, long min, long max, long *out)

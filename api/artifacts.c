@@ -35,40 +35,18 @@ static int api_artifact_add(void *ctx, const db_artifact *a)
     return 0;
 }
 
-/* The job of the {id} parameter; a 404 sentence when there is none. */
-static int api_artifact_job(http_req *r, db *d, db_job *out)
-{
-    const char *id = http_param(r, "id");
-    int rc = db_job_get(d, id, out, http_errbuf(r));
-    if (rc == -ENOENT)
-        err_set(http_errbuf(r), rc, "no job has the id %s", id);
-    return rc;
-}
-
 int api_artifacts_list(http_req *r, void *ctx)
 {
     app *a = ctx;
-    db *d = api_db(r, a);
-    if (!d)
-        return -EIO;
+    db *d = NULL;
     db_job j;
-    int rc = api_artifact_job(r, d, &j);
+    int rc = api_job_find(r, a, &d, &j);
     if (rc < 0)
         return rc;
     json_t *list = json_array();
     rc = list ? db_artifact_list(d, j.seq, api_artifact_add, list, http_errbuf(r)) : -ENOMEM;
     db_job_clear(&j);
-    if (rc < 0) {
-        json_decref(list);
-        if (rc == -ENOMEM)
-            err_set(http_errbuf(r), rc, "out of memory");
-        return rc;
-    }
-    static const char *const keys[] = {"artifacts"};
-    json_t *body = api_json_pack(keys, &list, 1);
-    if (!body)
-        return err_set(http_errbuf(r), -ENOMEM, "out of memory");
-    return http_reply_json(r, 200, body);
+    return api_reply_list(r, "artifacts", list, rc);
 }
 
 /* The SHA-256 hex as base64 (44 characters and a NUL). */
@@ -89,11 +67,9 @@ int api_artifacts_get(http_req *r, void *ctx)
     app *a = ctx;
     char *err = http_errbuf(r);
     const char *name = http_param(r, "name");
-    db *d = api_db(r, a);
-    if (!d)
-        return -EIO;
+    db *d = NULL;
     db_job j;
-    int rc = api_artifact_job(r, d, &j);
+    int rc = api_job_find(r, a, &d, &j);
     if (rc < 0)
         return rc;
     db_artifact art;
@@ -169,11 +145,9 @@ int api_artifacts_upload(http_req *r, void *ctx)
     if (a->max_artifact_bytes && len > a->max_artifact_bytes)
         return err_set(err, -EFBIG, "the artifact is %llu bytes; this server takes at most %llu",
                        (unsigned long long)len, (unsigned long long)a->max_artifact_bytes);
-    db *d = api_db(r, a);
-    if (!d)
-        return -EIO;
+    db *d = NULL;
     db_job j;
-    int rc = api_artifact_job(r, d, &j);
+    int rc = api_job_find(r, a, &d, &j);
     if (rc < 0)
         return rc;
     rc = sched_lease_check(&j, worker, err); /* early; the transaction checks again */

@@ -49,14 +49,6 @@ static int api_reply_job(http_req *r, int status, const db_job *j, int location)
     return rc;
 }
 
-/* Names the job in a 404's sentence. */
-static int api_no_job(http_req *r, int rc, const char *id)
-{
-    if (rc == -ENOENT)
-        err_set(http_errbuf(r), rc, "no job has the id %s", id);
-    return rc;
-}
-
 int api_jobs_submit(http_req *r, void *ctx)
 {
     app *a = ctx;
@@ -269,13 +261,11 @@ int api_jobs_get(http_req *r, void *ctx)
     if (a->http && slot && slot->text && slot->generation == generation && !strcmp(slot->id, id))
         return http_reply_bytes(r, 200, "application/json", slot->text, slot->len);
 
-    db *d = api_db(r, a);
-    if (!d)
-        return -EIO;
+    db *d = NULL;
     db_job j;
-    int rc = db_job_get(d, id, &j, http_errbuf(r));
+    int rc = api_job_find(r, a, &d, &j);
     if (rc < 0)
-        return api_no_job(r, rc, id);
+        return rc;
     size_t len = 0;
     char *text = api_job_text(&j, &len);
     db_job_clear(&j);

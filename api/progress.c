@@ -71,16 +71,6 @@ static size_t api_buf_take(api_buf *b, char *out, size_t cap)
     return n;
 }
 
-/* Looks up the job named by the {id} parameter; -ENOENT with a sentence when there is none. */
-static int api_find_job(http_req *r, db *d, db_job *out)
-{
-    const char *id = http_param(r, "id");
-    int rc = db_job_get(d, id, out, http_errbuf(r));
-    if (rc == -ENOENT)
-        err_set(http_errbuf(r), rc, "no job has the id %s", id);
-    return rc;
-}
-
 /* ---- GET /jobs/{id}/metrics -------------------------------------------------------------- */
 
 static int api_metric_add(void *ctx, const db_metric *m)
@@ -94,27 +84,15 @@ static int api_metric_add(void *ctx, const db_metric *m)
 int api_jobs_metrics(http_req *r, void *ctx)
 {
     app *a = ctx;
-    db *d = api_db(r, a);
-    if (!d)
-        return -EIO;
+    db *d = NULL;
     db_job j;
-    int rc = api_find_job(r, d, &j);
+    int rc = api_job_find(r, a, &d, &j);
     if (rc < 0)
         return rc;
     json_t *epochs = json_array();
     rc = epochs ? db_metric_list(d, j.seq, api_metric_add, epochs, http_errbuf(r)) : -ENOMEM;
     db_job_clear(&j);
-    if (rc < 0) {
-        json_decref(epochs);
-        if (rc == -ENOMEM)
-            err_set(http_errbuf(r), rc, "out of memory");
-        return rc;
-    }
-    static const char *const keys[] = {"epochs"};
-    json_t *body = api_json_pack(keys, &epochs, 1);
-    if (!body)
-        return err_set(http_errbuf(r), -ENOMEM, "out of memory");
-    return http_reply_json(r, 200, body);
+    return api_reply_list(r, "epochs", epochs, rc);
 }
 
 /* ---- GET /jobs/{id}/logs ----------------------------------------------------------------- */
@@ -176,11 +154,9 @@ int api_jobs_logs(http_req *r, void *ctx)
     int follow = 0;
     if (api_parse_bool(http_query(r, "follow"), 0, &follow) < 0)
         return api_reply_bad_param(r, "follow", "must be true or false");
-    db *d = api_db(r, a);
-    if (!d)
-        return -EIO;
+    db *d = NULL;
     db_job j;
-    int rc = api_find_job(r, d, &j);
+    int rc = api_job_find(r, a, &d, &j);
     if (rc < 0)
         return rc;
     api_log_stream *s = calloc(1, sizeof *s);
@@ -311,11 +287,9 @@ static ssize_t api_sse_pull(void *state, char *out, size_t cap)
 int api_jobs_events(http_req *r, void *ctx)
 {
     app *a = ctx;
-    db *d = api_db(r, a);
-    if (!d)
-        return -EIO;
+    db *d = NULL;
     db_job j;
-    int rc = api_find_job(r, d, &j);
+    int rc = api_job_find(r, a, &d, &j);
     if (rc < 0)
         return rc;
     api_sse_stream *s = calloc(1, sizeof *s);

@@ -117,17 +117,7 @@ int api_workers_list(http_req *r, void *ctx)
         return -EIO;
     api_worker_list l = {json_array(), api_gone_before(a, time_wall_ms()), api_lease_seconds(a)};
     int rc = l.arr ? db_worker_list(d, api_worker_add, &l, http_errbuf(r)) : -ENOMEM;
-    if (rc < 0) {
-        json_decref(l.arr);
-        if (rc == -ENOMEM)
-            err_set(http_errbuf(r), rc, "out of memory");
-        return rc;
-    }
-    static const char *const keys[] = {"workers"};
-    json_t *body = api_json_pack(keys, &l.arr, 1);
-    if (!body)
-        return err_set(http_errbuf(r), -ENOMEM, "out of memory");
-    return http_reply_json(r, 200, body);
+    return api_reply_list(r, "workers", l.arr, rc);
 }
 
 int api_workers_lease(http_req *r, void *ctx)

@@ -23,11 +23,8 @@ int db_artifact_put(db *d, int64_t job_seq, const db_artifact *a, char *err)
     sqlite3_bind_int64(st, 3, a->size);
     sqlite3_bind_text(st, 4, a->sha256, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 5, a->created_at);
-    int src = sqlite3_step(st);
-    if (src != SQLITE_DONE)
-        rc = db_fail(d, src, err);
-    db_stmt_done(st);
-    return rc;
+    rc = db_write(d, st, err);
+    return rc < 0 ? rc : 0;
 }
 
 static void db_artifact_read(sqlite3_stmt *st, db_artifact *a)
@@ -57,6 +54,21 @@ int db_artifact_get(db *d, int64_t job_seq, const char *name, db_artifact *out, 
     return rc;
 }
 
+/* The user's callback and context for db_artifact_row. */
+typedef struct db_artifact_walk {
+    db_artifact_fn fn;
+    void *ctx;
+} db_artifact_walk;
+
+/* db_rows() adapter: reads one artifact row and hands it to the user's callback. */
+static int db_artifact_row(void *ctx, sqlite3_stmt *st)
+{
+    db_artifact_walk *w = ctx;
+    db_artifact a;
+    db_artifact_read(st, &a);
+    return w->fn(w->ctx, &a);
+}
+
 int db_artifact_list(db *d, int64_t job_seq, db_artifact_fn fn, void *ctx, char *err)
 {
     sqlite3_stmt *st = NULL;
@@ -64,20 +76,6 @@ int db_artifact_list(db *d, int64_t job_seq, db_artifact_fn fn, void *ctx, char 
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, job_seq);
-    for (;;) {
-        int src = sqlite3_step(st);
-        if (src == SQLITE_DONE)
-            break;
-        if (src != SQLITE_ROW) {
-            rc = db_fail(d, src, err);
-            break;
-        }
-        db_artifact a;
-        db_artifact_read(st, &a);
-        rc = fn(ctx, &a);
-        if (rc < 0)
-            break;
-    }
-    db_stmt_done(st);
-    return rc;
+    db_artifact_walk w = {fn, ctx};
+    return db_rows(d, st, db_artifact_row, &w, err);
 }

@@ -171,9 +171,33 @@ int db_run(db *d, const char *sql, char *err)
     int rc = db_stmt(d, sql, &st, err);
     if (rc < 0)
         return rc;
+    rc = db_write(d, st, err);
+    return rc < 0 ? rc : 0;
+}
+
+int db_write(db *d, sqlite3_stmt *st, char *err)
+{
     int src = sqlite3_step(st);
-    if (src != SQLITE_DONE)
-        rc = db_fail(d, src, err);
+    int rc = src == SQLITE_DONE ? db_changes(d) : db_fail(d, src, err);
+    db_stmt_done(st);
+    return rc;
+}
+
+int db_rows(db *d, sqlite3_stmt *st, int (*row)(void *ctx, sqlite3_stmt *st), void *ctx, char *err)
+{
+    int rc = 0;
+    for (;;) {
+        int src = sqlite3_step(st);
+        if (src == SQLITE_DONE)
+            break;
+        if (src != SQLITE_ROW) {
+            rc = db_fail(d, src, err);
+            break;
+        }
+        rc = row(ctx, st);
+        if (rc < 0)
+            break;
+    }
     db_stmt_done(st);
     return rc;
 }

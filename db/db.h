@@ -52,6 +52,11 @@ int db_stmt(db *d, const char *sql, sqlite3_stmt **out, char *err);
 void db_stmt_done(sqlite3_stmt *st);
 /* Runs the cached statement of sql (static, as for db_stmt) that returns no rows. */
 int db_run(db *d, const char *sql, char *err);
+/* Steps bound st, a write with no rows: the rows it changed or db_fail(); st is released. */
+int db_write(db *d, sqlite3_stmt *st, char *err);
+/* Steps bound st calling row(ctx, st) per row (a negative return stops and is returned, else the
+ * last one is), step errors become db_fail(); st is always released with db_stmt_done(). */
+int db_rows(db *d, sqlite3_stmt *st, int (*row)(void *ctx, sqlite3_stmt *st), void *ctx, char *err);
 
 /* BEGIN IMMEDIATE: takes the write lock now (first this process's writer mutex, then SQLite's
  * lock, waiting up to the busy timeout for other processes). */

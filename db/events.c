@@ -24,16 +24,37 @@ int db_event_append(db *d, int64_t job_seq, int64_t at, int from, int to, int ph
     db_bind_opt_text(st, 5, db_phase_name(phase));
     sqlite3_bind_int(st, 6, attempt);
     db_bind_opt_text(st, 7, reason);
-    int src = sqlite3_step(st);
-    if (src != SQLITE_DONE)
-        rc = db_fail(d, src, err);
-    db_stmt_done(st);
-    return rc;
+    rc = db_write(d, st, err);
+    return rc < 0 ? rc : 0;
 }
 
 static const char SQL_EVENT_LIST[] =
     "SELECT id, at, from_status, to_status, phase, attempt, reason FROM job_events"
     " WHERE job_seq = ? ORDER BY id";
+
+/* The user's callback and context for db_event_row. */
+typedef struct db_event_walk {
+    db_event_fn fn;
+    void *ctx;
+} db_event_walk;
+
+/* db_rows() adapter: reads one event row and hands it to the user's callback. */
+static int db_event_row(void *ctx, sqlite3_stmt *st)
+{
+    db_event_walk *w = ctx;
+    db_event e;
+    memset(&e, 0, sizeof e);
+    e.id = db_col_int(st, 0);
+    e.at = db_col_int(st, 1);
+    e.from = db_status_parse((const char *)sqlite3_column_text(st, 2));
+    e.to = db_status_parse((const char *)sqlite3_column_text(st, 3));
+    e.phase = db_phase_parse((const char *)sqlite3_column_text(st, 4));
+    if (e.phase < 0)
+        e.phase = DB_PHASE_NONE;
+    e.attempt = sqlite3_column_int(st, 5);
+    db_col_copy(st, 6, e.reason, sizeof e.reason);
+    return w->fn(w->ctx, &e);
+}
 
 int db_event_list(db *d, int64_t job_seq, db_event_fn fn, void *ctx, char *err)
 {
@@ -42,29 +63,6 @@ int db_event_list(db *d, int64_t job_seq, db_event_fn fn, void *ctx, char *err)
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, job_seq);
-    for (;;) {
-        int src = sqlite3_step(st);
-        if (src == SQLITE_DONE)
-            break;
-        if (src != SQLITE_ROW) {
-            rc = db_fail(d, src, err);
-            break;
-        }
-        db_event e;
-        memset(&e, 0, sizeof e);
-        e.id = db_col_int(st, 0);
-        e.at = db_col_int(st, 1);
-        e.from = db_status_parse((const char *)sqlite3_column_text(st, 2));
-        e.to = db_status_parse((const char *)sqlite3_column_text(st, 3));
-        e.phase = db_phase_parse((const char *)sqlite3_column_text(st, 4));
-        if (e.phase < 0)
-            e.phase = DB_PHASE_NONE;
-        e.attempt = sqlite3_column_int(st, 5);
-        db_col_copy(st, 6, e.reason, sizeof e.reason);
-        rc = fn(ctx, &e);
-        if (rc < 0)
-            break;
-    }
-    db_stmt_done(st);
-    return rc;
+    db_event_walk w = {fn, ctx};
+    return db_rows(d, st, db_event_row, &w, err);
 }

@@ -218,27 +218,23 @@ int db_job_get_by_key(db *d, const char *idem_key, db_job *out, char body_hash[6
     return rc;
 }
 
-/* Steps st and calls fn with each row. */
-static int db_job_each(db *d, sqlite3_stmt *st, db_job_fn fn, void *ctx, char *err)
+/* The user's callback, its context and the error buffer for db_job_row. */
+typedef struct db_job_walk {
+    db_job_fn fn;
+    void *ctx;
+    char *err;
+} db_job_walk;
+
+/* db_rows() adapter: reads one job row, hands it to the user's callback, frees it. */
+static int db_job_row(void *ctx, sqlite3_stmt *st)
 {
-    int rc = 0;
-    for (;;) {
-        int src = sqlite3_step(st);
-        if (src == SQLITE_DONE)
-            break;
-        if (src != SQLITE_ROW) {
-            rc = db_fail(d, src, err);
-            break;
-        }
-        db_job j;
-        rc = db_job_read(st, &j, err);
-        if (rc < 0)
-            break;
-        rc = fn(ctx, &j);
-        db_job_clear(&j);
-        if (rc < 0)
-            break;
-    }
+    db_job_walk *w = ctx;
+    db_job j;
+    int rc = db_job_read(st, &j, w->err);
+    if (rc < 0)
+        return rc;
+    rc = w->fn(w->ctx, &j);
+    db_job_clear(&j);
     return rc;
 }
 
@@ -269,9 +265,8 @@ int db_job_list(db *d, const db_job_filter *f, db_job_fn fn, void *ctx, char *er
         sqlite3_bind_text(st, 3, db_status_name(f->status), -1, SQLITE_STATIC);
     if (f->name)
         sqlite3_bind_text(st, 4, f->name, -1, SQLITE_TRANSIENT);
-    rc = db_job_each(d, st, fn, ctx, err);
-    db_stmt_done(st);
-    return rc;
+    db_job_walk w = {fn, ctx, err};
+    return db_rows(d, st, db_job_row, &w, err);
 }
 
 static const char SQL_JOB_RUNNING[] =
@@ -283,9 +278,8 @@ int db_job_list_running(db *d, db_job_fn fn, void *ctx, char *err)
     int rc = db_stmt(d, SQL_JOB_RUNNING, &st, err);
     if (rc < 0)
         return rc;
-    rc = db_job_each(d, st, fn, ctx, err);
-    db_stmt_done(st);
-    return rc;
+    db_job_walk w = {fn, ctx, err};
+    return db_rows(d, st, db_job_row, &w, err);
 }
 
 /* Walks jobs_queue (status, priority DESC, seq) and skips jobs whose kind does not fit. */
@@ -331,15 +325,6 @@ int db_job_count(db *d, int status, int64_t *out, char *err)
 
 /* ---- state writes ---------------------------------------------------------------------- */
 
-/* Steps a write and returns the rows it changed. */
-static int db_job_write(db *d, sqlite3_stmt *st, char *err)
-{
-    int src = sqlite3_step(st);
-    int rc = src == SQLITE_DONE ? db_changes(d) : db_fail(d, src, err);
-    db_stmt_done(st);
-    return rc;
-}
-
 static const char SQL_JOB_RUN[] =
     "UPDATE jobs SET status = 'running', attempt = attempt + 1, phase = NULL,"
     " started_at = coalesce(started_at, ?3), attempt_started_at = ?3, worker_id = ?2,"
@@ -357,7 +342,7 @@ int db_job_set_running(db *d, int64_t seq, const char *worker_id, const char *de
     sqlite3_bind_int64(st, 3, now);
     db_bind_opt_text(st, 4, device);
     sqlite3_bind_int64(st, 5, lease_until);
-    return db_job_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 static const char SQL_JOB_LEASE[] =
@@ -376,7 +361,7 @@ int db_job_set_lease(db *d, int64_t seq, const char *worker_id, int phase, int64
     sqlite3_bind_int64(st, 3, lease_until);
     db_bind_opt_text(st, 4, db_phase_name(phase));
     sqlite3_bind_int(st, 5, log_lines);
-    return db_job_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 static const char SQL_JOB_REQUEUE[] =
@@ -392,7 +377,7 @@ int db_job_set_requeued(db *d, int64_t seq, int64_t now, char *err)
         return rc;
     sqlite3_bind_int64(st, 1, seq);
     sqlite3_bind_int64(st, 2, now);
-    return db_job_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 static const char SQL_JOB_FINISH[] =
@@ -416,7 +401,7 @@ int db_job_set_finished(db *d, int64_t seq, const char *worker_id, int status, c
     sqlite3_bind_text(st, 3, db_status_name(status), -1, SQLITE_STATIC);
     db_bind_opt_text(st, 4, error);
     sqlite3_bind_int64(st, 5, now);
-    return db_job_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 static const char SQL_JOB_CANCEL[] = "UPDATE jobs SET status = 'cancelled', finished_at = ?2"
@@ -430,7 +415,7 @@ int db_job_set_cancelled(db *d, int64_t seq, int64_t now, char *err)
         return rc;
     sqlite3_bind_int64(st, 1, seq);
     sqlite3_bind_int64(st, 2, now);
-    return db_job_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 static const char SQL_JOB_CANCEL_REQ[] =
@@ -443,7 +428,7 @@ int db_job_set_cancel_requested(db *d, int64_t seq, char *err)
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, seq);
-    return db_job_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 static const char SQL_JOB_DELETE[] =
@@ -456,5 +441,5 @@ int db_job_delete(db *d, int64_t seq, char *err)
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, seq);
-    return db_job_write(d, st, err);
+    return db_write(d, st, err);
 }

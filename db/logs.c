@@ -72,6 +72,21 @@ out:
 static const char SQL_LOG_LIST[] = "SELECT line, at, text FROM logs WHERE job_seq = ? AND line > ?"
                                    " ORDER BY line LIMIT ?";
 
+/* The user's callback and context for db_log_row. */
+typedef struct db_log_walk {
+    db_log_fn fn;
+    void *ctx;
+} db_log_walk;
+
+/* db_rows() adapter: hands one log row to the user's callback. */
+static int db_log_row(void *ctx, sqlite3_stmt *st)
+{
+    db_log_walk *w = ctx;
+    const char *text = (const char *)sqlite3_column_text(st, 2);
+    size_t len = (size_t)sqlite3_column_bytes(st, 2);
+    return w->fn(w->ctx, sqlite3_column_int(st, 0), db_col_int(st, 1), text ? text : "", len);
+}
+
 int db_log_list(db *d, int64_t job_seq, int after_line, int limit, db_log_fn fn, void *ctx,
                 char *err)
 {
@@ -82,20 +97,6 @@ int db_log_list(db *d, int64_t job_seq, int after_line, int limit, db_log_fn fn,
     sqlite3_bind_int64(st, 1, job_seq);
     sqlite3_bind_int(st, 2, after_line);
     sqlite3_bind_int(st, 3, limit);
-    for (;;) {
-        int src = sqlite3_step(st);
-        if (src == SQLITE_DONE)
-            break;
-        if (src != SQLITE_ROW) {
-            rc = db_fail(d, src, err);
-            break;
-        }
-        const char *text = (const char *)sqlite3_column_text(st, 2);
-        size_t len = (size_t)sqlite3_column_bytes(st, 2);
-        rc = fn(ctx, sqlite3_column_int(st, 0), db_col_int(st, 1), text ? text : "", len);
-        if (rc < 0)
-            break;
-    }
-    db_stmt_done(st);
-    return rc;
+    db_log_walk w = {fn, ctx};
+    return db_rows(d, st, db_log_row, &w, err);
 }

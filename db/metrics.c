@@ -24,11 +24,8 @@ int db_metric_put(db *d, int64_t job_seq, const db_metric *m, char *err)
     sqlite3_bind_double(st, 8, m->seconds);
     sqlite3_bind_double(st, 9, m->samples_per_second);
     sqlite3_bind_int64(st, 10, m->at);
-    int src = sqlite3_step(st);
-    if (src != SQLITE_DONE)
-        rc = db_fail(d, src, err);
-    db_stmt_done(st);
-    return rc;
+    rc = db_write(d, st, err);
+    return rc < 0 ? rc : 0;
 }
 
 #define DB_METRIC_COLS                                                                             \
@@ -39,34 +36,28 @@ static const char SQL_METRIC_LIST[] =
 static const char SQL_METRIC_SINCE[] = "SELECT " DB_METRIC_COLS " FROM metrics"
                                        " WHERE job_seq = ? AND id > ? ORDER BY id LIMIT ?";
 
-static int db_metric_each(db *d, sqlite3_stmt *st, db_metric_fn fn, void *ctx, char *err)
+/* The user's callback and context for db_metric_row. */
+typedef struct db_metric_walk {
+    db_metric_fn fn;
+    void *ctx;
+} db_metric_walk;
+
+/* db_rows() adapter: reads one metric row and hands it to the user's callback. */
+static int db_metric_row(void *ctx, sqlite3_stmt *st)
 {
-    int rc = 0;
-    for (;;) {
-        int src = sqlite3_step(st);
-        if (src == SQLITE_DONE)
-            break;
-        if (src != SQLITE_ROW) {
-            rc = db_fail(d, src, err);
-            break;
-        }
-        db_metric m;
-        m.id = db_col_int(st, 0);
-        m.attempt = sqlite3_column_int(st, 1);
-        m.epoch = sqlite3_column_int(st, 2);
-        m.loss = db_col_real(st, 3);
-        m.val_loss = db_col_real(st, 4);
-        m.accuracy = db_col_real(st, 5);
-        m.val_accuracy = db_col_real(st, 6);
-        m.seconds = db_col_real(st, 7);
-        m.samples_per_second = db_col_real(st, 8);
-        m.at = db_col_int(st, 9);
-        rc = fn(ctx, &m);
-        if (rc < 0)
-            break;
-    }
-    db_stmt_done(st);
-    return rc;
+    db_metric_walk *w = ctx;
+    db_metric m;
+    m.id = db_col_int(st, 0);
+    m.attempt = sqlite3_column_int(st, 1);
+    m.epoch = sqlite3_column_int(st, 2);
+    m.loss = db_col_real(st, 3);
+    m.val_loss = db_col_real(st, 4);
+    m.accuracy = db_col_real(st, 5);
+    m.val_accuracy = db_col_real(st, 6);
+    m.seconds = db_col_real(st, 7);
+    m.samples_per_second = db_col_real(st, 8);
+    m.at = db_col_int(st, 9);
+    return w->fn(w->ctx, &m);
 }
 
 int db_metric_list(db *d, int64_t job_seq, db_metric_fn fn, void *ctx, char *err)
@@ -76,7 +67,8 @@ int db_metric_list(db *d, int64_t job_seq, db_metric_fn fn, void *ctx, char *err
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, job_seq);
-    return db_metric_each(d, st, fn, ctx, err);
+    db_metric_walk w = {fn, ctx};
+    return db_rows(d, st, db_metric_row, &w, err);
 }
 
 int db_metric_since(db *d, int64_t job_seq, int64_t after_id, int limit, db_metric_fn fn, void *ctx,
@@ -89,5 +81,6 @@ int db_metric_since(db *d, int64_t job_seq, int64_t after_id, int limit, db_metr
     sqlite3_bind_int64(st, 1, job_seq);
     sqlite3_bind_int64(st, 2, after_id);
     sqlite3_bind_int(st, 3, limit);
-    return db_metric_each(d, st, fn, ctx, err);
+    db_metric_walk w = {fn, ctx};
+    return db_rows(d, st, db_metric_row, &w, err);
 }

@@ -49,11 +49,8 @@ int db_worker_insert(db *d, const db_worker *w, char *err)
     sqlite3_bind_int64(st, 6, w->last_seen_at);
     sqlite3_bind_int(st, 7, w->gone);
     db_bind_opt_text(st, 8, w->job_id);
-    int src = sqlite3_step(st);
-    if (src != SQLITE_DONE)
-        rc = db_fail(d, src, err);
-    db_stmt_done(st);
-    return rc;
+    rc = db_write(d, st, err);
+    return rc < 0 ? rc : 0;
 }
 
 static int db_worker_read(sqlite3_stmt *st, db_worker *out, char *err)
@@ -91,27 +88,23 @@ int db_worker_get(db *d, const char *id, db_worker *out, char *err)
     return rc;
 }
 
-static int db_worker_each(db *d, sqlite3_stmt *st, db_worker_fn fn, void *ctx, char *err)
+/* The user's callback, its context and the error buffer for db_worker_row. */
+typedef struct db_worker_walk {
+    db_worker_fn fn;
+    void *ctx;
+    char *err;
+} db_worker_walk;
+
+/* db_rows() adapter: reads one worker row, hands it to the user's callback, frees it. */
+static int db_worker_row(void *ctx, sqlite3_stmt *st)
 {
-    int rc = 0;
-    for (;;) {
-        int src = sqlite3_step(st);
-        if (src == SQLITE_DONE)
-            break;
-        if (src != SQLITE_ROW) {
-            rc = db_fail(d, src, err);
-            break;
-        }
-        db_worker w;
-        rc = db_worker_read(st, &w, err);
-        if (rc < 0)
-            break;
-        rc = fn(ctx, &w);
-        db_worker_clear(&w);
-        if (rc < 0)
-            break;
-    }
-    db_stmt_done(st);
+    db_worker_walk *wk = ctx;
+    db_worker w;
+    int rc = db_worker_read(st, &w, wk->err);
+    if (rc < 0)
+        return rc;
+    rc = wk->fn(wk->ctx, &w);
+    db_worker_clear(&w);
     return rc;
 }
 
@@ -121,7 +114,8 @@ int db_worker_list(db *d, db_worker_fn fn, void *ctx, char *err)
     int rc = db_stmt(d, SQL_WORKER_LIST, &st, err);
     if (rc < 0)
         return rc;
-    return db_worker_each(d, st, fn, ctx, err);
+    db_worker_walk wk = {fn, ctx, err};
+    return db_rows(d, st, db_worker_row, &wk, err);
 }
 
 int db_worker_list_live(db *d, int64_t since, db_worker_fn fn, void *ctx, char *err)
@@ -131,7 +125,8 @@ int db_worker_list_live(db *d, int64_t since, db_worker_fn fn, void *ctx, char *
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, since);
-    return db_worker_each(d, st, fn, ctx, err);
+    db_worker_walk wk = {fn, ctx, err};
+    return db_rows(d, st, db_worker_row, &wk, err);
 }
 
 int db_worker_count_live(db *d, int64_t since, int64_t *out, char *err)
@@ -150,15 +145,6 @@ int db_worker_count_live(db *d, int64_t since, int64_t *out, char *err)
     return rc;
 }
 
-/* Steps a bound write and returns the rows it changed. */
-static int db_worker_write(db *d, sqlite3_stmt *st, char *err)
-{
-    int src = sqlite3_step(st);
-    int rc = src == SQLITE_DONE ? db_changes(d) : db_fail(d, src, err);
-    db_stmt_done(st);
-    return rc;
-}
-
 int db_worker_seen(db *d, const char *id, int64_t now, char *err)
 {
     sqlite3_stmt *st = NULL;
@@ -167,7 +153,7 @@ int db_worker_seen(db *d, const char *id, int64_t now, char *err)
         return rc;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 2, now);
-    return db_worker_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 int db_worker_set_job(db *d, const char *id, const char *job_id, char *err)
@@ -178,7 +164,7 @@ int db_worker_set_job(db *d, const char *id, const char *job_id, char *err)
         return rc;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
     db_bind_opt_text(st, 2, job_id);
-    return db_worker_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 int db_worker_release(db *d, const char *id, const char *job_id, char *err)
@@ -189,7 +175,7 @@ int db_worker_release(db *d, const char *id, const char *job_id, char *err)
         return rc;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, job_id, -1, SQLITE_TRANSIENT);
-    return db_worker_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 int db_worker_mark_gone(db *d, int64_t before, char *err)
@@ -199,7 +185,7 @@ int db_worker_mark_gone(db *d, int64_t before, char *err)
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, before);
-    return db_worker_write(d, st, err);
+    return db_write(d, st, err);
 }
 
 int db_worker_forget(db *d, int64_t before, char *err)
@@ -209,5 +195,5 @@ int db_worker_forget(db *d, int64_t before, char *err)
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, before);
-    return db_worker_write(d, st, err);
+    return db_write(d, st, err);
 }

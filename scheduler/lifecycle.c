@@ -38,6 +38,55 @@ int sched_lease_check(const db_job *j, const char *worker_id, char *err)
     return 0;
 }
 
+/* BEGIN IMMEDIATE and reads job_id into *out; on failure rolled back, *out untouched. */
+static int sched_job_begin(db *d, const char *job_id, db_job *out, char *err)
+{
+    int rc = db_begin(d, err);
+    if (rc < 0)
+        return rc;
+    rc = db_job_get(d, job_id, out, err);
+    if (rc < 0)
+        db_rollback(d);
+    return rc;
+}
+
+int sched_job_begin_leased(db *d, const char *job_id, const char *worker_id, db_job *out, char *err)
+{
+    db_job j;
+    int rc = sched_job_begin(d, job_id, &j, err);
+    if (rc < 0)
+        return rc;
+    rc = sched_lease_check(&j, worker_id, err);
+    if (rc < 0) {
+        db_rollback(d);
+        db_job_clear(&j);
+        return rc;
+    }
+    *out = j;
+    return 0;
+}
+
+/* Rereads job j after the transaction's writes, commits, and moves it to *out; j is consumed
+ * (cleared on failure, the transaction rolled back when the reread fails). */
+static int sched_job_commit_reread(db *d, db_job *j, db_job *out, char *err)
+{
+    int64_t seq = j->seq;
+    db_job_clear(j);
+    int rc = db_job_get_seq(d, seq, j, err);
+    if (rc < 0) {
+        db_rollback(d);
+        db_job_clear(j);
+        return rc;
+    }
+    rc = db_commit(d, err);
+    if (rc < 0) {
+        db_job_clear(j);
+        return rc;
+    }
+    *out = *j;
+    return 0;
+}
+
 /* A write that had to change exactly one row changed none: the state moved under us, which
  * BEGIN IMMEDIATE rules out, so it is reported as an internal inconsistency. */
 static int sched_expect_one(int changed, const char *what, char *err)
@@ -167,17 +216,9 @@ int sched_job_complete(db *d, const char *job_id, const char *worker_id, int sta
     else if (status == DB_FAILED && (!error || !*error))
         error = "the worker reported a failure without saying why";
     db_job j;
-    memset(&j, 0, sizeof j);
-    int64_t seq = 0;
-    int rc = db_begin(d, err);
+    int rc = sched_job_begin_leased(d, job_id, worker_id, &j, err);
     if (rc < 0)
         return rc;
-    rc = db_job_get(d, job_id, &j, err);
-    if (rc < 0)
-        goto out;
-    rc = sched_lease_check(&j, worker_id, err);
-    if (rc < 0)
-        goto out;
     rc = sched_expect_one(db_job_set_finished(d, j.seq, worker_id, status, error, now, err),
                           "completing", err);
     if (rc < 0)
@@ -191,18 +232,7 @@ int sched_job_complete(db *d, const char *job_id, const char *worker_id, int sta
         rc = db_worker_seen(d, worker_id, now, err);
     if (rc < 0)
         goto out;
-    seq = j.seq;
-    db_job_clear(&j);
-    rc = db_job_get_seq(d, seq, &j, err);
-    if (rc < 0)
-        goto out;
-    rc = db_commit(d, err);
-    if (rc < 0) {
-        db_job_clear(&j);
-        return rc;
-    }
-    *out = j;
-    return 0;
+    return sched_job_commit_reread(d, &j, out, err);
 out:
     db_rollback(d);
     db_job_clear(&j);
@@ -214,14 +244,9 @@ out:
 int sched_job_cancel(db *d, const char *job_id, int64_t now, db_job *out, char *err)
 {
     db_job j;
-    memset(&j, 0, sizeof j);
-    int64_t seq = 0;
-    int rc = db_begin(d, err);
+    int rc = sched_job_begin(d, job_id, &j, err);
     if (rc < 0)
         return rc;
-    rc = db_job_get(d, job_id, &j, err);
-    if (rc < 0)
-        goto out;
     if (db_status_terminal(j.status)) {
         rc = err_set(err, -EBUSY, "job %s already %s; there is nothing to cancel", j.id,
                      db_status_name(j.status));
@@ -240,18 +265,7 @@ int sched_job_cancel(db *d, const char *job_id, int64_t now, db_job *out, char *
     }
     if (rc < 0)
         goto out;
-    seq = j.seq;
-    db_job_clear(&j);
-    rc = db_job_get_seq(d, seq, &j, err);
-    if (rc < 0)
-        goto out;
-    rc = db_commit(d, err);
-    if (rc < 0) {
-        db_job_clear(&j);
-        return rc;
-    }
-    *out = j;
-    return 0;
+    return sched_job_commit_reread(d, &j, out, err);
 out:
     db_rollback(d);
     db_job_clear(&j);
@@ -349,13 +363,9 @@ static void sched_artifacts_remove(const char *artifacts_dir, const char *id)
 int sched_job_delete(db *d, const char *job_id, const char *artifacts_dir, char *err)
 {
     db_job j;
-    memset(&j, 0, sizeof j);
-    int rc = db_begin(d, err);
+    int rc = sched_job_begin(d, job_id, &j, err);
     if (rc < 0)
         return rc;
-    rc = db_job_get(d, job_id, &j, err);
-    if (rc < 0)
-        goto out;
     if (!db_status_terminal(j.status)) {
         rc = err_set(err, -EBUSY,
                      "job %s is %s: cancel it (POST /jobs/%s/cancel) and delete it once it has "

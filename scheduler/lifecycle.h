@@ -114,6 +114,9 @@ int sched_job_delete(db *d, const char *job_id, const char *artifacts_dir, char 
 
 /* 0 when job j is running and leased to worker_id; -EBUSY with the reason otherwise. */
 int sched_lease_check(const db_job *j, const char *worker_id, char *err);
+/* BEGIN IMMEDIATE, reads job_id into *out and checks worker_id's lease; on failure rolled back. */
+int sched_job_begin_leased(db *d, const char *job_id, const char *worker_id, db_job *out,
+                           char *err);
 
 /* 1 when name is a valid artifact name: [A-Za-z0-9._-]{1,128}, not starting with '.'. */
 int sched_artifact_name_ok(const char *name);

@@ -27,18 +27,11 @@ int sched_job_heartbeat(db *d, const char *job_id, const char *worker_id, const 
                         int64_t now, int lease_seconds, sched_beat *out, char *err)
 {
     db_job j;
-    memset(&j, 0, sizeof j);
     int64_t lease_until = now + (int64_t)lease_seconds * 1000;
     int log_lines = 0;
-    int rc = db_begin(d, err);
+    int rc = sched_job_begin_leased(d, job_id, worker_id, &j, err);
     if (rc < 0)
         return rc;
-    rc = db_job_get(d, job_id, &j, err);
-    if (rc < 0)
-        goto out;
-    rc = sched_lease_check(&j, worker_id, err);
-    if (rc < 0)
-        goto out;
     rc = db_worker_seen(d, worker_id, now, err);
     if (rc < 0)
         goto out;
@@ -188,18 +181,11 @@ int sched_artifact_add(db *d, const char *job_id, const char *worker_id, const c
                        "artifact names are 1 to 128 letters, digits, '.', '_' or '-', not "
                        "starting with '.'");
     db_job j;
-    memset(&j, 0, sizeof j);
     char dir[4608], final[4864], reason[256];
     final[0] = '\0';
-    int rc = db_begin(d, err);
+    int rc = sched_job_begin_leased(d, job_id, worker_id, &j, err);
     if (rc < 0)
         return rc;
-    rc = db_job_get(d, job_id, &j, err);
-    if (rc < 0)
-        goto out;
-    rc = sched_lease_check(&j, worker_id, err);
-    if (rc < 0)
-        goto out;
     snprintf(dir, sizeof dir, "%s/%s", artifacts_dir, j.id);
     rc = sched_artifact_place(dir, a->name, tmp_path, final, sizeof final, err);
     if (rc < 0) {
