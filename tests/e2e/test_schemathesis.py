@@ -26,13 +26,13 @@ def schemathesis_cmd():
 
 
 @pytest.mark.parametrize("seed", [1, 3])
-def test_schemathesis_finds_nothing(serve, seed):
+def test_schemathesis_finds_nothing(serve, seed, tmp_path):
     svc = serve("--workers", "0")
     cmd = schemathesis_cmd() + ["--config-file", str(HERE / "schemathesis.toml"), "run",
                                 str(ROOT / "openapi.yaml"), "--url", svc.url, "--checks", "all",
                                 "--max-examples", "40", "--seed", str(seed), "--no-color"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "NO_COLOR": "1"})
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env={**os.environ, "NO_COLOR": "1"})  # its cache goes to tmp_path
     assert proc.returncode == 0, proc.stdout[-12000:] + proc.stderr[-4000:]
     # The server survived every request and still answers.
     import requests
