@@ -730,8 +730,9 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
     }
     out.seconds = time_mono() - t0;
     if (rc == 0)
-        say(&r, "%s after %d epoch(s) in %.2fs", out.stopped ? "stopped" : "done", out.epochs_done,
-            out.seconds);
+        say(&r, "%s after %d epoch(s) in %.2fs (%d checkpoint(s) in %.3fs)",
+            out.stopped ? "stopped" : "done", out.epochs_done, out.seconds, out.checkpoints,
+            out.checkpoint_s);
     else
         say(&r, "failed: %s", err);
 out:
