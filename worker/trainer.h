@@ -12,10 +12,12 @@
  * Checkpoints: one is written after a finished epoch (its metrics final, on_epoch called) when
  * checkpoint_seconds have passed since the last one (or since training began), and always after
  * the last epoch and after an epoch at whose end a hook stopped training. Writing one costs a
- * read-back of three parameter-sized buffers and an fsync'd file (about 15 ms for 101,770
- * parameters on PoCL): every epoch is fine for epochs of seconds, but would dominate a job of
- * thousands of millisecond epochs, hence the interval. A larger interval loses more epochs to a
- * crash; they are retrained, identically.
+ * read-back of three parameter-sized buffers, the metrics so far and an fsync'd rename: 7 ms
+ * for 101,770 parameters (1.2 MB) on PoCL, a tenth of an epoch of 2,000 rows. Every epoch is
+ * fine for epochs of seconds but dominates a job of tiny epochs: the 1,000-epoch full-batch
+ * linear job takes 0.12 s with one checkpoint and 11.5 s with one per epoch (the metrics it
+ * carries grow too), hence the interval (the CLI and the worker use 10 s). A longer interval
+ * loses more epochs to a crash; they are retrained, identically.
  *
  * Resume (resume_from): the checkpoint must come from the same resolved job document, and the
  * fetched dataset must hash and parse to the one it was trained on; otherwise trainer_run fails
