@@ -2,6 +2,7 @@
  * server: the same trainer a worker runs, printing one line per epoch. It is the baseline the
  * platform's overhead is measured against, and the quickest way to debug a job document. */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,16 +15,27 @@
 #include "worker/job.h"
 #include "worker/trainer.h"
 
+/* The default least time between two checkpoints (see trainer.h for the trade-off). */
+#define TRAIN_CHECKPOINT_SECONDS 10.0
+
 static const char usage_text[] =
     "usage: trainyard train JOB.json --out DIR [options]\n"
     "\n"
     "Runs a training job in this process (no server) and writes model.safetensors,\n"
-    "metrics.csv, job.json and train.log to DIR. JOB.json may be - for standard input.\n"
+    "metrics.csv, job.json, train.log and checkpoint.safetensors to DIR. JOB.json may be -\n"
+    "for standard input.\n"
     "\n"
     "options:\n"
     "  --out DIR            where the artifacts go (required; created if missing)\n"
     "  --dataset-root DIR   where file:// dataset URLs may point (default: the current\n"
     "                       directory)\n"
+    "  --resume FILE        continue from a checkpoint.safetensors that this same job\n"
+    "                       wrote (after a crash or kill); the result is identical to an\n"
+    "                       uninterrupted run, and metrics.csv holds every epoch once\n"
+    "  --checkpoint-seconds S\n"
+    "                       write the checkpoint after an epoch only when S seconds have\n"
+    "                       passed since the last one (default 10; 0: every epoch; -1:\n"
+    "                       never); the last epoch always gets one\n"
     "  --quiet              print only errors\n"
     "\n"
     "The device follows the job's resources.device (gpu, cpu, any); TRAINYARD_DEVICE=<index>\n"
@@ -80,7 +92,8 @@ static void print_line(void *user, const char *line)
 
 int cmd_train(int argc, char **argv)
 {
-    const char *job_path = NULL, *out = NULL, *root = NULL;
+    const char *job_path = NULL, *out = NULL, *root = NULL, *resume = NULL;
+    double every = TRAIN_CHECKPOINT_SECONDS;
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -91,6 +104,16 @@ int cmd_train(int argc, char **argv)
             quiet = 1;
         } else if ((!strcmp(a, "--out") || !strcmp(a, "--dataset-root")) && i + 1 < argc) {
             *(a[2] == 'o' ? &out : &root) = argv[++i];
+        } else if (!strcmp(a, "--resume") && i + 1 < argc) {
+            resume = argv[++i];
+        } else if (!strcmp(a, "--checkpoint-seconds") && i + 1 < argc) {
+            char *end = NULL;
+            every = strtod(argv[++i], &end);
+            if (end == argv[i] || *end || !isfinite(every)) {
+                fprintf(stderr, "trainyard train: --checkpoint-seconds wants a number, not '%s'\n",
+                        argv[i]);
+                return 2;
+            }
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "trainyard train: unknown option '%s' (try --help)\n", a);
             return 2;
@@ -143,7 +166,8 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "trainyard train: %s\n", err);
         goto out;
     }
-    trainer_opts opts = {.out_dir = out, .dataset_root = root};
+    trainer_opts opts = {
+        .out_dir = out, .dataset_root = root, .resume_from = resume, .checkpoint_seconds = every};
     trainer_hooks hooks = {.user = &quiet, .on_log = print_line};
     trainer_result res;
     rc = trainer_run(job, c, k, &opts, &hooks, &res, err);
@@ -152,7 +176,9 @@ int cmd_train(int argc, char **argv)
         goto out;
     }
     if (!quiet)
-        printf("artifacts in %s: model.safetensors metrics.csv job.json train.log\n", out);
+        printf("artifacts in %s: model.safetensors metrics.csv job.json train.log "
+               "checkpoint.safetensors\n",
+               out);
     status = 0;
 out:
     kern_free(k);

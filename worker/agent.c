@@ -23,6 +23,7 @@
 #include "kernels/kernels.h"
 #include "util/err.h"
 #include "util/utf8.h"
+#include "worker/checkpoint.h"
 #include "worker/client.h"
 #include "worker/fetch.h"
 #include "worker/trainer.h"
@@ -31,6 +32,7 @@
 #define AGENT_MAX_LOG_QUEUE  10000
 #define AGENT_LINES_PER_BEAT 1000 /* openapi Heartbeat.logs maxItems */
 #define AGENT_LINE_BYTES     1000 /* and its maxLength: bytes bound characters */
+#define AGENT_CHECKPOINT_S   10   /* least seconds between two checkpoints (see trainer.h) */
 
 static const char *const artifact_names[] = {"model.safetensors", "metrics.csv", "job.json",
                                              "train.log"};
@@ -212,6 +214,8 @@ static void remove_dir(const char *dir)
         snprintf(path, sizeof path, "%s/%s", dir, artifact_names[i]);
         unlink(path);
     }
+    snprintf(path, sizeof path, "%s/%s", dir, CHECKPOINT_FILE);
+    unlink(path);
     rmdir(dir);
 }
 
@@ -292,8 +296,10 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
 
     trainer_result res = {0};
     if (rc == 0) {
-        trainer_opts topts = {
-            .out_dir = dir, .dataset_root = o->dataset_root, .dataset_stall_s = o->dataset_stall_s};
+        trainer_opts topts = {.out_dir = dir,
+                              .dataset_root = o->dataset_root,
+                              .dataset_stall_s = o->dataset_stall_s,
+                              .checkpoint_seconds = AGENT_CHECKPOINT_S};
         trainer_hooks hooks = {.user = &b,
                                .on_log = hook_log,
                                .on_phase = hook_phase,

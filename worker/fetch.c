@@ -517,6 +517,7 @@ int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, 
         stats->decompressed = s.len;
         stats->was_gzip = was_gzip;
         stats->seconds = time_mono() - t0;
+        memcpy(stats->sha256, got, sizeof stats->sha256);
     }
     *out = s.buf;
     *len = s.len;

@@ -27,6 +27,7 @@ typedef struct fetch_stats {
     uint64_t decompressed; /* bytes after gunzip (== downloaded when not compressed) */
     int was_gzip;
     double seconds;
+    char sha256[65]; /* hex digest of the downloaded bytes (always computed) */
 } fetch_stats;
 
 /* Fetches url into *out / *len. -EINVAL bad URL or scheme, -EACCES file outside the root,

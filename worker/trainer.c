@@ -5,7 +5,12 @@
  *   validation in chunks, one read-back of the totals → artifacts.
  *
  * The device holds the whole dataset for the run; the host only uploads a new permutation per
- * epoch. A full-batch job trains on the uploaded arrays directly, without a gather. */
+ * epoch. A full-batch job trains on the uploaded arrays directly, without a gather.
+ *
+ * A resumed run (opts->resume_from) reads and checks the checkpoint before anything is fetched,
+ * checks the dataset against it after parsing, restores the model after building it, and then
+ * joins the same epoch loop at the epoch after the checkpoint's. Its run->history holds every
+ * finished epoch's metrics (restored ones included), which each checkpoint carries. */
 #include "worker/trainer.h"
 
 #include <math.h>
@@ -17,6 +22,7 @@
 
 #include "util/err.h"
 #include "util/timeutil.h"
+#include "worker/checkpoint.h"
 #include "worker/dataset.h"
 #include "worker/fetch.h"
 #include "worker/model.h"
@@ -40,6 +46,12 @@ typedef struct run {
     float *mean, *std;
     model *m;
     int loss, outputs, batch;
+    checkpoint *resume; /* opts->resume_from, read; NULL when starting afresh */
+    json_t *job_json;   /* the resolved job document */
+    json_t *history;    /* metrics of every finished epoch, as checkpoints keep them */
+    char data_sha[65];  /* of the fetched dataset */
+    int start;          /* epochs finished before this run (from the checkpoint) */
+    double last_ckpt;   /* time_mono() of the last checkpoint, or of the start of training */
     cl_mem xtr, ytr, xva, yva, idx, vidx, xb, yb;
 } run;
 
@@ -82,7 +94,7 @@ static int open_outputs(run *r, char *err)
     int rc = path_join(path, sizeof path, dir, "train.log", err);
     if (rc < 0)
         return rc;
-    r->log = fopen(path, "w");
+    r->log = fopen(path, r->resume ? "a" : "w");
     if (!r->log)
         return err_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
     rc = path_join(path, sizeof path, dir, "metrics.csv", err);
@@ -93,6 +105,44 @@ static int open_outputs(run *r, char *err)
         return err_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
     fprintf(r->metrics, "epoch,loss,val_loss,accuracy,val_accuracy,seconds\n");
     fflush(r->metrics);
+    return 0;
+}
+
+static json_t *strings_json(char *const *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_string(v[i]));
+    return a;
+}
+
+/* What a checkpoint pins of the dataset: its size, bytes and classes. */
+static json_t *dataset_json(run *r)
+{
+    const dataset *d = r->all;
+    return json_pack("{s:I, s:I, s:s, s:o}", "rows", (json_int_t)d->rows, "cols",
+                     (json_int_t)d->cols, "sha256", r->data_sha, "classes",
+                     strings_json(d->class_names, (size_t)d->n_classes));
+}
+
+/* On resume: the dataset must be the checkpoint's, and its standardisation replaces the one
+ * just computed (the same numbers, unless the arithmetic changed between builds). */
+static int resume_data(run *r, char *err)
+{
+    if (!r->resume)
+        return 0;
+    const checkpoint_state *s = checkpoint_state_of(r->resume);
+    json_t *want = dataset_json(r);
+    int rc = checkpoint_check_dataset(r->resume, want, err);
+    json_decref(want);
+    if (rc < 0)
+        return rc;
+    if (!r->mean != !s->mean)
+        return err_set(err, -EINVAL, "the checkpoint's standardisation does not fit the job");
+    if (r->mean) {
+        memcpy(r->mean, s->mean, s->cols * sizeof *r->mean);
+        memcpy(r->std, s->std, s->cols * sizeof *r->std);
+    }
     return 0;
 }
 
@@ -110,6 +160,7 @@ static int load_data(run *r, char *err)
     int rc = fetch_url(job->dataset_url, &fo, &text, &len, &st, err);
     if (rc < 0)
         return rc;
+    memcpy(r->data_sha, st.sha256, sizeof r->data_sha);
     say(r, "dataset: %llu bytes fetched%s in %.2fs", (unsigned long long)st.downloaded,
         st.was_gzip ? " (gzip)" : "", st.seconds);
 
@@ -141,10 +192,14 @@ static int load_data(run *r, char *err)
         return err_set(err, -EINVAL, "the dataset has no feature columns besides the label");
 
     rc = dataset_split(d, job->validation_split, job->shuffle, job->seed, &r->train, &r->val, err);
+    if (rc == 0 && !job->standardize)
+        rc = resume_data(r, err);
     if (rc < 0)
         return rc;
     if (job->standardize) {
         rc = dataset_stats(r->train, &r->mean, &r->std, err);
+        if (rc == 0)
+            rc = resume_data(r, err);
         if (rc < 0)
             return rc;
         dataset_standardize(r->train, r->mean, r->std);
@@ -321,6 +376,8 @@ static void csv_num(FILE *f, double v, int last)
         fprintf(f, last ? "%.6g\n" : "%.6g,", v);
 }
 
+static void metrics_row(run *r, const trainer_epoch *e);
+
 static void report_epoch(run *r, const trainer_epoch *e)
 {
     char line[512];
@@ -333,7 +390,107 @@ static void report_epoch(run *r, const trainer_epoch *e)
         n += snprintf(line + n, sizeof line - (size_t)n, "  val_accuracy %.4f", e->val_accuracy);
     snprintf(line + n, sizeof line - (size_t)n, "  %.2fs", e->seconds);
     say(r, "%s", line);
+    metrics_row(r, e);
+}
 
+static json_t *num_or_null(double v)
+{
+    return isnan(v) ? json_null() : json_real(v);
+}
+
+static double num_or_nan(const json_t *v)
+{
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static json_t *epoch_json(const trainer_epoch *e)
+{
+    return json_pack("{s:i, s:o, s:o, s:o, s:o, s:f, s:f}", "epoch", e->epoch, "loss",
+                     num_or_null(e->loss), "val_loss", num_or_null(e->val_loss), "accuracy",
+                     num_or_null(e->accuracy), "val_accuracy", num_or_null(e->val_accuracy),
+                     "seconds", e->seconds, "samples_per_second", e->samples_per_second);
+}
+
+static trainer_epoch epoch_from_json(const json_t *j, int epochs)
+{
+    trainer_epoch e = {.epoch = (int)json_integer_value(json_object_get(j, "epoch")),
+                       .epochs = epochs};
+    e.loss = num_or_nan(json_object_get(j, "loss"));
+    e.val_loss = num_or_nan(json_object_get(j, "val_loss"));
+    e.accuracy = num_or_nan(json_object_get(j, "accuracy"));
+    e.val_accuracy = num_or_nan(json_object_get(j, "val_accuracy"));
+    e.seconds = num_or_nan(json_object_get(j, "seconds"));
+    e.samples_per_second = num_or_nan(json_object_get(j, "samples_per_second"));
+    return e;
+}
+
+/* Writes the training state after epoch into out_dir/checkpoint.safetensors. */
+static int save_checkpoint(run *r, int epoch, trainer_result *res, char *err)
+{
+    double t0 = time_mono();
+    checkpoint_state s = {.epoch = epoch,
+                          .step = r->m->step,
+                          .n_params = r->m->n_params,
+                          .cols = r->all->cols,
+                          .mean = r->mean,
+                          .std = r->std,
+                          .job = r->job_json,
+                          .metrics = r->history};
+    float *p = NULL, *m1 = NULL, *m2 = NULL;
+    char path[4096];
+    int rc = path_join(path, sizeof path, r->opts->out_dir, CHECKPOINT_FILE, err);
+    if (rc == 0)
+        rc = model_state_save(r->m, &p, &m1, &m2, err);
+    if (rc < 0)
+        return rc;
+    json_t *data = dataset_json(r);
+    s.params = p;
+    s.moment1 = m1;
+    s.moment2 = m2;
+    s.dataset = data;
+    rc = checkpoint_write(path, &s, err);
+    json_decref(data);
+    free(p);
+    free(m1);
+    free(m2);
+    r->last_ckpt = time_mono();
+    res->checkpoints++;
+    res->checkpoint_s += r->last_ckpt - t0;
+    return rc;
+}
+
+/* On resume, after the model is built: restore its state and the finished epochs' metrics. */
+static int resume_model(run *r, trainer_result *res, char *err)
+{
+    const checkpoint_state *s = checkpoint_state_of(r->resume);
+    if (s->n_params != r->m->n_params)
+        return err_set(err, -EINVAL,
+                       "the checkpoint holds %zu parameters where the model has %zu: it does not "
+                       "fit this build of the model",
+                       s->n_params, r->m->n_params);
+    if (s->epoch > r->job->epochs)
+        return err_set(err, -EINVAL, "the checkpoint is after epoch %d of a %d-epoch job", s->epoch,
+                       r->job->epochs);
+    int rc = model_state_load(r->m, s->params, s->moment1, s->moment2, s->step, err);
+    if (rc < 0)
+        return rc;
+    json_decref(r->history);
+    r->history = json_deep_copy(s->metrics);
+    if (!r->history)
+        return err_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < json_array_size(r->history); i++) {
+        trainer_epoch e = epoch_from_json(json_array_get(r->history, i), r->job->epochs);
+        metrics_row(r, &e);
+        res->last = e;
+    }
+    r->start = res->epochs_done = res->resumed_after = s->epoch;
+    say(r, "resuming after epoch %d of %d (optimizer step %lld)", s->epoch, r->job->epochs,
+        (long long)s->step);
+    return 0;
+}
+
+static void metrics_row(run *r, const trainer_epoch *e)
+{
     fprintf(r->metrics, "%d,", e->epoch);
     csv_num(r->metrics, e->loss, 0);
     csv_num(r->metrics, e->val_loss, 0);
@@ -351,7 +508,8 @@ static int train_all(run *r, trainer_result *res, char *err)
         return err_set(err, -ENOMEM, "out of memory");
     int rc = 0, classification = r->loss != MODEL_LOSS_MSE;
     phase(r, "training");
-    for (int epoch = 1; epoch <= r->job->epochs; epoch++) {
+    r->last_ckpt = time_mono();
+    for (int epoch = r->start + 1; epoch <= r->job->epochs; epoch++) {
         double t0 = time_mono(), totals[MODEL_TOTALS];
         int stopped = 0;
         rc = model_reset_totals(r->m, err);
@@ -386,11 +544,20 @@ static int train_all(run *r, trainer_result *res, char *err)
         report_epoch(r, &e);
         res->epochs_done = epoch;
         res->last = e;
-        if (r->hooks && r->hooks->on_epoch && r->hooks->on_epoch(r->hooks->user, &e)) {
-            res->stopped = 1;
+        if (json_array_append_new(r->history, epoch_json(&e)) != 0) {
+            rc = err_set(err, -ENOMEM, "out of memory");
             break;
         }
-        if (stop_requested(r)) {
+        int stop = r->hooks && r->hooks->on_epoch && r->hooks->on_epoch(r->hooks->user, &e);
+        stop = stop || stop_requested(r);
+        double every = r->opts->checkpoint_seconds;
+        if (every >= 0 &&
+            (stop || epoch == r->job->epochs || time_mono() - r->last_ckpt >= every)) {
+            rc = save_checkpoint(r, epoch, res, err);
+            if (rc < 0)
+                break;
+        }
+        if (stop) {
             res->stopped = 1;
             break;
         }
@@ -437,14 +604,6 @@ static json_t *floats_json(const float *v, size_t n)
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(a, json_real(v[i]));
-    return a;
-}
-
-static json_t *strings_json(char *const *v, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(a, json_string(v[i]));
     return a;
 }
 
@@ -521,10 +680,8 @@ static int write_job(run *r, char *err)
     int rc = path_join(path, sizeof path, r->opts->out_dir, "job.json", err);
     if (rc < 0)
         return rc;
-    json_t *doc = job_to_json(r->job);
-    if (json_dump_file(doc, path, JSON_INDENT(2)) != 0)
+    if (json_dump_file(r->job_json, path, JSON_INDENT(2)) != 0)
         rc = err_set(err, -EIO, "cannot write %s", path);
-    json_decref(doc);
     return rc;
 }
 
@@ -540,7 +697,19 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
     run r = {.job = job, .opts = opts, .hooks = hooks, .c = c, .k = k};
     trainer_result out = {0};
     double t0 = time_mono();
-    int rc = open_outputs(&r, err);
+    int rc = 0;
+    r.job_json = job_to_json(job);
+    r.history = json_array();
+    if (!r.job_json || !r.history)
+        rc = err_set(err, -ENOMEM, "out of memory");
+    /* Before anything is written or fetched: a wrong checkpoint fails at once. */
+    if (rc == 0 && opts->resume_from)
+        rc = checkpoint_read(opts->resume_from, &r.resume, err);
+    if (rc == 0 && r.resume)
+        rc = checkpoint_check_job(r.resume, r.job_json, err);
+    if (rc < 0)
+        goto out;
+    rc = open_outputs(&r, err);
     if (rc == 0)
         rc = write_job(&r, err);
     if (rc == 0) {
@@ -551,6 +720,8 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
     }
     if (rc == 0)
         rc = prepare_device(&r, err);
+    if (rc == 0 && r.resume)
+        rc = resume_model(&r, &out, err);
     if (rc == 0)
         rc = train_all(&r, &out, err);
     if (rc == 0 && !out.stopped) {
@@ -559,10 +730,12 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
     }
     out.seconds = time_mono() - t0;
     if (rc == 0)
-        say(&r, "%s after %d epoch(s) in %.2fs", out.stopped ? "stopped" : "done", out.epochs_done,
-            out.seconds);
+        say(&r, "%s after %d epoch(s) in %.2fs (%d checkpoint(s) in %.3fs)",
+            out.stopped ? "stopped" : "done", out.epochs_done, out.seconds, out.checkpoints,
+            out.checkpoint_s);
     else
         say(&r, "failed: %s", err);
+out:
 
     release(r.xtr);
     release(r.ytr);
@@ -578,6 +751,9 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
     dataset_free(r.val);
     free(r.mean);
     free(r.std);
+    checkpoint_free(r.resume);
+    json_decref(r.job_json);
+    json_decref(r.history);
     if (r.log)
         fclose(r.log);
     if (r.metrics && fclose(r.metrics) != 0 && rc == 0)

@@ -6,7 +6,26 @@
  * caller through hooks; the trainer itself prints nothing.
  *
  * Artifacts written into out_dir: model.safetensors, metrics.csv (appended epoch by epoch),
- * job.json (the resolved job) and train.log (every log line). */
+ * job.json (the resolved job) and train.log (every log line), and checkpoint.safetensors (see
+ * checkpoint.h): the training state after the last finished epoch it covers.
+ *
+ * Checkpoints: one is written after a finished epoch (its metrics final, on_epoch called) when
+ * checkpoint_seconds have passed since the last one (or since training began), and always after
+ * the last epoch and after an epoch at whose end a hook stopped training. Writing one costs a
+ * read-back of three parameter-sized buffers, the metrics so far and an fsync'd rename: 7 ms
+ * for 101,770 parameters (1.2 MB) on PoCL, a tenth of an epoch of 2,000 rows. Every epoch is
+ * fine for epochs of seconds but dominates a job of tiny epochs: the 1,000-epoch full-batch
+ * linear job takes 0.12 s with one checkpoint and 11.5 s with one per epoch (the metrics it
+ * carries grow too), hence the interval (the CLI and the worker use 10 s). A longer interval
+ * loses more epochs to a crash; they are retrained, identically.
+ *
+ * Resume (resume_from): the checkpoint must come from the same resolved job document, and the
+ * fetched dataset must hash and parse to the one it was trained on; otherwise trainer_run fails
+ * with a message saying so. The run then reuses the checkpoint's standardisation, restores the
+ * weights, optimizer moments and step, writes the finished epochs' rows into metrics.csv as they
+ * were (on_epoch is NOT called for them: whoever received them the first time has them), logs
+ * "resuming after epoch N of M" and trains epochs N+1..M. The result is bit-identical to an
+ * uninterrupted run on the same device. */
 #ifndef TRAINYARD_WORKER_TRAINER_H
 #define TRAINYARD_WORKER_TRAINER_H
 
@@ -41,11 +60,16 @@ typedef struct trainer_opts {
     const char *dataset_root;   /* where file:// URLs may point, or NULL for none */
     uint64_t max_dataset_bytes; /* 0: the fetch default */
     long dataset_stall_s;       /* abort a download stalled this long; 0: the fetch default */
+    const char *resume_from;    /* a checkpoint to continue from, or NULL to start afresh */
+    double checkpoint_seconds;  /* least time between checkpoints: 0 every epoch, < 0 none */
 } trainer_opts;
 
 typedef struct trainer_result {
     int epochs_done;
-    int stopped; /* 1 when a hook stopped training */
+    int stopped;         /* 1 when a hook stopped training */
+    int resumed_after;   /* epochs restored from resume_from (0 when starting afresh) */
+    int checkpoints;     /* checkpoints written */
+    double checkpoint_s; /* time spent writing them */
     double seconds;
     trainer_epoch last;
 } trainer_result;

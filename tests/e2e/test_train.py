@@ -238,3 +238,93 @@ def test_devices_lists_json(trainyard_bin):
     devices = json.loads(out.stdout)["devices"]
     assert devices and {"name", "type", "compute_units", "global_mem_bytes",
                         "opencl_c_version"} <= set(devices[0])
+
+
+def checkpoint_epoch(path):
+    with safe_open(str(path), framework="numpy") as f:
+        return int(f.metadata()["trainyard.epoch"])
+
+
+def test_killed_run_resumes_to_the_same_model(data_server, trainyard_bin, train, tmp_path):
+    """kill -9 mid-run, then --resume from the checkpoint: the final model equals an uninterrupted
+    run's bit for bit, and metrics.csv holds every epoch once, the early ones as first reported.
+    Dropout and Adam make the optimizer moments, step and dropout stream part of the state."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    folder, base = data_server
+    rng = np.random.default_rng(21)
+    x, label = rings(20000, rng)
+    write_csv(folder / "rings-big.csv", ["x", "y", "ring"],
+              [[f"{a:.5f}", f"{b:.5f}", c] for (a, b), c in zip(x, label)])
+    epochs = 40
+    job = {"dataset_url": f"{base}/rings-big.csv", "dataset": {"label_column": "ring"},
+           "model": {"layers": [{"type": "dense", "units": 32, "activation": "relu"},
+                                {"type": "dropout", "rate": 0.2},
+                                {"type": "dense", "units": 16, "activation": "tanh"}]},
+           "hyperparameters": {"epochs": epochs, "batch_size": 32, "learning_rate": 0.003,
+                               "optimizer": "adam", "validation_split": 0.1, "seed": 4}}
+    every = ("--checkpoint-seconds", "0")
+    full_proc, full = train(job, "full", extra=every)
+    assert full_proc.returncode == 0, full_proc.stderr
+
+    job_path = tmp_path / "full.json"
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([str(trainyard_bin), "train", str(job_path), "--out", str(out),
+                             "--quiet", *every], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        metrics = out / "metrics.csv"
+        if metrics.exists() and metrics.read_text().count("\n") >= 4:  # header + 3 epochs
+            break
+        time.sleep(0.005)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "model.safetensors").exists()
+    ckpt = out / "checkpoint.safetensors"
+    done = checkpoint_epoch(ckpt)  # metrics.csv gets an epoch's row before its checkpoint
+    assert 2 <= done < epochs
+
+    resumed = subprocess.run([str(trainyard_bin), "train", str(job_path), "--out", str(out),
+                              "--resume", str(ckpt), *every], capture_output=True, text=True,
+                             timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming after epoch {done} of {epochs}" in resumed.stdout
+    assert f"epoch {done}/{epochs}" not in resumed.stdout  # finished epochs are not re-reported
+
+    t_full, meta_full = load_model(full)
+    t_res, meta_res = load_model(out)
+    assert sorted(t_full) == sorted(t_res)
+    for k in t_full:
+        assert t_full[k].tobytes() == t_res[k].tobytes(), k
+    assert meta_full == meta_res
+
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+    rows = read_metrics(out)
+    assert [int(r["epoch"]) for r in rows] == list(range(1, epochs + 1))
+    assert strip(rows) == strip(read_metrics(full))
+
+
+def test_resume_refuses_other_jobs_and_corrupt_checkpoints(rings_csv, train, tmp_path):
+    url, _, _ = rings_csv
+    job = {"dataset_url": url, "hyperparameters": {"epochs": 2, "seed": 1}}
+    proc, out = train(job, "first")
+    assert proc.returncode == 0, proc.stderr
+    ckpt = out / "checkpoint.safetensors"
+    assert checkpoint_epoch(ckpt) == 2  # the last epoch always gets one
+
+    job["hyperparameters"]["learning_rate"] = 0.5
+    proc, _ = train(job, "other", extra=("--resume", str(ckpt)))
+    assert proc.returncode == 1
+    assert "another job" in proc.stderr and "hyperparameters.learning_rate" in proc.stderr
+
+    bad = tmp_path / "corrupt.safetensors"
+    bad.write_bytes(ckpt.read_bytes()[:100])
+    proc, _ = train(job, "corrupt", extra=("--resume", str(bad)))
+    assert proc.returncode == 1 and "checkpoint" in proc.stderr, proc.stderr
+
+    proc, _ = train(job, "model", extra=("--resume", str(out / "model.safetensors")))
+    assert proc.returncode == 1 and "not a trainyard checkpoint" in proc.stderr, proc.stderr
