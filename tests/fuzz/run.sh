@@ -2,8 +2,9 @@
 # Runs one libFuzzer target for a bounded time, as suite 'fuzz' does (tests/fuzz/meson.build).
 # usage: run.sh FUZZER SEED_DIR WORK_DIR SECONDS [LIBFUZZER_FLAG...]
 # The fuzzer reads WORK_DIR/corpus (a copy of SEED_DIR, where it adds what it finds) and SEED_DIR
-# (read only). Exit status 0 when it ran out its time without a crash, leak or timeout; else
-# libFuzzer's status, with each reproducer's path and the command that replays it.
+# (read only). Exit status 0 when it ran out its time without a crash, leak, timeout or running
+# out of memory; else 1 (never libFuzzer's 77, which meson would count as a skip), with each
+# reproducer's path and the command that replays it.
 set -u
 fuzzer=$1 seeds=$2 work=$3 seconds=$4
 shift 4
@@ -11,6 +12,7 @@ rm -rf "$work/artifacts"
 mkdir -p "$work/corpus" "$work/artifacts" || exit 1
 cp -n "$seeds"/* "$work/corpus/" 2>/dev/null
 "$fuzzer" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+  -error_exitcode=1 -timeout_exitcode=1 \
   -artifact_prefix="$work/artifacts/" "$@" "$work/corpus" "$seeds"
 rc=$?
 if [ "$rc" -ne 0 ]; then
@@ -20,4 +22,4 @@ if [ "$rc" -ne 0 ]; then
     echo "  replay: $fuzzer $f"
   done
 fi
-exit "$rc"
+[ "$rc" -eq 0 ] || exit 1
