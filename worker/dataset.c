@@ -277,12 +277,14 @@ static int ds_row(ds_parse *st, const csv_cell *cells, size_t n, size_t line, si
     size_t len = lc->len;
     csv_trim(&p, &len);
     char where[128];
-    if (len == 0 || len > DATASET_MAX_LABEL) {
+    if (len == 0 || len > DATASET_MAX_LABEL || memchr(p, '\0', len)) {
         ds_where(st, line, st->label_col, where, sizeof where);
         if (len == 0)
             return err_set(err, -EINVAL, "%s: missing value", where);
-        return err_set(err, -EINVAL, "%s: the label is longer than %d bytes", where,
-                       DATASET_MAX_LABEL);
+        if (len > DATASET_MAX_LABEL)
+            return err_set(err, -EINVAL, "%s: the label is longer than %d bytes", where,
+                           DATASET_MAX_LABEL);
+        return err_set(err, -EINVAL, "%s: the label holds a NUL byte; is this a text file?", where);
     }
     uint32_t id;
     rc = ds_labels_intern(&st->labels, p, len, &id);
@@ -335,28 +337,6 @@ out:
     return rc;
 }
 
-/* Copies the cells of a record as trimmed strings (ncsv of them) into *copy. */
-static int ds_copy_record(const csv_record *rec, char ***copy, char *err)
-{
-    char **c = calloc(rec->n, sizeof *c);
-    if (!c)
-        return err_set(err, -ENOMEM, "out of memory");
-    for (size_t j = 0; j < rec->n; j++) {
-        const char *p = rec->cells[j].ptr;
-        size_t len = rec->cells[j].len;
-        csv_trim(&p, &len);
-        c[j] = strndup(p, len);
-        if (!c[j]) {
-            for (size_t k = 0; k < j; k++)
-                free(c[k]);
-            free(c);
-            return err_set(err, -ENOMEM, "out of memory");
-        }
-    }
-    *copy = c;
-    return 0;
-}
-
 static void ds_strings_free(char **s, size_t n)
 {
     if (!s)
@@ -364,6 +344,38 @@ static void ds_strings_free(char **s, size_t n)
     for (size_t i = 0; i < n; i++)
         free(s[i]);
     free(s);
+}
+
+/* Copies the cells of a record as trimmed strings (ncsv of them) into *copy. A cell holding a
+ * NUL byte is refused: as a string it would be cut short, and read as something else than the
+ * same cell on any later line. */
+static int ds_copy_record(const csv_record *rec, char ***copy, char *err)
+{
+    int rc = 0;
+    char **c = calloc(rec->n, sizeof *c);
+    if (!c)
+        return err_set(err, -ENOMEM, "out of memory");
+    for (size_t j = 0; j < rec->n; j++) {
+        const char *p = rec->cells[j].ptr;
+        size_t len = rec->cells[j].len;
+        csv_trim(&p, &len);
+        if (memchr(p, '\0', len)) {
+            rc = err_set(err, -EINVAL,
+                         "line %zu, column %zu: the cell holds a NUL byte; is this a text file?",
+                         rec->line, j + 1);
+            goto out;
+        }
+        c[j] = strndup(p, len);
+        if (!c[j]) {
+            rc = err_set(err, -ENOMEM, "out of memory");
+            goto out;
+        }
+    }
+    *copy = c;
+    c = NULL;
+out:
+    ds_strings_free(c, rec->n);
+    return rc;
 }
 
 static int ds_is_number(const char *p, size_t len)

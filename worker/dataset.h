@@ -45,6 +45,7 @@ typedef struct dataset_csv_opts {
  * the first, at least 2. Numbers are decimal with an optional exponent; inf, nan and values
  * beyond a float's range are refused. Class labels are any non-empty text of at most
  * DATASET_MAX_LABEL bytes, trimmed; distinct texts are distinct classes ("1" and "1.0" too).
+ * A NUL byte in a label or in any cell of the first record (kept as text) is refused.
  * Errors name the line and the 1-based column, and the column's name when there is a header:
  * "line 12, column 3 (age): 'abc' is not a number". -EINVAL bad input or options, -E2BIG too
  * many classes, -EFBIG over DATASET_MAX_VALUES, -ENOMEM. */

@@ -255,6 +255,37 @@ static void test_bad_cells(void)
     check_fails("a,b\n", opts_of(1, NULL, -1, 1), -EINVAL, "no data rows", __LINE__);
 }
 
+/* Parses len bytes (which may hold NULs) and checks that it fails with -EINVAL and want. */
+static void check_fails_bytes(const char *text, size_t len, dataset_csv_opts o, const char *want,
+                              int line)
+{
+    char err[ERR_LEN] = "";
+    dataset *ds = NULL;
+    int rc = dataset_from_csv(text, len, &o, &ds, err);
+    if (rc != -EINVAL || !strstr(err, want)) {
+        fprintf(stderr, "%s:%d: got %d \"%s\", expected %d with \"%s\"\n", __FILE__, line, rc, err,
+                -EINVAL, want);
+        check_failures++;
+    }
+    CHECK(ds == NULL);
+    dataset_free(ds);
+}
+
+/* A NUL byte in a cell kept as text (a label, or any cell of the first record) is refused
+ * rather than cutting the text short (found by tests/fuzz/fuzz_csv). */
+static void test_nul_bytes(void)
+{
+    static const char label[] = "1,a\n2,\0b\n3,\0c\n";
+    check_fails_bytes(label, sizeof label - 1, opts_of(0, NULL, -1, 1),
+                      "line 2, column 2: the label holds a NUL byte", __LINE__);
+    static const char first[] = "1\0,a\n2,b\n";
+    check_fails_bytes(first, sizeof first - 1, opts_of(-1, NULL, -1, 1),
+                      "line 1, column 1: the cell holds a NUL byte", __LINE__);
+    static const char head[] = "x,la\0bel\n1,a\n";
+    check_fails_bytes(head, sizeof head - 1, opts_of(1, NULL, -1, 1),
+                      "line 1, column 2: the cell holds a NUL byte", __LINE__);
+}
+
 static void test_many_classes(void)
 {
     /* DATASET_MAX_CLASSES + 1 distinct labels is refused; exactly the cap is fine. */
@@ -470,6 +501,7 @@ int main(void)
     test_header_detection();
     test_labels();
     test_bad_cells();
+    test_nul_bytes();
     test_many_classes();
     test_split();
     test_stats();
