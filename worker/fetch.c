@@ -1,10 +1,14 @@
 /* fetch: dataset downloads into memory, as promised in fetch.h.
  *
- * http and https go through one libcurl easy handle restricted to those two protocols, for the
- * first request and for redirects alike. file:// never reaches curl: the path is resolved with
- * realpath(), checked against the resolved root and read directly, so that what is checked is
- * what is read. Both paths feed the same sink, which hashes the bytes as they come, grows the
- * buffer geometrically and refuses to pass max_bytes; gunzip and the checksum check follow.
+ * http and https go through one libcurl easy handle restricted to those two protocols. Redirects
+ * are followed by hand, at most 5, each target's scheme and host checked against the allow list
+ * before it is requested; every socket curl opens passes fetch_open_socket, which refuses
+ * private addresses that no pattern allows (so a DNS answer cannot sneak one in). With a proxy
+ * in the environment the socket is the proxy's, and only the host rule applies to the target.
+ * file:// never reaches curl: the path is resolved with realpath(), checked against the resolved
+ * root and read directly, so that what is checked is what is read. Both paths feed the same sink,
+ * which hashes the bytes as they come, grows the buffer geometrically and refuses to pass
+ * max_bytes; gunzip and the checksum check follow.
  *
  * Invariants: sink.len <= max_bytes; sink.cap >= sink.len + 1 once data has arrived (room for
  * the final NUL). */
@@ -18,11 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "util/err.h"
+#include "worker/allow.h"
 #include "util/sha256.h"
 #include "util/timeutil.h"
 
@@ -91,11 +97,129 @@ int fetch_global_init(char *err)
     return 0;
 }
 
-/* Downloads an http(s) URL into the sink; messages show the URL as shown. */
-static int fetch_http(const char *url, const char *shown, const fetch_opts *o, fetch_sink *s,
-                      char *err)
+static void fetch_shown_url(const char *url, char shown[FETCH_SHOWN]);
+
+/* What the socket callback needs to judge an address. */
+typedef struct fetch_guard {
+    const allow_list *allow;
+    int allow_private;
+    char host[256];            /* host of the URL being fetched now */
+    int refused;               /* set when an address was turned away */
+    char addr[ALLOW_ADDR_LEN]; /* the last one turned away */
+} fetch_guard;
+
+/* curl's open-socket callback: runs for every address curl is about to connect to, after DNS,
+ * for the first URL and for redirects alike. CURL_SOCKET_BAD makes curl skip the address. */
+static curl_socket_t fetch_open_socket(void *user, curlsocktype purpose, struct curl_sockaddr *a)
 {
-    char cerr[CURL_ERROR_SIZE] = "";
+    fetch_guard *g = user;
+    (void)purpose;
+    if (!g->allow_private && allow_addr_is_private(&a->addr) &&
+        !allow_list_match_addr(g->allow, &a->addr) && !allow_list_match_host(g->allow, g->host)) {
+        g->refused = 1;
+        allow_addr_str(&a->addr, g->addr);
+        return CURL_SOCKET_BAD;
+    }
+    return socket(a->family, a->socktype, a->protocol);
+}
+
+/* Checks that url (the first one or a redirect target) is http(s) and that its host is in the
+ * allow list when there is one; copies the host into g->host. */
+static int fetch_check_url(const char *url, const char *first, fetch_guard *g, char *err)
+{
+    char shown[FETCH_SHOWN], *scheme = NULL, *host = NULL;
+    int rc = 0;
+    fetch_shown_url(url, shown);
+    CURLU *u = curl_url();
+    if (!u)
+        return err_set(err, -ENOMEM, "out of memory");
+    if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK) {
+        rc = first ? err_set(err, -EIO, "%s redirected to a bad URL %s", first, shown)
+                   : err_set(err, -EINVAL, "bad URL %s", shown);
+        goto out;
+    }
+    if (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0) {
+        rc = err_set(err, -EACCES,
+                     "%s redirected to a URL that is not http or https, which is refused: %s",
+                     first ? first : shown, shown);
+        goto out;
+    }
+    if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
+        rc = first ? err_set(err, -EIO, "%s redirected to a URL without a host: %s", first, shown)
+                   : err_set(err, -EINVAL, "bad URL %s: no host", shown);
+        goto out;
+    }
+    /* IPv6 literals come back in brackets; messages and patterns write them without. */
+    size_t hn = strlen(host);
+    if (hn >= 2 && host[0] == '[' && host[hn - 1] == ']')
+        snprintf(g->host, sizeof g->host, "%.*s", (int)(hn - 2), host + 1);
+    else
+        snprintf(g->host, sizeof g->host, "%s", host);
+    if (g->allow->n > 0 && !allow_list_match_host(g->allow, g->host)) {
+        rc = err_set(err, -EACCES,
+                     "%s%s%s: host %s is not in --dataset-allow; add it (--dataset-allow %s) "
+                     "or use a listed host",
+                     first ? first : "", first ? " redirected to " : "", shown, g->host, g->host);
+        goto out;
+    }
+out:
+    curl_free(scheme);
+    curl_free(host);
+    curl_url_cleanup(u);
+    return rc;
+}
+
+/* Maps a failed transfer of the URL shown as shown to a code and message. */
+static int fetch_http_error(CURL *h, CURLcode c, const char *cerr, const char *shown,
+                            const fetch_guard *g, const fetch_sink *s, long connect, long total,
+                            long low, char *err)
+{
+    const char *why = cerr[0] ? cerr : curl_easy_strerror(c);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    if (g->refused && (c == CURLE_COULDNT_CONNECT || c == CURLE_COULDNT_RESOLVE_HOST))
+        return err_set(err, -EACCES,
+                       "%s: host %s resolves to a private address %s, which is refused; allow it "
+                       "with --dataset-allow %s (or the address, or its CIDR block)",
+                       shown, g->host, g->addr, g->host);
+    switch (c) {
+    case CURLE_HTTP_RETURNED_ERROR:
+        return err_set(err, -EIO, "HTTP %ld from %s", status, shown);
+    case CURLE_FILESIZE_EXCEEDED:
+        return err_set(err, -EFBIG, "%s is larger than the limit of %llu bytes", shown,
+                       (unsigned long long)s->max);
+    case CURLE_WRITE_ERROR:
+        if (s->too_big)
+            return err_set(err, -EFBIG, "%s is larger than the limit of %llu bytes", shown,
+                           (unsigned long long)s->max);
+        if (s->oom)
+            return err_set(err, -ENOMEM, "out of memory after %zu bytes of %s", s->len, shown);
+        return err_set(err, -EIO, "downloading %s: %s", shown, why);
+    case CURLE_OPERATION_TIMEDOUT:
+        return err_set(err, -ETIMEDOUT,
+                       "downloading %s timed out (connect %lds, total %lds, below %d B/s for "
+                       "%lds): %s",
+                       shown, connect, total, FETCH_LOW_SPEED, low, why);
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+        return err_set(err, -EINVAL, "bad URL %s: %s", shown, why);
+    case CURLE_OUT_OF_MEMORY:
+        return err_set(err, -ENOMEM, "out of memory downloading %s", shown);
+    default:
+        return err_set(err, -EIO, "downloading %s: %s", shown, why);
+    }
+}
+
+/* Downloads an http(s) URL into the sink; messages show the URL as shown. Redirects are
+ * followed here rather than by curl, so that each target's scheme and host are checked before
+ * anything is sent to it; the sink is emptied between hops (a redirect's own body is not data). */
+static int fetch_http(const char *url, const char *shown, const fetch_opts *o,
+                      const allow_list *allow, fetch_sink *s, char *err)
+{
+    char cerr[CURL_ERROR_SIZE] = "", hop_shown[FETCH_SHOWN];
+    char *cur = NULL;
+    fetch_guard g = {.allow = allow, .allow_private = o->allow_private};
     int rc = 0;
     CURL *h = curl_easy_init();
     if (!h)
@@ -104,16 +228,12 @@ static int fetch_http(const char *url, const char *shown, const fetch_opts *o, f
     long total = o->total_timeout_s > 0 ? o->total_timeout_s : FETCH_DEFAULT_TOTAL;
     long low = o->low_speed_timeout_s > 0 ? o->low_speed_timeout_s : FETCH_DEFAULT_LOW;
 
-    curl_easy_setopt(h, CURLOPT_URL, url);
 #if LIBCURL_VERSION_NUM >= 0x075500
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 #else
     curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(h, CURLOPT_MAXREDIRS, (long)FETCH_MAX_REDIRS);
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, connect);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, total);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, (long)FETCH_LOW_SPEED);
@@ -125,55 +245,51 @@ static int fetch_http(const char *url, const char *shown, const fetch_opts *o, f
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, fetch_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, fetch_open_socket);
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, &g);
 
-    CURLcode c = curl_easy_perform(h);
-    const char *why = cerr[0] ? cerr : curl_easy_strerror(c);
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    switch (c) {
-    case CURLE_OK:
-        break;
-    case CURLE_HTTP_RETURNED_ERROR:
-        rc = err_set(err, -EIO, "HTTP %ld from %s", status, shown);
-        break;
-    case CURLE_FILESIZE_EXCEEDED:
-        rc = err_set(err, -EFBIG, "%s is larger than the limit of %llu bytes", shown,
-                     (unsigned long long)s->max);
-        break;
-    case CURLE_WRITE_ERROR:
-        if (s->too_big)
-            rc = err_set(err, -EFBIG, "%s is larger than the limit of %llu bytes", shown,
-                         (unsigned long long)s->max);
-        else if (s->oom)
-            rc = err_set(err, -ENOMEM, "out of memory after %zu bytes of %s", s->len, shown);
-        else
-            rc = err_set(err, -EIO, "downloading %s: %s", shown, why);
-        break;
-    case CURLE_OPERATION_TIMEDOUT:
-        rc = err_set(err, -ETIMEDOUT,
-                     "downloading %s timed out (connect %lds, total %lds, below %d B/s for "
-                     "%lds): %s",
-                     shown, connect, total, FETCH_LOW_SPEED, low, why);
-        break;
-    case CURLE_UNSUPPORTED_PROTOCOL:
-        /* The first URL was checked to be http(s), so this was a redirect. */
-        rc = err_set(err, -EACCES,
-                     "%s redirected to a URL that is not http or https, which is refused: %s",
-                     shown, why);
-        break;
-    case CURLE_TOO_MANY_REDIRECTS:
-        rc = err_set(err, -EIO, "%s redirected more than %d times", shown, FETCH_MAX_REDIRS);
-        break;
-    case CURLE_URL_MALFORMAT:
-        rc = err_set(err, -EINVAL, "bad URL %s: %s", shown, why);
-        break;
-    case CURLE_OUT_OF_MEMORY:
-        rc = err_set(err, -ENOMEM, "out of memory downloading %s", shown);
-        break;
-    default:
-        rc = err_set(err, -EIO, "downloading %s: %s", shown, why);
-        break;
+    cur = strdup(url);
+    if (!cur) {
+        rc = err_set(err, -ENOMEM, "out of memory");
+        goto out;
     }
+    snprintf(hop_shown, sizeof hop_shown, "%s", shown);
+    for (int hop = 0;; hop++) {
+        rc = fetch_check_url(cur, hop ? shown : NULL, &g, err);
+        if (rc < 0)
+            goto out;
+        s->len = 0;
+        s->too_big = 0;
+        sha256_init(&s->sha);
+        cerr[0] = '\0';
+        g.refused = 0;
+        curl_easy_setopt(h, CURLOPT_URL, cur);
+        CURLcode c = curl_easy_perform(h);
+        if (c != CURLE_OK) {
+            rc = fetch_http_error(h, c, cerr, hop_shown, &g, s, connect, total, low, err);
+            goto out;
+        }
+        long status = 0;
+        char *next = NULL;
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &next);
+        if (status < 300 || status > 399 || !next)
+            break;
+        if (hop == FETCH_MAX_REDIRS) {
+            rc = err_set(err, -EIO, "%s redirected more than %d times", shown, FETCH_MAX_REDIRS);
+            goto out;
+        }
+        char *copy = strdup(next); /* next belongs to h and changes with the next request */
+        if (!copy) {
+            rc = err_set(err, -ENOMEM, "out of memory");
+            goto out;
+        }
+        free(cur);
+        cur = copy;
+        fetch_shown_url(cur, hop_shown);
+    }
+out:
+    free(cur);
     curl_easy_cleanup(h);
     return rc;
 }
@@ -453,6 +569,7 @@ int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, 
     fetch_sink s;
     char want[65], got[65], shown[FETCH_SHOWN];
     uint8_t digest[32];
+    allow_list allow = {0};
     double t0 = time_mono();
     int rc;
 
@@ -471,11 +588,14 @@ int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, 
         if (rc < 0)
             goto out;
     }
+    rc = allow_list_parse(o->allow, &allow, err);
+    if (rc < 0)
+        goto out;
     if (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0) {
         rc = fetch_global_init(err);
         if (rc < 0)
             goto out;
-        rc = fetch_http(url, shown, o, &s, err);
+        rc = fetch_http(url, shown, o, &allow, &s, err);
     } else if (strncasecmp(url, "file://", 7) == 0) {
         rc = fetch_file(url, shown, o, &s, err);
     } else {
@@ -524,6 +644,7 @@ int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, 
     s.buf = NULL;
     rc = 0;
 out:
+    allow_list_free(&allow);
     free(s.buf);
     return rc;
 }

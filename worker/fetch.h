@@ -3,7 +3,14 @@
  * Schemes: http and https always; file:// only for paths under opts->file_root (after resolving
  * symlinks and ".."), refused when file_root is NULL. Redirects are followed only to http/https,
  * at most 5. A connect timeout, a total timeout and a low-speed abort bound the time; max_bytes
- * bounds both the download and the gunzipped size. When sha256 is given, the downloaded bytes
+ * bounds both the download and the gunzipped size.
+ *
+ * Hosts (see allow.h for the pattern forms): when opts->allow lists patterns, the host of the
+ * URL and of every redirect target must match one. Unless opts->allow_private, a connection to a
+ * private, loopback, link-local, unspecified, multicast or CGNAT address is refused unless that
+ * address or the URL's host matches a pattern; the check runs on each resolved address as its
+ * socket is opened, so neither DNS answers nor redirects get around it. file:// is governed by
+ * file_root alone. When sha256 is given, the downloaded bytes
  * (before decompression) must match. Gzip is recognised by its magic bytes, not the name.
  *
  * Ownership: *out is malloc'd (NUL-terminated for convenience, not counted in *len). */
@@ -20,6 +27,8 @@ typedef struct fetch_opts {
     long total_timeout_s;     /* 0: default 600 */
     long low_speed_timeout_s; /* abort below 1 KiB/s for this long; 0: default 30 */
     const char *sha256;       /* expected hex digest of the downloaded bytes, or NULL */
+    const char *allow;        /* comma-separated --dataset-allow patterns, or NULL for none */
+    int allow_private;        /* 1: connect to private addresses without an allow pattern */
 } fetch_opts;
 
 typedef struct fetch_stats {
@@ -30,8 +39,9 @@ typedef struct fetch_stats {
     char sha256[65]; /* hex digest of the downloaded bytes (always computed) */
 } fetch_stats;
 
-/* Fetches url into *out / *len. -EINVAL bad URL or scheme, -EACCES file outside the root,
- * file:// without a root, or a redirect to another scheme, -ENOENT no such file under the root,
+/* Fetches url into *out / *len. -EINVAL bad URL or scheme or allow pattern, -EACCES file
+ * outside the root, file:// without a root, a redirect to another scheme, a host not in the
+ * allow list or a private address not allowed, -ENOENT no such file under the root,
  * -EFBIG over max_bytes, -ETIMEDOUT, -EIO transfer or HTTP error (the status is in err),
  * -EBADMSG checksum mismatch or corrupt gzip, -ENOMEM. opts and stats may be NULL (defaults;
  * no file://). Messages show the URL without credentials, query or fragment. */

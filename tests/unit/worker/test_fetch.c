@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <ftw.h>
 #include <poll.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include "util/err.h"
 #include "util/sha256.h"
 #include "util/timeutil.h"
+#include "worker/allow.h"
 
 static char base[64];  /* http://127.0.0.1:PORT */
 static char tmp[256];  /* scratch directory */
@@ -114,7 +116,7 @@ static pid_t server_start(void)
     for (int i = 0; i < 100; i++) {
         char *out = NULL;
         size_t len = 0;
-        fetch_opts o = {.connect_timeout_s = 1, .total_timeout_s = 2};
+        fetch_opts o = {.connect_timeout_s = 1, .total_timeout_s = 2, .allow_private = 1};
         if (fetch_url(url, &o, &out, &len, NULL, err) == 0) {
             free(out);
             return pid;
@@ -178,10 +180,11 @@ static void expect_body(const char *path, const fetch_opts *o, const void *want,
 
 static void test_bodies(void)
 {
-    fetch_opts o = {0};
+    fetch_opts o = {.allow_private = 1};
     size_t n = strlen(plain);
     expect_body("/plain.csv", &o, plain, n, 0, __LINE__);
-    expect_body("/plain.csv", NULL, plain, n, 0, __LINE__); /* NULL opts: defaults */
+    /* NULL opts: defaults, which refuse private addresses such as the test server's. */
+    expect_fail("/plain.csv", NULL, -EACCES, "--dataset-allow 127.0.0.1", __LINE__);
     expect_body("/data.csv.gz", &o, plain, n, 1, __LINE__);
     expect_body("/data.bin", &o, plain, n, 1, __LINE__); /* gzip by magic, not by name */
     char both[256];
@@ -216,7 +219,7 @@ static void test_checksums(void)
     hex_of(gz, gz_len, hex);
     for (int i = 0; i < 65; i++)
         upper[i] = (char)toupper((unsigned char)hex[i]);
-    fetch_opts o = {.sha256 = upper};
+    fetch_opts o = {.sha256 = upper, .allow_private = 1};
     expect_body("/data.csv.gz", &o, plain, strlen(plain), 1, __LINE__);
 
     char plain_hex[65];
@@ -234,7 +237,7 @@ static void test_checksums(void)
 
 static void test_http_errors(void)
 {
-    fetch_opts o = {0};
+    fetch_opts o = {.allow_private = 1};
     char want[256];
     snprintf(want, sizeof want, "HTTP 404 from %s/missing.csv", base);
     expect_fail("/missing.csv", &o, -EIO, want, __LINE__);
@@ -257,7 +260,7 @@ static void test_http_errors(void)
 
 static void test_limits(void)
 {
-    fetch_opts o = {.max_bytes = 10};
+    fetch_opts o = {.max_bytes = 10, .allow_private = 1};
     /* Announced length over the cap; a body without a length over the cap. */
     expect_fail("/plain.csv", &o, -EFBIG, "larger than the limit of 10 bytes", __LINE__);
     o.max_bytes = 100000;
@@ -280,17 +283,155 @@ static void test_limits(void)
 static void test_timeouts(void)
 {
     /* Stalled: the low-speed check trips after about 1 s. */
-    fetch_opts o = {.low_speed_timeout_s = 1, .total_timeout_s = 30};
+    fetch_opts o = {.low_speed_timeout_s = 1, .total_timeout_s = 30, .allow_private = 1};
     double t0 = time_mono();
     expect_fail("/stall", &o, -ETIMEDOUT, "timed out", __LINE__);
     double t = time_mono() - t0;
     CHECK(t >= 0.9 && t < 8);
     /* Steady but slow: only the total timeout trips. */
-    fetch_opts d = {.low_speed_timeout_s = 30, .total_timeout_s = 1};
+    fetch_opts d = {.low_speed_timeout_s = 30, .total_timeout_s = 1, .allow_private = 1};
     t0 = time_mono();
     expect_fail("/drip", &d, -ETIMEDOUT, "timed out", __LINE__);
     t = time_mono() - t0;
     CHECK(t >= 0.9 && t < 8);
+}
+
+/* Whether host matches the pattern list spec. */
+static int host_ok(const char *spec, const char *host)
+{
+    allow_list l = {0};
+    char err[ERR_LEN];
+    CHECK_INT(allow_list_parse(spec, &l, err), 0);
+    int m = allow_list_match_host(&l, host);
+    allow_list_free(&l);
+    return m;
+}
+
+/* Whether the address text a is private. */
+static int private_ip(const char *a)
+{
+    struct sockaddr_in v4 = {.sin_family = AF_INET};
+    struct sockaddr_in6 v6 = {.sin6_family = AF_INET6};
+    if (inet_pton(AF_INET, a, &v4.sin_addr) == 1)
+        return allow_addr_is_private((struct sockaddr *)&v4);
+    CHECK_INT(inet_pton(AF_INET6, a, &v6.sin6_addr), 1);
+    return allow_addr_is_private((struct sockaddr *)&v6);
+}
+
+static void test_patterns(void)
+{
+    /* Names: exact, case-insensitive, a trailing dot ignored; wildcards match subdomains only. */
+    CHECK(host_ok("data.example.com", "DATA.Example.com"));
+    CHECK(host_ok("data.example.com.", "data.example.com"));
+    CHECK(!host_ok("data.example.com", "x.data.example.com"));
+    CHECK(!host_ok("data.example.com", "data.example.com.evil.net"));
+    CHECK(host_ok("*.example.com", "a.example.com"));
+    CHECK(host_ok("*.example.com", "a.b.Example.COM"));
+    CHECK(!host_ok("*.example.com", "example.com"));
+    CHECK(!host_ok("*.example.com", "badexample.com"));
+    /* Addresses and CIDR blocks, IPv4 and IPv6, with spaces and empty items in the list. */
+    CHECK(host_ok(" a.org , 127.0.0.1,,", "127.0.0.1"));
+    CHECK(!host_ok("127.0.0.1", "127.0.0.2"));
+    CHECK(host_ok("127.0.0.0/8", "127.9.9.9"));
+    CHECK(host_ok("10.0.0.0/8", "10.1.2.3") && !host_ok("10.0.0.0/8", "11.0.0.1"));
+    CHECK(host_ok("172.16.0.0/12", "172.31.255.255") && !host_ok("172.16.0.0/12", "172.32.0.0"));
+    CHECK(host_ok("0.0.0.0/0", "8.8.8.8"));
+    CHECK(host_ok("::1", "[::1]") && host_ok("::1", "::1"));
+    CHECK(host_ok("fd00::/8", "[fd12::1]") && !host_ok("fd00::/8", "[fe80::1]"));
+    CHECK(host_ok("10.0.0.0/8", "[::ffff:10.0.0.1]")); /* mapped IPv4 counts as IPv4 */
+    CHECK(!host_ok("127.0.0.1", "localhost"));         /* names are not resolved to match */
+    CHECK(!host_ok("", "127.0.0.1"));
+
+    /* Bad patterns are refused when parsed. */
+    static const char *const bad[] = {"10.0.0.0/33",  "10.0.0.0/", "10.0.0.0/x",
+                                      "ex.com/8",     "::1/129",   "*",
+                                      "*example.com", "a b",       "http://x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        allow_list l = {0};
+        char err[ERR_LEN] = "";
+        int rc = allow_list_parse(bad[i], &l, err);
+        if (rc != -EINVAL || !strstr(err, "--dataset-allow")) {
+            fprintf(stderr, "%s:%d: '%s' gave %d \"%s\"\n", __FILE__, __LINE__, bad[i], rc, err);
+            check_failures++;
+        }
+        CHECK_INT(l.n, 0);
+    }
+
+    /* The private ranges, and their edges. */
+    static const char *const priv[] = {
+        "10.0.0.1",    "127.0.0.1",        "127.255.0.3",    "172.16.0.1",
+        "172.31.9.9",  "192.168.1.1",      "169.254.1.1",    "100.64.0.1",
+        "100.127.0.1", "0.0.0.0",          "224.0.0.1",      "::1",
+        "::",          "fc00::1",          "fd00::5",        "fe80::1",
+        "ff02::1",     "::ffff:127.0.0.1", "::ffff:10.1.1.1"};
+    for (size_t i = 0; i < sizeof priv / sizeof priv[0]; i++) {
+        if (!private_ip(priv[i])) {
+            fprintf(stderr, "%s:%d: %s should be private\n", __FILE__, __LINE__, priv[i]);
+            check_failures++;
+        }
+    }
+    static const char *const pub[] = {"8.8.8.8",     "172.32.0.1",      "172.15.255.255",
+                                      "100.128.0.1", "11.0.0.1",        "192.169.0.1",
+                                      "2001:db8::1", "2606:4700::1111", "::ffff:8.8.8.8"};
+    for (size_t i = 0; i < sizeof pub / sizeof pub[0]; i++) {
+        if (private_ip(pub[i])) {
+            fprintf(stderr, "%s:%d: %s should be public\n", __FILE__, __LINE__, pub[i]);
+            check_failures++;
+        }
+    }
+}
+
+/* The allow list and the private-address rule against the real server on 127.0.0.1. */
+static void test_allow(void)
+{
+    size_t n = strlen(plain);
+    fetch_opts o = {0};
+    expect_fail("/plain.csv", &o, -EACCES, "resolves to a private address 127.0.0.1", __LINE__);
+    expect_fail("/plain.csv", &o, -EACCES, "allow it with --dataset-allow 127.0.0.1", __LINE__);
+    o.allow = "127.0.0.1";
+    expect_body("/plain.csv", &o, plain, n, 0, __LINE__);
+    o.allow = "127.0.0.0/8";
+    expect_body("/plain.csv", &o, plain, n, 0, __LINE__);
+    o.allow = "example.com, 127.0.0.1";
+    expect_body("/redirect?to=/plain.csv", &o, plain, n, 0, __LINE__);
+
+    /* A non-empty list refuses hosts not on it, whatever allow_private says. */
+    o.allow = "*.example.com";
+    o.allow_private = 1;
+    expect_fail("/plain.csv", &o, -EACCES, "host 127.0.0.1 is not in --dataset-allow", __LINE__);
+    o.allow = "data.example.com";
+    expect_fail("/plain.csv", &o, -EACCES, "not in --dataset-allow", __LINE__);
+
+    /* A redirect from an allowed host to one that is not: refused before it is requested. */
+    char to[256];
+    snprintf(to, sizeof to, "/redirect?to=http://localhost:%s/plain.csv", strrchr(base, ':') + 1);
+    o.allow = "127.0.0.1";
+    o.allow_private = 0;
+    expect_fail(to, &o, -EACCES, "host localhost is not in --dataset-allow", __LINE__);
+    /* Allowed by name, the private address behind localhost is allowed too. */
+    o.allow = "127.0.0.1,localhost";
+    expect_body(to, &o, plain, n, 0, __LINE__);
+    /* Without a list, the redirect target's address is still checked. */
+    o.allow = NULL;
+    expect_fail(to, &o, -EACCES, "private address", __LINE__);
+
+    /* A bad pattern is a bad option, before anything is fetched. */
+    o.allow = "127.0.0.0/40";
+    expect_fail("/plain.csv", &o, -EINVAL, "not a CIDR block", __LINE__);
+
+    /* IPv6 loopback: refused before connecting, so no server on ::1 is needed; once allowed,
+     * the connection is tried (and fails: nothing listens on port 1). */
+    o.allow = NULL;
+    expect_fail("http://[::1]:1/x", &o, -EACCES, "private address ::1", __LINE__);
+    o.allow = "::1";
+    expect_fail("http://[::1]:1/x", &o, -EIO, "[::1]:1", __LINE__);
+    o.allow = "fc00::/8"; /* fd00::1 is in fc00::/7, not in fc00::/8 */
+    expect_fail("http://[fd00::1]:1/x", &o, -EACCES, "host fd00::1 is not", __LINE__);
+    /* file:// is governed by the dataset root alone. */
+    char url[1024];
+    fetch_opts f = {.file_root = root, .allow = "example.com"};
+    snprintf(url, sizeof url, "file://%s/plain.csv", root);
+    expect_body(url, &f, plain, n, 0, __LINE__);
 }
 
 static void test_files(void)
@@ -415,10 +556,12 @@ int main(void)
         test_http_errors();
         test_limits();
         test_timeouts();
+        test_allow();
         kill(pid, SIGTERM);
         waitpid(pid, NULL, 0);
     }
     test_files();
+    test_patterns();
     nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return check_exit();
 }
