@@ -4,6 +4,8 @@
 #ifndef TRAINYARD_CLI_CLI_H
 #define TRAINYARD_CLI_CLI_H
 
+#include <stddef.h>
+
 /* trainyard train JOB.json --out DIR: runs a job in-process. */
 int cmd_train(int argc, char **argv);
 /* trainyard devices [--json]: lists OpenCL platforms and devices. */
@@ -14,5 +16,11 @@ int cmd_worker(int argc, char **argv);
 
 /* trainyard serve: the API, the scheduler and local workers in one process. */
 int cmd_serve(int argc, char **argv);
+
+/* Checks the --dataset-allow value of cmd and appends it to the comma-separated list (cap bytes
+ * with the NUL). 0, or a negative code after printing what is wrong to stderr. */
+int cli_allow_add(char *list, size_t cap, const char *value, const char *cmd);
+/* Room for the joined --dataset-allow list. */
+#define CLI_ALLOW_LEN 4096
 
 #endif

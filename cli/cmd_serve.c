@@ -34,6 +34,12 @@ static const char usage_text[] =
     "  --data-dir DIR       SQLite database, artifacts and uploads (default ./trainyard-data)\n"
     "  --workers N          local workers to run (default: one per OpenCL device; 0: none)\n"
     "  --dataset-root DIR   where file:// dataset URLs may point (default: nowhere)\n"
+    "  --dataset-allow PATTERNS\n"
+    "                       hosts datasets may come from: a name (data.example.com), a\n"
+    "                       wildcard (*.example.com: subdomains only), an address (10.1.2.3,\n"
+    "                       ::1) or a CIDR block (10.0.0.0/8); comma-separated, repeatable.\n"
+    "                       Default: any host, but private, loopback and link-local\n"
+    "                       addresses are refused unless a pattern allows them\n"
     "  --lease-seconds N    a job returns to the queue this long after its worker's last\n"
     "                       heartbeat (default 30)\n"
     "  --dataset-stall-seconds N\n"
@@ -99,6 +105,7 @@ int cmd_serve(int argc, char **argv)
 {
     const char *bind = "127.0.0.1", *data_dir = "./trainyard-data", *root = NULL;
     long port = 8080, workers = -1, lease = 30, stall = 0, threads = 4;
+    static char allow[CLI_ALLOW_LEN];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0;
@@ -117,6 +124,8 @@ int cmd_serve(int argc, char **argv)
             data_dir = v;
         else if (!strcmp(a, "--dataset-root"))
             root = v;
+        else if (!strcmp(a, "--dataset-allow"))
+            rc = cli_allow_add(allow, sizeof allow, v, "serve");
         else if (!strcmp(a, "--port"))
             rc = parse_count(a, v, 65535, &port);
         else if (!strcmp(a, "--workers"))
@@ -215,6 +224,7 @@ int cmd_serve(int argc, char **argv)
         supervisor_opts so = {.exe = exe,
                               .server_url = url,
                               .dataset_root = root,
+                              .dataset_allow = allow[0] ? allow : NULL,
                               .work_dir = work,
                               .dataset_stall_s = stall,
                               .count = (int)workers,

@@ -29,6 +29,12 @@ static const char usage_text[] =
     "  --out DIR            where the artifacts go (required; created if missing)\n"
     "  --dataset-root DIR   where file:// dataset URLs may point (default: the current\n"
     "                       directory)\n"
+    "  --dataset-allow PATTERNS\n"
+    "                       hosts datasets may come from: a name (data.example.com), a\n"
+    "                       wildcard (*.example.com), an address (10.1.2.3, ::1) or a CIDR\n"
+    "                       block (10.0.0.0/8); comma-separated, repeatable (default: any\n"
+    "                       host). Unlike serve and worker, train runs on your own machine\n"
+    "                       and allows private and loopback addresses\n"
     "  --resume FILE        continue from a checkpoint.safetensors that this same job\n"
     "                       wrote (after a crash or kill); the result is identical to an\n"
     "                       uninterrupted run, and metrics.csv holds every epoch once\n"
@@ -94,6 +100,7 @@ int cmd_train(int argc, char **argv)
 {
     const char *job_path = NULL, *out = NULL, *root = NULL, *resume = NULL;
     double every = TRAIN_CHECKPOINT_SECONDS;
+    static char allow[CLI_ALLOW_LEN];
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -104,6 +111,9 @@ int cmd_train(int argc, char **argv)
             quiet = 1;
         } else if ((!strcmp(a, "--out") || !strcmp(a, "--dataset-root")) && i + 1 < argc) {
             *(a[2] == 'o' ? &out : &root) = argv[++i];
+        } else if (!strcmp(a, "--dataset-allow") && i + 1 < argc) {
+            if (cli_allow_add(allow, sizeof allow, argv[++i], "train") < 0)
+                return 2;
         } else if (!strcmp(a, "--resume") && i + 1 < argc) {
             resume = argv[++i];
         } else if (!strcmp(a, "--checkpoint-seconds") && i + 1 < argc) {
@@ -166,8 +176,12 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "trainyard train: %s\n", err);
         goto out;
     }
-    trainer_opts opts = {
-        .out_dir = out, .dataset_root = root, .resume_from = resume, .checkpoint_seconds = every};
+    trainer_opts opts = {.out_dir = out,
+                         .dataset_root = root,
+                         .dataset_allow = allow[0] ? allow : NULL,
+                         .allow_private = 1, /* the user's own machine */
+                         .resume_from = resume,
+                         .checkpoint_seconds = every};
     trainer_hooks hooks = {.user = &quiet, .on_log = print_line};
     trainer_result res;
     rc = trainer_run(job, c, k, &opts, &hooks, &res, err);

@@ -25,6 +25,12 @@ static const char usage_text[] =
     "  --name NAME          how the worker is listed (default <host>-<pid>)\n"
     "  --work-dir DIR       where job folders are made while a job runs (default $TMPDIR)\n"
     "  --dataset-root DIR   where file:// dataset URLs may point (default: nowhere)\n"
+    "  --dataset-allow PATTERNS\n"
+    "                       hosts datasets may come from: a name (data.example.com), a\n"
+    "                       wildcard (*.example.com: subdomains only), an address (10.1.2.3,\n"
+    "                       ::1) or a CIDR block (10.0.0.0/8); comma-separated, repeatable.\n"
+    "                       Default: any host, but private, loopback and link-local\n"
+    "                       addresses are refused unless a pattern allows them\n"
     "  --dataset-stall-seconds S\n"
     "                       fail a dataset download that stalls this long (default 30)\n"
     "  --max-jobs N         exit after N jobs (default: never)\n";
@@ -43,6 +49,7 @@ int cmd_worker(int argc, char **argv)
                     .token = getenv("TRAINYARD_TOKEN"),
                     .device = "any",
                     .stop = &stop_requested};
+    static char allow[CLI_ALLOW_LEN];
     static const char *const flags[] = {
         "--server",   "--token",        "--device",   "--name",
         "--work-dir", "--dataset-root", "--max-jobs", "--dataset-stall-seconds"};
@@ -51,6 +58,12 @@ int cmd_worker(int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage_text, stdout);
             return 0;
+        }
+        if (!strcmp(argv[i], "--dataset-allow") && i + 1 < argc) {
+            if (cli_allow_add(allow, sizeof allow, argv[++i], "worker") < 0)
+                return 2;
+            o.dataset_allow = allow;
+            continue;
         }
         size_t f = 0;
         while (f < sizeof flags / sizeof flags[0] && strcmp(argv[i], flags[f]))

@@ -34,7 +34,7 @@ typedef struct slot {
 
 struct supervisor {
     supervisor_opts o;
-    char *exe, *url, *token, *root, *work;
+    char *exe, *url, *token, *root, *allow, *work;
     slot slots[SUPERVISOR_MAX_WORKERS];
     pthread_mutex_t mu;
     pthread_t thread;
@@ -81,6 +81,10 @@ static int spawn(supervisor *s, int i, char *err)
     if (s->root) {
         argv[n++] = "--dataset-root";
         argv[n++] = s->root;
+    }
+    if (s->allow) {
+        argv[n++] = "--dataset-allow";
+        argv[n++] = s->allow;
     }
     char stall[32];
     if (s->o.dataset_stall_s > 0) {
@@ -169,9 +173,10 @@ int supervisor_start(const supervisor_opts *o, supervisor **out, char *err)
     s->work = strdup(o->work_dir);
     s->token = dup_or_null(o->token);
     s->root = dup_or_null(o->dataset_root);
+    s->allow = dup_or_null(o->dataset_allow);
     pthread_mutex_init(&s->mu, NULL);
     int rc = 0;
-    if (!s->exe || !s->url || !s->work)
+    if (!s->exe || !s->url || !s->work || (o->dataset_allow && !s->allow))
         rc = err_set(err, -ENOMEM, "out of memory");
     for (int i = 0; i < o->count && rc == 0; i++) {
         s->slots[i].device = o->devices ? o->devices[i] : 0;
@@ -231,5 +236,6 @@ void supervisor_stop(supervisor *s, int grace_ms)
     free(s->work);
     free(s->token);
     free(s->root);
+    free(s->allow);
     free(s);
 }

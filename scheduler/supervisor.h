@@ -20,6 +20,7 @@ typedef struct supervisor_opts {
     const char *server_url;        /* what the workers connect to */
     const char *token;             /* worker token, or NULL */
     const char *dataset_root;      /* passed on as --dataset-root, or NULL */
+    const char *dataset_allow;     /* passed on as --dataset-allow, or NULL */
     const char *work_dir;          /* parent of each worker's --work-dir */
     long dataset_stall_s;          /* passed on as --dataset-stall-seconds when > 0 */
     int count;                     /* workers to run, 1..SUPERVISOR_MAX_WORKERS */

@@ -298,6 +298,7 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
     if (rc == 0) {
         trainer_opts topts = {.out_dir = dir,
                               .dataset_root = o->dataset_root,
+                              .dataset_allow = o->dataset_allow,
                               .dataset_stall_s = o->dataset_stall_s,
                               .checkpoint_seconds = AGENT_CHECKPOINT_S};
         trainer_hooks hooks = {.user = &b,

@@ -155,7 +155,9 @@ static int load_data(run *r, char *err)
     fetch_opts fo = {.file_root = r->opts->dataset_root,
                      .max_bytes = r->opts->max_dataset_bytes,
                      .low_speed_timeout_s = r->opts->dataset_stall_s,
-                     .sha256 = job->sha256};
+                     .sha256 = job->sha256,
+                     .allow = r->opts->dataset_allow,
+                     .allow_private = r->opts->allow_private};
     phase(r, "downloading");
     int rc = fetch_url(job->dataset_url, &fo, &text, &len, &st, err);
     if (rc < 0)

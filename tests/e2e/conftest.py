@@ -151,10 +151,15 @@ class Service:
 
 @pytest.fixture
 def serve(trainyard_bin, tmp_path):
-    """Starts `trainyard serve` with extra arguments; every service is stopped at teardown."""
+    """Starts `trainyard serve` with extra arguments; every service is stopped at teardown.
+
+    The datasets of these tests are on 127.0.0.1, which serve refuses by default (a private
+    address); allow_loopback=True passes --dataset-allow 127.0.0.1 for them."""
     started = []
 
-    def start(*args, name="data"):
+    def start(*args, name="data", allow_loopback=True):
+        if allow_loopback:
+            args = ("--dataset-allow", "127.0.0.1", *args)
         svc = Service(trainyard_bin, tmp_path / name, args)
         started.append(svc)
         return svc

@@ -242,6 +242,18 @@ def test_bad_datasets_fail_clearly_and_service_stays_healthy(serve, faulty_serve
     assert ok.status_code == 202
 
 
+def test_a_private_dataset_host_is_refused_without_dataset_allow(serve, blobs):
+    """Without --dataset-allow, serve's workers refuse 127.0.0.1 and say how to allow it; the
+    service stays healthy and a second service that allows it trains the same job."""
+    svc = serve(allow_loopback=False)
+    job = submit(svc, job_doc(blobs, epochs=1)).json()
+    done = wait_for(svc, job["id"], TERMINAL, timeout=60)
+    assert done["status"] == "failed", done
+    assert "private address 127.0.0.1" in done["error"], done
+    assert "--dataset-allow" in done["error"], done
+    assert requests.get(f"{svc.url}/healthz").json()["status"] == "ok"
+
+
 def test_a_killed_local_worker_is_restarted(serve, blobs):
     import os
     import re
