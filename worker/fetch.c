@@ -4,7 +4,8 @@
  * are followed by hand, at most 5, each target's scheme and host checked against the allow list
  * before it is requested; every socket curl opens passes fetch_open_socket, which refuses
  * private addresses that no pattern allows (so a DNS answer cannot sneak one in). With a proxy
- * in the environment the socket is the proxy's, and only the host rule applies to the target.
+ * from the environment the socket is the proxy's: the address rule then judges the proxy (a
+ * private one must be allowed by address) and only the host rule judges the target.
  * file:// never reaches curl: the path is resolved with realpath(), checked against the resolved
  * root and read directly, so that what is checked is what is read. Both paths feed the same sink,
  * which hashes the bytes as they come, grows the buffer geometrically and refuses to pass
