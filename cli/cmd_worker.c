@@ -25,6 +25,10 @@ static const char usage_text[] =
     "  --name NAME          how the worker is listed (default <host>-<pid>)\n"
     "  --work-dir DIR       where job folders are made while a job runs (default $TMPDIR)\n"
     "  --dataset-root DIR   where file:// dataset URLs may point (default: nowhere)\n"
+    "  --checkpoint-seconds S\n"
+    "                       least time between two epoch checkpoints, which the server keeps\n"
+    "                       so that a job whose worker died resumes from the last one\n"
+    "                       (default 10; 0: after every epoch)\n"
     "  --dataset-stall-seconds S\n"
     "                       fail a dataset download that stalls this long (default 30)\n"
     "  --max-jobs N         exit after N jobs (default: never)\n";
@@ -42,6 +46,7 @@ int cmd_worker(int argc, char **argv)
     agent_opts o = {.server = getenv("TRAINYARD_URL"),
                     .token = getenv("TRAINYARD_TOKEN"),
                     .device = "any",
+                    .checkpoint_seconds = 10,
                     .stop = &stop_requested};
     static const char *const flags[] = {
         "--server",   "--token",        "--device",   "--name",
@@ -51,6 +56,19 @@ int cmd_worker(int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage_text, stdout);
             return 0;
+        }
+        if (!strcmp(argv[i], "--checkpoint-seconds") && i + 1 < argc) {
+            char *end = NULL;
+            double v = strtod(argv[++i], &end);
+            if (end == argv[i] || *end || !(v >= 0 && v <= 1e6)) {
+                fprintf(stderr,
+                        "trainyard worker: --checkpoint-seconds takes seconds >= 0, not "
+                        "'%s'\n",
+                        argv[i]);
+                return 2;
+            }
+            o.checkpoint_seconds = v;
+            continue;
         }
         size_t f = 0;
         while (f < sizeof flags / sizeof flags[0] && strcmp(argv[i], flags[f]))

@@ -19,14 +19,15 @@
 #define AGENT_HEARTBEAT_MS 500
 
 typedef struct agent_opts {
-    const char *server;       /* base URL of the server */
-    const char *token;        /* worker token, or NULL */
-    const char *name;         /* shown in GET /workers; default "<host>-<pid>" */
-    const char *device;       /* "any", "gpu", "cpu", or a device index from `trainyard devices` */
-    const char *work_dir;     /* job folders go here; default $TMPDIR or /tmp */
-    const char *dataset_root; /* where file:// dataset URLs may point, or NULL */
-    long dataset_stall_s;     /* abort a dataset download stalled this long; 0: default */
-    int max_jobs;             /* stop after this many jobs; 0 = run until stopped */
+    const char *server;        /* base URL of the server */
+    const char *token;         /* worker token, or NULL */
+    const char *name;          /* shown in GET /workers; default "<host>-<pid>" */
+    const char *device;        /* "any", "gpu", "cpu", or a device index from `trainyard devices` */
+    const char *work_dir;      /* job folders go here; default $TMPDIR or /tmp */
+    const char *dataset_root;  /* where file:// dataset URLs may point, or NULL */
+    long dataset_stall_s;      /* abort a dataset download stalled this long; 0: default */
+    int max_jobs;              /* stop after this many jobs; 0 = run until stopped */
+    double checkpoint_seconds; /* least time between checkpoints (trainer_opts); 0 every epoch */
     volatile sig_atomic_t *stop; /* set by a signal handler: finish up and return */
 } agent_opts;
 
