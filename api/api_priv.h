@@ -28,6 +28,9 @@ int api_jobs_events(http_req *r, void *app);
 int api_artifacts_list(http_req *r, void *app);
 int api_artifacts_get(http_req *r, void *app);
 int api_artifacts_upload(http_req *r, void *app);
+/* api/checkpoints.c */
+int api_checkpoints_upload(http_req *r, void *app);
+int api_checkpoints_get(http_req *r, void *app);
 /* api/workers.c */
 int api_workers_register(http_req *r, void *app);
 int api_workers_list(http_req *r, void *app);

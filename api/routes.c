@@ -5,7 +5,8 @@
  * ignore up to API_IGNORED_BODY bytes, because HTTP clients differ in what they send with an
  * empty POST (nothing, "Content-Length: 0", "{}"). Artifact uploads stream to a file
  * (body_to_file) within API_ARTIFACT_MAX_BODY, the default of app.max_artifact_bytes; the
- * handler enforces a smaller app setting (the table is static and cannot see the app).
+ * handler enforces a smaller app setting; checkpoint uploads likewise (the table is static and
+ * cannot see the app).
  *
  * Keep this table and openapi.yaml in step: the end-to-end test walks every operation of the
  * YAML against the server. */
@@ -41,6 +42,9 @@ static const http_route api_route_table[] = {
      0},
     {"PUT", "/workers/{worker}/jobs/{id}/artifacts/{name}", api_artifacts_upload,
      API_ARTIFACT_MAX_BODY, 1},
+    {"GET", "/workers/{worker}/jobs/{id}/checkpoint", api_checkpoints_get, 0, 0},
+    {"PUT", "/workers/{worker}/jobs/{id}/checkpoint", api_checkpoints_upload, API_ARTIFACT_MAX_BODY,
+     1},
     {"POST", "/workers/{worker}/jobs/{id}/complete", api_workers_complete, HTTP_JSON_MAX_BODY, 0},
 };
 

@@ -1,6 +1,7 @@
 /* workers: the worker protocol — POST /workers (register), GET /workers, and for a registered
  * worker POST .../lease (long poll), POST .../jobs/{id}/heartbeat, POST .../jobs/{id}/complete.
- * (Artifact uploads are in artifacts.c.)
+ * (Artifact uploads are in artifacts.c, checkpoints in checkpoints.c; a lease of a job whose
+ * earlier attempt stored a checkpoint names it in "checkpoint".)
  *
  * Lease long poll: the handler tries to lease at once; with nothing for this worker it parks
  * on app->queued until the `wait` deadline (0..60 s, default 30; kept in the request's state
@@ -147,6 +148,12 @@ int api_workers_lease(http_req *r, void *ctx)
                 j.attempt);
         api_raise(a->changed);
         json_t *body = api_lease_json(&j);
+        int epoch = 0;
+        if (body && db_job_checkpoint_epoch(d, j.seq, &epoch, err) == 0 && epoch > 0) {
+            char path[512];
+            snprintf(path, sizeof path, "/workers/%s/jobs/%s/checkpoint", worker, j.id);
+            json_object_set_new(body, "checkpoint", json_string(path));
+        }
         db_job_clear(&j);
         if (!body)
             return err_set(err, -ENOMEM, "out of memory");

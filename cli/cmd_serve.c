@@ -42,6 +42,10 @@ static const char usage_text[] =
     "                       addresses are refused unless a pattern allows them\n"
     "  --lease-seconds N    a job returns to the queue this long after its worker's last\n"
     "                       heartbeat (default 30)\n"
+    "  --checkpoint-seconds N\n"
+    "                       local workers checkpoint a job after an epoch at most this often;\n"
+    "                       a requeued job resumes from its last one (default 10; 0: every\n"
+    "                       epoch)\n"
     "  --dataset-stall-seconds N\n"
     "                       fail a dataset download that stalls this long (default 30)\n"
     "  --threads N          HTTP threads (default 4)\n";
@@ -104,7 +108,7 @@ static int make_dir(const char *path)
 int cmd_serve(int argc, char **argv)
 {
     const char *bind = "127.0.0.1", *data_dir = "./trainyard-data", *root = NULL;
-    long port = 8080, workers = -1, lease = 30, stall = 0, threads = 4;
+    long port = 8080, workers = -1, lease = 30, stall = 0, threads = 4, every = 10;
     static char allow[CLI_ALLOW_LEN];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -132,6 +136,8 @@ int cmd_serve(int argc, char **argv)
             rc = parse_count(a, v, SUPERVISOR_MAX_WORKERS, &workers);
         else if (!strcmp(a, "--lease-seconds"))
             rc = parse_count(a, v, 86400, &lease);
+        else if (!strcmp(a, "--checkpoint-seconds"))
+            rc = parse_count(a, v, 86400, &every);
         else if (!strcmp(a, "--dataset-stall-seconds"))
             rc = parse_count(a, v, 86400, &stall);
         else if (!strcmp(a, "--threads"))
@@ -227,6 +233,7 @@ int cmd_serve(int argc, char **argv)
                               .dataset_allow = allow[0] ? allow : NULL,
                               .work_dir = work,
                               .dataset_stall_s = stall,
+                              .checkpoint_s = every,
                               .count = (int)workers,
                               .devices = dev_index,
                               .log = log_line};

@@ -31,6 +31,10 @@ static const char usage_text[] =
     "                       ::1) or a CIDR block (10.0.0.0/8); comma-separated, repeatable.\n"
     "                       Default: any host, but private, loopback and link-local\n"
     "                       addresses are refused unless a pattern allows them\n"
+    "  --checkpoint-seconds S\n"
+    "                       least time between two epoch checkpoints, which the server keeps\n"
+    "                       so that a job whose worker died resumes from the last one\n"
+    "                       (default 10; 0: after every epoch)\n"
     "  --dataset-stall-seconds S\n"
     "                       fail a dataset download that stalls this long (default 30)\n"
     "  --max-jobs N         exit after N jobs (default: never)\n";
@@ -48,6 +52,7 @@ int cmd_worker(int argc, char **argv)
     agent_opts o = {.server = getenv("TRAINYARD_URL"),
                     .token = getenv("TRAINYARD_TOKEN"),
                     .device = "any",
+                    .checkpoint_seconds = 10,
                     .stop = &stop_requested};
     static char allow[CLI_ALLOW_LEN];
     static const char *const flags[] = {
@@ -63,6 +68,19 @@ int cmd_worker(int argc, char **argv)
             if (cli_allow_add(allow, sizeof allow, argv[++i], "worker") < 0)
                 return 2;
             o.dataset_allow = allow;
+            continue;
+        }
+        if (!strcmp(argv[i], "--checkpoint-seconds") && i + 1 < argc) {
+            char *end = NULL;
+            double v = strtod(argv[++i], &end);
+            if (end == argv[i] || *end || !(v >= 0 && v <= 1e6)) {
+                fprintf(stderr,
+                        "trainyard worker: --checkpoint-seconds takes seconds >= 0, not "
+                        "'%s'\n",
+                        argv[i]);
+                return 2;
+            }
+            o.checkpoint_seconds = v;
             continue;
         }
         size_t f = 0;

@@ -443,3 +443,58 @@ int db_job_delete(db *d, int64_t seq, char *err)
     sqlite3_bind_int64(st, 1, seq);
     return db_write(d, st, err);
 }
+
+/* ---- checkpoints ------------------------------------------------------------------------- */
+
+static const char SQL_JOB_CKPT_GET[] = "SELECT checkpoint_epoch FROM jobs WHERE seq = ?";
+
+static int db_job_int_row(void *ctx, sqlite3_stmt *st)
+{
+    *(int *)ctx = sqlite3_column_int(st, 0);
+    return 0;
+}
+
+int db_job_checkpoint_epoch(db *d, int64_t seq, int *out, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_CKPT_GET, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, seq);
+    int epoch = -1;
+    rc = db_rows(d, st, db_job_int_row, &epoch, err);
+    if (rc < 0)
+        return rc;
+    if (epoch < 0)
+        return err_set(err, -ENOENT, "no such job");
+    *out = epoch;
+    return 0;
+}
+
+static const char SQL_JOB_CKPT_SET[] = "UPDATE jobs SET checkpoint_epoch = ?2 WHERE seq = ?1";
+
+int db_job_set_checkpoint_epoch(db *d, int64_t seq, int epoch, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_CKPT_SET, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, seq);
+    sqlite3_bind_int(st, 2, epoch);
+    rc = db_write(d, st, err);
+    return rc < 0 ? rc : 0;
+}
+
+static const char SQL_JOB_LOG_LINES[] = "UPDATE jobs SET log_lines = ?2 WHERE seq = ?1";
+
+int db_job_set_log_lines(db *d, int64_t seq, int log_lines, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_LOG_LINES, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, seq);
+    sqlite3_bind_int(st, 2, log_lines);
+    rc = db_write(d, st, err);
+    return rc < 0 ? rc : 0;
+}

@@ -109,5 +109,11 @@ int db_job_set_cancelled(db *d, int64_t seq, int64_t now, char *err);
 int db_job_set_cancel_requested(db *d, int64_t seq, char *err);
 /* Deletes a terminal job and, by cascade, its events, metrics, logs and artifact rows. */
 int db_job_delete(db *d, int64_t seq, char *err);
+/* The epoch of job seq's stored checkpoint into *out (0: none); -ENOENT for no such job. */
+int db_job_checkpoint_epoch(db *d, int64_t seq, int *out, char *err);
+/* Records that job seq's stored checkpoint is after epoch. */
+int db_job_set_checkpoint_epoch(db *d, int64_t seq, int epoch, char *err);
+/* Stores log_lines as job seq's count of log lines (after a db_log_append outside a lease). */
+int db_job_set_log_lines(db *d, int64_t seq, int log_lines, char *err);
 
 #endif

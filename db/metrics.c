@@ -28,6 +28,20 @@ int db_metric_put(db *d, int64_t job_seq, const db_metric *m, char *err)
     return rc < 0 ? rc : 0;
 }
 
+static const char SQL_METRIC_DROP_AFTER[] = "DELETE FROM metrics WHERE job_seq = ? AND epoch > ?";
+
+int db_metric_drop_after(db *d, int64_t job_seq, int epoch, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_METRIC_DROP_AFTER, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, job_seq);
+    sqlite3_bind_int(st, 2, epoch);
+    rc = db_write(d, st, err);
+    return rc < 0 ? rc : 0;
+}
+
 #define DB_METRIC_COLS                                                                             \
     "id, attempt, epoch, loss, val_loss, accuracy, val_accuracy, seconds, samples_per_second, at"
 

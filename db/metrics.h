@@ -24,6 +24,8 @@ typedef int (*db_metric_fn)(void *ctx, const db_metric *m);
 
 /* Stores m for job_seq, replacing a row of the same epoch. */
 int db_metric_put(db *d, int64_t job_seq, const db_metric *m, char *err);
+/* Deletes job_seq's rows of epochs after epoch (what a requeued attempt will report again). */
+int db_metric_drop_after(db *d, int64_t job_seq, int epoch, char *err);
 /* Every epoch of job_seq in epoch order. */
 int db_metric_list(db *d, int64_t job_seq, db_metric_fn fn, void *ctx, char *err);
 /* At most limit rows of job_seq with id > after_id, in id order (what changed since). */

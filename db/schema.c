@@ -19,7 +19,10 @@
  *   the last id it sent also sees replaced epochs.
  * - logs, artifacts: keyed by (job, line) and (job, name), WITHOUT ROWID.
  * - workers: `kinds` is the bit set of device kinds the worker offers (db/workers.h).
- * Every child table references jobs(seq) ON DELETE CASCADE: deleting a job removes its rows. */
+ * Every child table references jobs(seq) ON DELETE CASCADE: deleting a job removes its rows.
+ *
+ * v2: jobs.checkpoint_epoch, the last finished epoch of the checkpoint the server keeps for the
+ * job (0: none), which a requeued attempt resumes from. */
 #include <stdio.h>
 
 #include "db/db.h"
@@ -106,6 +109,8 @@ static const char *const db_migrations[] = {
     "  gone INTEGER NOT NULL DEFAULT 0,"
     "  job_id TEXT"
     ");",
+    /* v2: the epoch of the job's stored checkpoint (0: none), see sched_checkpoint_store */
+    "ALTER TABLE jobs ADD COLUMN checkpoint_epoch INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define DB_N_MIGRATIONS ((int)(sizeof db_migrations / sizeof db_migrations[0]))

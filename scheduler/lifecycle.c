@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "db/events.h"
+#include "db/logs.h"
 #include "db/workers.h"
 #include "worker/job.h"
 
@@ -274,6 +275,30 @@ out:
 
 /* ---- expire ----------------------------------------------------------------------------- */
 
+/* Puts running job j back in the queue (returns db_job_set_requeued's count of rows changed).
+ * The next attempt resumes from the stored checkpoint, which reports only the epochs after it:
+ * the metrics of later epochs go now, so that every epoch appears once, and the log says where
+ * the next attempt starts. */
+static int sched_job_requeue(db *d, const db_job *j, int64_t now, char *err)
+{
+    int epoch = 0, log_lines = j->log_lines;
+    char line[128];
+    int changed = db_job_set_requeued(d, j->seq, now, err);
+    if (changed <= 0)
+        return changed;
+    int rc = db_job_checkpoint_epoch(d, j->seq, &epoch, err);
+    if (rc == 0)
+        rc = db_metric_drop_after(d, j->seq, epoch, err);
+    if (rc == 0 && epoch > 0) {
+        snprintf(line, sizeof line, "attempt %d resumes after epoch %d", j->attempt + 1, epoch);
+        const char *lines[] = {line};
+        rc = db_log_append(d, j->seq, &log_lines, now, lines, 1, err);
+        if (rc == 0)
+            rc = db_job_set_log_lines(d, j->seq, log_lines, err);
+    }
+    return rc < 0 ? rc : changed;
+}
+
 int sched_job_expire(db *d, int64_t seq, int64_t now, int *to, char *err)
 {
     db_job j;
@@ -313,7 +338,7 @@ int sched_job_expire(db *d, int64_t seq, int64_t now, int *to, char *err)
                  j.attempt == 1 ? "" : "s");
     }
     if (next == DB_QUEUED)
-        rc = db_job_set_requeued(d, seq, now, err);
+        rc = sched_job_requeue(d, &j, now, err);
     else
         rc = db_job_set_finished(d, seq, NULL, next, next == DB_FAILED ? reason : NULL, now, err);
     rc = sched_expect_one(rc, "expiring", err);

@@ -26,14 +26,18 @@
  * | queued → running (attempt + 1)           | sched_job_lease         |
  * | running → running (lease, progress)      | sched_job_heartbeat     |
  * | running → running (artifact stored)      | sched_artifact_add      |
+ * | running → running (checkpoint stored)    | sched_checkpoint_store  |
  * | running → succeeded / failed / cancelled | sched_job_complete      |
  * | queued → cancelled; running: request     | sched_job_cancel        |
- * | running → queued / failed / cancelled    | sched_job_expire        |
+ * | running → queued / failed / cancelled    | sched_job_expire (**)   |
  * | terminal → deleted                       | sched_job_delete        |
  * | (every lapsed lease, silent worker)      | sched_sweep (sweeper.h) |
  *
  * (*) Concurrent submits share one transaction and one fsync (group commit, submit.c); each
  *     still gets its own job, its own event row and its own result.
+ * (**) Requeueing deletes the metrics of epochs after the stored checkpoint's (jobs.
+ *     checkpoint_epoch) and logs "attempt N resumes after epoch E": the next attempt resumes
+ *     from that checkpoint and reports only the later epochs, so each epoch is stored once.
  *
  * Rules:
  * - Terminal states never change: every write names the status it expects in its WHERE clause
@@ -124,5 +128,17 @@ int sched_artifact_name_ok(const char *name);
  * the lease holder of a running job only. */
 int sched_artifact_add(db *d, const char *job_id, const char *worker_id, const char *artifacts_dir,
                        const char *tmp_path, const db_artifact *a, char *err);
+
+/* The file name of a job's checkpoint in <artifacts_dir>/<job id>: a dot name, so it can never
+ * be an artifact's. */
+#define SCHED_CHECKPOINT_NAME ".checkpoint"
+/* <artifacts_dir>/<job_id>/.checkpoint into out; -ENAMETOOLONG when it does not fit. */
+int sched_checkpoint_path(const char *artifacts_dir, const char *job_id, char *out, size_t cap);
+/* For the lease holder of running job_id: when epoch is after the stored checkpoint's, moves
+ * tmp_path over the job's checkpoint file, records epoch and sets *stored to 1; else leaves
+ * everything as it was and sets *stored to 0. */
+int sched_checkpoint_store(db *d, const char *job_id, const char *worker_id,
+                           const char *artifacts_dir, const char *tmp_path, int epoch, int *stored,
+                           char *err);
 
 #endif

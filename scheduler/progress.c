@@ -215,3 +215,47 @@ out:
     db_job_clear(&j);
     return rc;
 }
+
+/* ---- checkpoints ------------------------------------------------------------------------ */
+
+int sched_checkpoint_path(const char *artifacts_dir, const char *job_id, char *out, size_t cap)
+{
+    int n = snprintf(out, cap, "%s/%s/" SCHED_CHECKPOINT_NAME, artifacts_dir, job_id);
+    return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+int sched_checkpoint_store(db *d, const char *job_id, const char *worker_id,
+                           const char *artifacts_dir, const char *tmp_path, int epoch, int *stored,
+                           char *err)
+{
+    db_job j;
+    char dir[4608], final[4864];
+    int have = 0;
+    int rc = sched_job_begin_leased(d, job_id, worker_id, &j, err);
+    if (rc < 0)
+        return rc;
+    rc = db_job_checkpoint_epoch(d, j.seq, &have, err);
+    if (rc < 0)
+        goto out;
+    if (epoch > have) {
+        rc = db_job_set_checkpoint_epoch(d, j.seq, epoch, err);
+        if (rc < 0)
+            goto out;
+        /* The file replaces the older one before the commit: should the commit fail, the file
+         * is newer than the recorded epoch, and a resume merely starts later than the metrics
+         * say (the resumed attempt's epochs replace their rows). */
+        snprintf(dir, sizeof dir, "%s/%s", artifacts_dir, j.id);
+        rc = sched_artifact_place(dir, SCHED_CHECKPOINT_NAME, tmp_path, final, sizeof final, err);
+        if (rc < 0)
+            goto out;
+    }
+    rc = db_commit(d, err);
+    db_job_clear(&j);
+    if (rc == 0)
+        *stored = epoch > have;
+    return rc;
+out:
+    db_rollback(d);
+    db_job_clear(&j);
+    return rc;
+}

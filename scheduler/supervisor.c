@@ -92,6 +92,12 @@ static int spawn(supervisor *s, int i, char *err)
         argv[n++] = "--dataset-stall-seconds";
         argv[n++] = stall;
     }
+    char every[32];
+    if (s->o.checkpoint_s >= 0) {
+        snprintf(every, sizeof every, "%ld", s->o.checkpoint_s);
+        argv[n++] = "--checkpoint-seconds";
+        argv[n++] = every;
+    }
     argv[n] = NULL;
     pid_t pid;
     int rc = posix_spawn(&pid, s->exe, NULL, NULL, (char *const *)argv, environ);

@@ -23,6 +23,7 @@ typedef struct supervisor_opts {
     const char *dataset_allow;     /* passed on as --dataset-allow, or NULL */
     const char *work_dir;          /* parent of each worker's --work-dir */
     long dataset_stall_s;          /* passed on as --dataset-stall-seconds when > 0 */
+    long checkpoint_s;             /* passed on as --checkpoint-seconds when >= 0 */
     int count;                     /* workers to run, 1..SUPERVISOR_MAX_WORKERS */
     const int *devices;            /* OpenCL device index per worker */
     void (*log)(const char *line); /* NULL: stderr */

@@ -7,9 +7,19 @@
  * A 404 on lease means the server forgot this worker (its database was replaced): register
  * again. Network failures back off from 0.1 s to 5 s and retry; they never end the worker.
  * When the server answers a heartbeat with 409/404 the lease is lost (the job was given to
- * another worker after a lapse): training stops and nothing is uploaded. */
+ * another worker after a lapse): training stops and nothing is uploaded.
+ *
+ * Checkpoints: the trainer writes one after an epoch every o->checkpoint_seconds; the hook
+ * copies it to checkpoint.pending (on the trainer thread: a local copy of a few MB, no network)
+ * and the heartbeat thread uploads it (PUT .../checkpoint) right after a heartbeat that carried
+ * every epoch queued before it, so the server never holds a checkpoint after an epoch whose
+ * metrics it lacks. A newer checkpoint replaces a pending one that was not sent yet. A lease
+ * that names a "checkpoint" (the job's earlier attempt lost its lease) is downloaded and resumed
+ * from; one that cannot be downloaded or belongs to another job document is logged and the job
+ * trains from scratch (its epochs then replace the stored ones: each epoch still appears once). */
 #include "worker/agent.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -30,9 +40,12 @@
 
 #define AGENT_LEASE_WAIT_S   30
 #define AGENT_MAX_LOG_QUEUE  10000
-#define AGENT_LINES_PER_BEAT 1000 /* openapi Heartbeat.logs maxItems */
-#define AGENT_LINE_BYTES     1000 /* and its maxLength: bytes bound characters */
-#define AGENT_CHECKPOINT_S   10   /* least seconds between two checkpoints (see trainer.h) */
+#define AGENT_LINES_PER_BEAT 1000                 /* openapi Heartbeat.logs maxItems */
+#define AGENT_LINE_BYTES     1000                 /* and its maxLength: bytes bound characters */
+#define AGENT_CKPT_COPY      "checkpoint.copy"    /* the trainer thread's copy, being written */
+#define AGENT_CKPT_PENDING   "checkpoint.pending" /* the newest copy not yet sent */
+#define AGENT_CKPT_SENDING   "checkpoint.sending" /* the copy the heartbeat thread uploads */
+#define AGENT_CKPT_RESUME    "checkpoint.resume"  /* the server's checkpoint, downloaded */
 
 static const char *const artifact_names[] = {"model.safetensors", "metrics.csv", "job.json",
                                              "train.log"};
@@ -70,12 +83,40 @@ typedef struct beat {
     pthread_cond_t cv;
     client *c; /* its own connection */
     char path[1024];
+    char ckpt_path[1024];  /* PUT here */
+    const char *dir;       /* the job folder */
+    int ckpt_pending;      /* dir/checkpoint.pending waits to be sent */
     json_t *logs, *epochs; /* queued for the next heartbeat */
     char phase[16];
     int urgent, done;
     volatile int cancel, lost; /* read by the trainer thread without the lock: flags only */
     const agent_opts *o;
 } beat;
+
+/* Uploads the checkpoint copy at sending; on failure it becomes pending again unless a newer one
+ * is. A lost checkpoint costs only retrained epochs after a crash. */
+static void beat_send_checkpoint(beat *b, const char *sending, const char *pending)
+{
+    char err[ERR_LEN], why[512];
+    long status = 0;
+    json_t *reply = NULL;
+    int rc = client_put_file(b->c, b->ckpt_path, sending, &status, &reply, err);
+    if (rc == 0 && (status == 200 || status == 201)) {
+        unlink(sending);
+    } else {
+        if (rc < 0) {
+            say("checkpoint upload failed, retrying: %s", err);
+        } else {
+            client_problem(status, reply, why, sizeof why);
+            say("checkpoint upload refused: %s", why);
+        }
+        pthread_mutex_lock(&b->mu);
+        if (rc < 0 && !b->ckpt_pending && rename(sending, pending) == 0)
+            b->ckpt_pending = 1;
+        pthread_mutex_unlock(&b->mu);
+    }
+    json_decref(reply);
+}
 
 /* Sends what is queued; on a network failure the items go back to the front of the queue. */
 static void beat_send(beat *b)
@@ -90,6 +131,12 @@ static void beat_send(beat *b)
     }
     b->epochs = json_array();
     b->urgent = json_array_size(b->logs) > 0;
+    /* A pending checkpoint goes after this heartbeat: it carries the checkpoint's epochs. */
+    char pending[4200], sending[4200];
+    snprintf(pending, sizeof pending, "%s/" AGENT_CKPT_PENDING, b->dir);
+    snprintf(sending, sizeof sending, "%s/" AGENT_CKPT_SENDING, b->dir);
+    int ckpt = b->ckpt_pending && rename(pending, sending) == 0;
+    b->ckpt_pending = 0;
     json_t *body = json_pack("{s:O, s:O}", "epochs", sent_epochs, "logs", sent_logs);
     if (*b->phase)
         json_object_set_new(body, "phase", json_string(b->phase));
@@ -103,6 +150,8 @@ static void beat_send(beat *b)
     if (rc == 0 && status == 200) {
         if (json_is_true(json_object_get(reply, "cancel")))
             b->cancel = 1;
+        if (ckpt)
+            beat_send_checkpoint(b, sending, pending);
     } else if (rc == 0 && (status == 404 || status == 409)) {
         char why[512];
         client_problem(status, reply, why, sizeof why);
@@ -120,6 +169,8 @@ static void beat_send(beat *b)
         json_decref(b->epochs);
         b->logs = json_incref(sent_logs);
         b->epochs = json_incref(sent_epochs);
+        if (ckpt && !b->ckpt_pending && rename(sending, pending) == 0)
+            b->ckpt_pending = 1; /* with its epochs, back to the queue */
         pthread_mutex_unlock(&b->mu);
     }
     json_decref(sent_logs);
@@ -205,6 +256,57 @@ static int hook_stop(void *user)
     return b->cancel || b->lost || *b->o->stop;
 }
 
+/* Copies src to dst; -errno on failure. */
+static int copy_file(const char *src, const char *dst)
+{
+    FILE *in = fopen(src, "rb");
+    if (!in)
+        return -errno;
+    FILE *out = fopen(dst, "wb");
+    if (!out) {
+        int rc = -errno;
+        fclose(in);
+        return rc;
+    }
+    static __thread char buf[1 << 16];
+    size_t n;
+    int rc = 0;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) {
+        if (fwrite(buf, 1, n, out) != n) {
+            rc = -EIO;
+            break;
+        }
+    }
+    if (ferror(in))
+        rc = -EIO;
+    fclose(in);
+    if (fclose(out) != 0 && rc == 0)
+        rc = -EIO;
+    return rc;
+}
+
+/* Queues a copy of the checkpoint for the heartbeat thread (which uploads it). */
+static void hook_checkpoint(void *user, const char *path, int epoch)
+{
+    beat *b = user;
+    char copy[4200], pending[4200];
+    snprintf(copy, sizeof copy, "%s/" AGENT_CKPT_COPY, b->dir);
+    snprintf(pending, sizeof pending, "%s/" AGENT_CKPT_PENDING, b->dir);
+    int rc = copy_file(path, copy);
+    if (rc < 0) {
+        say("cannot copy the checkpoint after epoch %d for upload: %s", epoch, strerror(-rc));
+        unlink(copy);
+        return;
+    }
+    pthread_mutex_lock(&b->mu);
+    if (rename(copy, pending) == 0) {
+        b->ckpt_pending = 1;
+        b->urgent = 1;
+        pthread_cond_signal(&b->cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
 /* ---- one job ------------------------------------------------------------------------------- */
 
 static void remove_dir(const char *dir)
@@ -214,8 +316,12 @@ static void remove_dir(const char *dir)
         snprintf(path, sizeof path, "%s/%s", dir, artifact_names[i]);
         unlink(path);
     }
-    snprintf(path, sizeof path, "%s/%s", dir, CHECKPOINT_FILE);
-    unlink(path);
+    static const char *const others[] = {CHECKPOINT_FILE, AGENT_CKPT_COPY, AGENT_CKPT_PENDING,
+                                         AGENT_CKPT_SENDING, AGENT_CKPT_RESUME};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, others[i]);
+        unlink(path);
+    }
     rmdir(dir);
 }
 
@@ -264,6 +370,43 @@ static void complete(client *c, const char *prefix, const char *status_word, con
     json_decref(body);
 }
 
+/* When the lease names a checkpoint, downloads it to dir/checkpoint.resume (path into out) and
+ * returns 1 if it belongs to this job; else (none, or a failure, which is said) 0: the job
+ * trains from scratch. */
+static int fetch_checkpoint(client *c, const json_t *lease, const job_spec *job, const char *dir,
+                            char *out, size_t cap)
+{
+    const char *from = json_string_value(json_object_get(lease, "checkpoint"));
+    if (!from)
+        return 0;
+    char err[ERR_LEN] = "";
+    long status = 0;
+    checkpoint *ck = NULL;
+    json_t *doc = NULL;
+    snprintf(out, cap, "%s/" AGENT_CKPT_RESUME, dir);
+    int rc = mkdir(dir, 0755) < 0 && errno != EEXIST
+                 ? err_set(err, -errno, "cannot create %s: %s", dir, strerror(errno))
+                 : 0;
+    if (rc == 0)
+        rc = client_download(c, from, out, &status, err);
+    if (rc == 0 && status != 200)
+        rc = err_set(err, -EIO, "the server answered %ld", status);
+    if (rc == 0)
+        rc = checkpoint_read(out, &ck, err);
+    doc = rc == 0 ? job_to_json(job) : NULL;
+    if (rc == 0 && !doc)
+        rc = err_set(err, -ENOMEM, "out of memory");
+    if (rc == 0)
+        rc = checkpoint_check_job(ck, doc, err);
+    if (rc == 0)
+        say("resuming from the checkpoint after epoch %d", checkpoint_state_of(ck)->epoch);
+    else
+        say("cannot resume from the server's checkpoint, training from scratch: %s", err);
+    json_decref(doc);
+    checkpoint_free(ck);
+    return rc == 0;
+}
+
 static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ctx *ctx, kern *k,
                     json_t *lease)
 {
@@ -284,10 +427,14 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
         return;
     }
 
-    beat b = {.o = o, .logs = json_array(), .epochs = json_array()};
+    char resume[4200];
+    int resuming = fetch_checkpoint(c, lease, job, dir, resume, sizeof resume);
+
+    beat b = {.o = o, .logs = json_array(), .epochs = json_array(), .dir = dir};
     pthread_mutex_init(&b.mu, NULL);
     pthread_cond_init(&b.cv, NULL);
     snprintf(b.path, sizeof b.path, "%s/heartbeat", prefix);
+    snprintf(b.ckpt_path, sizeof b.ckpt_path, "%s/checkpoint", prefix);
     pthread_t thread;
     int rc = client_new(o->server, o->token, &b.c, err);
     int have_thread = rc == 0 && pthread_create(&thread, NULL, beat_main, &b) == 0;
@@ -300,12 +447,14 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
                               .dataset_root = o->dataset_root,
                               .dataset_allow = o->dataset_allow,
                               .dataset_stall_s = o->dataset_stall_s,
-                              .checkpoint_seconds = AGENT_CHECKPOINT_S};
+                              .resume_from = resuming ? resume : NULL,
+                              .checkpoint_seconds = o->checkpoint_seconds};
         trainer_hooks hooks = {.user = &b,
                                .on_log = hook_log,
                                .on_phase = hook_phase,
                                .on_epoch = hook_epoch,
-                               .should_stop = hook_stop};
+                               .should_stop = hook_stop,
+                               .on_checkpoint = hook_checkpoint};
         rc = trainer_run(job, ctx, k, &topts, &hooks, &res, err);
     }
     if (have_thread) {

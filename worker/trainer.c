@@ -458,6 +458,8 @@ static int save_checkpoint(run *r, int epoch, trainer_result *res, char *err)
     r->last_ckpt = time_mono();
     res->checkpoints++;
     res->checkpoint_s += r->last_ckpt - t0;
+    if (rc == 0 && r->hooks && r->hooks->on_checkpoint)
+        r->hooks->on_checkpoint(r->hooks->user, path, epoch);
     return rc;
 }
 

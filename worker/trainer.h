@@ -53,6 +53,9 @@ typedef struct trainer_hooks {
     int (*on_epoch)(void *user, const trainer_epoch *e);
     /* Polled between steps; nonzero stops training at once (no artifacts). May be NULL. */
     int (*should_stop)(void *user);
+    /* After a checkpoint after epoch was written to path (overwritten by the next one: copy it
+     * to keep it). Called on the training thread, after on_epoch of that epoch. May be NULL. */
+    void (*on_checkpoint)(void *user, const char *path, int epoch);
 } trainer_hooks;
 
 typedef struct trainer_opts {

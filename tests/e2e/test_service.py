@@ -274,3 +274,54 @@ def test_a_killed_local_worker_is_restarted(serve, blobs):
     done = wait_for(svc, second["id"], TERMINAL, timeout=60)
     assert done["status"] == "succeeded" and done["worker"] != first["worker"]
     assert time.time() - t0 < 15, "the job went to the dead worker and waited out its lease"
+
+
+def test_a_job_whose_worker_is_killed_resumes_from_its_last_epoch(serve, data_server):
+    """kill -9 of the worker in the middle of an epoch: the lease lapses, the job is queued
+    again (attempt 2), the restarted worker resumes from the checkpoint the server kept, and
+    the job's metrics hold every epoch exactly once."""
+    import os
+    import re
+    import signal
+    folder, base = data_server
+    rng = np.random.default_rng(5)
+    centers = np.array([[0, 0], [4, 0], [0, 4]])
+    label = rng.integers(0, 3, 20000)
+    x = centers[label] + rng.normal(0, 0.6, (20000, 2))
+    lines = ["a,b,kind"] + [f"{p:.4f},{q:.4f},k{c}" for (p, q), c in zip(x, label)]
+    (folder / "many-blobs.csv").write_text("\n".join(lines) + "\n")
+    epochs = 20  # of about 0.25 s each: batches of 4 rows
+    doc = job_doc(f"{base}/many-blobs.csv", epochs=epochs)
+    doc["hyperparameters"]["batch_size"] = 4
+    svc = serve("--workers", "1", "--lease-seconds", "2", "--checkpoint-seconds", "0")
+    job = submit(svc, doc).json()
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        got = requests.get(f"{svc.url}/jobs/{job['id']}/metrics").json()["epochs"]
+        if len(got) >= 3:
+            break
+        time.sleep(0.05)
+    assert len(got) >= 3, svc.output()[-3000:]
+    pid = int(re.findall(r"local worker 0 started \(pid (\d+)", svc.output())[-1])
+    os.kill(pid, signal.SIGKILL)
+
+    done = wait_for(svc, job["id"], TERMINAL, timeout=120)
+    assert done["status"] == "succeeded", done
+    assert done["attempt"] == 2, done
+    got = requests.get(f"{svc.url}/jobs/{job['id']}/metrics").json()["epochs"]
+    assert [e["epoch"] for e in got] == list(range(1, epochs + 1))
+    log = requests.get(f"{svc.url}/jobs/{job['id']}/logs").text
+    m = re.search(r"attempt 2 resumes after epoch (\d+)", log)
+    assert m, log
+    after = int(m.group(1))
+    assert 1 <= after < epochs
+    # The second attempt did not train the checkpoint's epochs again: each logged once.
+    for k in range(1, after + 1):
+        assert len(re.findall(rf"^epoch {k}/{epochs} ", log, re.M)) == 1, (k, log)
+    assert "resuming after epoch" in log
+    r = requests.get(f"{svc.url}/jobs/{job['id']}/artifacts/model.safetensors")
+    assert r.status_code == 200
+    tensors = load(r.content)
+    assert tensors and all(np.isfinite(t).all() for t in tensors.values())
+    listing = requests.get(f"{svc.url}/jobs/{job['id']}/artifacts").json()["artifacts"]
+    assert not any(a["name"].startswith(".") for a in listing)

@@ -324,6 +324,26 @@ static void test_lapsed_leases(void)
     m.epoch = 2;
     CHECK_INT(sched_job_heartbeat(d, id, w1, &p, T0 + 2000, LEASE, &beat, err), 0);
 
+    /* a checkpoint after epoch 1 is stored for the lease holder only, and only when newer */
+    char adir[512], up[600], stored_path[1200];
+    snprintf(adir, sizeof adir, "%s/ckpt-artifacts", tmp_dir);
+    mkdir(adir, 0755);
+    snprintf(up, sizeof up, "%s/ckpt-upload", tmp_dir);
+    FILE *f = fopen(up, "w");
+    fputs("state", f);
+    fclose(f);
+    int stored = -1;
+    CHECK_INT(sched_checkpoint_store(d, id, w2, adir, up, 1, &stored, err), -EBUSY);
+    CHECK_INT(sched_checkpoint_store(d, id, w1, adir, up, 1, &stored, err), 0);
+    CHECK_INT(stored, 1);
+    CHECK_INT(sched_checkpoint_path(adir, id, stored_path, sizeof stored_path), 0);
+    CHECK_INT(access(stored_path, F_OK), 0);
+    f = fopen(up, "w");
+    fclose(f);
+    CHECK_INT(sched_checkpoint_store(d, id, w1, adir, up, 1, &stored, err), 0);
+    CHECK_INT(stored, 0); /* not newer: dropped, the stored file stays */
+    CHECK_INT(access(up, F_OK), 0);
+
     /* not yet lapsed: nothing happens; lapsed: back to the queue, attempt unchanged */
     CHECK_INT(sweep(d, T0 + 2000 + LEASE * 1000), 0);
     CHECK_INT(job_status(d, id), DB_RUNNING);
@@ -338,10 +358,25 @@ static void test_lapsed_leases(void)
     CHECK_STR(wk.job_id, "");
     db_worker_clear(&wk);
 
+    /* the requeue dropped the epochs after the checkpoint's and said where attempt 2 starts */
+    {
+        sqlite3_stmt *q = NULL;
+        sqlite3_prepare_v2(db_sqlite(d),
+                           "SELECT (SELECT group_concat(epoch, ' ') FROM metrics m WHERE"
+                           " m.job_seq = j.seq), (SELECT text FROM logs l WHERE l.job_seq = j.seq"
+                           " ORDER BY line DESC LIMIT 1) FROM jobs j WHERE j.id = ?",
+                           -1, &q, NULL);
+        sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+        CHECK(sqlite3_step(q) == SQLITE_ROW);
+        CHECK_STR((const char *)sqlite3_column_text(q, 0), "1");
+        CHECK_STR((const char *)sqlite3_column_text(q, 1), "attempt 2 resumes after epoch 1");
+        sqlite3_finalize(q);
+    }
+
     /* the old holder is refused from now on */
     CHECK_INT(sched_job_heartbeat(d, id, w1, &p, T0 + 40000, LEASE, &beat, err), -EBUSY);
 
-    /* attempt 2 on the other worker resumes at epoch 2: its epoch replaces the first one's */
+    /* attempt 2 on the other worker resumes after epoch 1: it reports epochs 2 and 3 */
     int64_t t1 = T0 + 50000;
     CHECK_INT(lease(d, w2, t1, got), 1);
     j = get(d, id);
