@@ -54,6 +54,11 @@ int api_reply_invalid(http_req *r, const char *title, const job_errors *errs);
 int api_reply_bad_param(http_req *r, const char *field, const char *message);
 /* The thread's database into *d and the {id} job into *out; -EIO, or -ENOENT with a sentence. */
 int api_job_find(http_req *r, app *a, db **d, db_job *out);
+/* The shared start of a lease holder's upload (an artifact, a checkpoint): its body's file in
+ * *tmp within a->max_artifact_bytes, the {id} job found, the {worker} holding its lease (checked
+ * early; the storing transaction checks again). what names the upload in messages. */
+int api_upload_begin(http_req *r, app *a, const char *what, const char **tmp, uint64_t *len,
+                     db **d);
 /* Names job id in a 404's sentence when rc is -ENOENT; returns rc. */
 int api_no_job(http_req *r, int rc, const char *id);
 /* Answers 200 {key: list} (list stolen); with rc < 0 drops list and returns rc. */

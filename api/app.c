@@ -8,16 +8,16 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "api/api_priv.h"
 #include "api/job_json.h"
 #include "db/db.h"
+#include "scheduler/lifecycle.h"
 
 static pthread_key_t app_db_key;
 static pthread_once_t app_db_once = PTHREAD_ONCE_INIT;
@@ -170,4 +170,24 @@ void app_log(app *a, const char *fmt, ...)
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     a->log(line);
+}
+
+int api_upload_begin(http_req *r, app *a, const char *what, const char **tmp, uint64_t *len, db **d)
+{
+    char *err = http_errbuf(r);
+    const char *file = http_body_file(r, len);
+    if (!file)
+        return err_set(err, -EINVAL, "the upload has no body");
+    if (a->max_artifact_bytes && *len > a->max_artifact_bytes)
+        return err_set(err, -EFBIG, "the %s is %llu bytes; this server takes at most %llu", what,
+                       (unsigned long long)*len, (unsigned long long)a->max_artifact_bytes);
+    db_job j;
+    int rc = api_job_find(r, a, d, &j);
+    if (rc < 0)
+        return rc;
+    rc = sched_lease_check(&j, http_param(r, "worker"), err); /* the transaction checks again */
+    db_job_clear(&j);
+    if (rc == 0)
+        *tmp = file;
+    return rc;
 }

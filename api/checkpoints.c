@@ -80,19 +80,9 @@ int api_checkpoints_upload(http_req *r, void *ctx)
     char *err = http_errbuf(r);
     const char *worker = http_param(r, "worker");
     uint64_t len = 0;
-    const char *tmp = http_body_file(r, &len);
-    if (!tmp)
-        return err_set(err, -EINVAL, "the upload has no body");
-    if (a->max_artifact_bytes && len > a->max_artifact_bytes)
-        return err_set(err, -EFBIG, "the checkpoint is %llu bytes; this server takes at most %llu",
-                       (unsigned long long)len, (unsigned long long)a->max_artifact_bytes);
+    const char *tmp = NULL;
     db *d = NULL;
-    db_job j;
-    int rc = api_job_find(r, a, &d, &j);
-    if (rc < 0)
-        return rc;
-    rc = sched_lease_check(&j, worker, err); /* early; the transaction checks again */
-    db_job_clear(&j);
+    int rc = api_upload_begin(r, a, "checkpoint", &tmp, &len, &d);
     if (rc < 0)
         return rc;
     int epoch = 0, stored = 0;
