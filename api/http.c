@@ -148,6 +148,17 @@ static void req_reject(http_req *r, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(r->reject_detail, sizeof(r->reject_detail), fmt, ap);
     va_end(ap);
+    /* A refused request's body is never used: its temporary file goes now, not when the
+     * connection is done with, which may be much later. */
+    if (r->body_fd >= 0) {
+        close(r->body_fd);
+        r->body_fd = -1;
+    }
+    if (r->body_path) {
+        (void)unlink(r->body_path);
+        free(r->body_path);
+        r->body_path = NULL;
+    }
 }
 
 static int req_answer_reject(http_req *r)
