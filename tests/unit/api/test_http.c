@@ -519,7 +519,7 @@ static void test_bodies(void)
     memset(&r, 0, sizeof(r));
     do_req(&ox, &r);
     check_problem(&r, 413, "Payload too large", NULL);
-    CHECK(r.t_done - t0 < 0.5);
+    CHECK(r.t_done - t0 < 0.9); /* curl would send the body after waiting 1 s for a 100 */
     resp_free(&r);
 
     send_body("DELETE", "/items/3", NULL, "abc", 3, 0, &r); /* max_body 0 */
@@ -807,7 +807,9 @@ static void test_park(void)
     pthread_join(c.t, NULL);
     CHECK_INT(c.r.status, 200);
     CHECK(strstr(c.r.body, "\"wakeups\":1") != NULL);
-    CHECK(c.r.t_done - t_raise < 0.1);
+    /* The park lasts 5 s: an answer well before that came from the raise. The bound is loose
+     * so that a loaded machine does not fail it; the typical figure is printed when slow. */
+    CHECK(c.r.t_done - t_raise < 2.0);
     if (c.r.t_done - t_raise >= 0.1)
         fprintf(stderr, "  answered %.3f s after the raise\n", c.r.t_done - t_raise);
     resp_free(&c.r);
@@ -842,7 +844,7 @@ static void test_park(void)
     for (int i = 0; i < 8; i++) {
         pthread_join(many[i].t, NULL);
         CHECK_INT(many[i].r.status, 200);
-        CHECK(many[i].r.t_done - t_raise < 0.5);
+        CHECK(many[i].r.t_done - t_raise < 2.0); /* parks last 5 s */
         resp_free(&many[i].r);
     }
 }
@@ -884,7 +886,7 @@ static void test_stream(void)
     CHECK_STR(c.r.body, "line 0\nline 1\nline 2\n");
     CHECK_INT(c.r.n_chunks, 3);
     for (int i = 0; i < 3 && i < c.r.n_chunks; i++) {
-        CHECK(c.r.chunk_t[i] - t_push[i] < 0.1);
+        CHECK(c.r.chunk_t[i] - t_push[i] < 2.0); /* the stream's heartbeat is 5 s */
         if (c.r.chunk_t[i] - t_push[i] >= 0.1)
             fprintf(stderr, "  line %d came %.3f s after its raise\n", i,
                     c.r.chunk_t[i] - t_push[i]);
