@@ -7,11 +7,12 @@
  * on app->queued until the `wait` deadline (0..60 s, default 30; kept in the request's state
  * across wake-ups) and answers 204 when it passes. A submit raises app->queued after its
  * commit, so an idle worker's lease is answered within one transaction of the submit. A woken
- * request that loses the job to another worker parks again. Parks last at most
- * API_LEASE_RECHECK_MS: a submit that commits between this handler's look and its park would
- * otherwise be noticed only at the next submit; the re-check bounds that rare miss and costs
- * one indexed read (sched_job_lease writes only when it leases, or once a second at most to
- * note the worker's visit). */
+ * request that loses the job to another worker parks again. (A submit that commits between
+ * this handler's look and its park is not missed: http_park resumes at once on a raise it has
+ * not yet seen.) Parks last at most API_LEASE_RECHECK_MS so that sched_job_lease notes the
+ * parked worker's visit every so often (it writes at most once a second for that): without it
+ * an idle worker waiting out a 30 s poll would be listed as gone once worker_gone_seconds (2 ×
+ * the lease) passed with a short lease. Each re-check costs one indexed read. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
