@@ -14,6 +14,7 @@ import subprocess
 import threading
 
 import pytest
+import requests
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(os.environ.get("TRAINYARD_BIN", ROOT / "build" / "trainyard")).resolve()
@@ -112,12 +113,16 @@ def faulty_server(tmp_path_factory):
 
 
 class Service:
-    """A running `trainyard serve` on a free loopback port, its output kept in a log file."""
+    """A running `trainyard serve` on a free loopback port, its output kept in a log file.
+
+    Tests talk to it through `http`, a requests session that carries the credentials the
+    service expects; processes a test starts against it (workers, the CLI) take `env()`."""
 
     def __init__(self, binary, data_dir, args):
         import re
         import time
         self.data_dir = data_dir
+        self.http = requests.Session()
         self.log_path = data_dir.parent / (data_dir.name + ".log")
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen([str(binary), "serve", "--port", "0", "--data-dir",
@@ -137,6 +142,10 @@ class Service:
 
     def output(self):
         return self.log_path.read_text()
+
+    def env(self, **extra):
+        """The environment for a process that talks to this service."""
+        return {**os.environ, "TRAINYARD_URL": self.url, **extra}
 
     def stop(self):
         if self.proc.poll() is None:

@@ -18,7 +18,7 @@ TERMINAL = {"succeeded", "failed", "cancelled"}
 def wait_for(svc, job_id, statuses, timeout=120):
     deadline = time.time() + timeout
     while time.time() < deadline:
-        job = requests.get(f"{svc.url}/jobs/{job_id}").json()
+        job = svc.http.get(f"{svc.url}/jobs/{job_id}").json()
         if job["status"] in statuses:
             return job
         time.sleep(0.05)
@@ -26,7 +26,7 @@ def wait_for(svc, job_id, statuses, timeout=120):
 
 
 def submit(svc, job, **headers):
-    r = requests.post(f"{svc.url}/train", json=job, headers=headers)
+    r = svc.http.post(f"{svc.url}/train", json=job, headers=headers)
     assert r.status_code in (200, 202), r.text
     return r
 
@@ -67,15 +67,15 @@ def test_round_trip_submit_poll_download(serve, blobs):
     assert done["attempt"] == 1 and done["started_at"] and done["finished_at"]
     assert done["device"]
 
-    epochs = requests.get(f"{svc.url}/jobs/{job['id']}/metrics").json()["epochs"]
+    epochs = svc.http.get(f"{svc.url}/jobs/{job['id']}/metrics").json()["epochs"]
     assert [e["epoch"] for e in epochs] == [1, 2, 3, 4, 5]
     assert epochs[-1]["val_accuracy"] > 0.9
 
-    listing = requests.get(f"{svc.url}/jobs/{job['id']}/artifacts").json()["artifacts"]
+    listing = svc.http.get(f"{svc.url}/jobs/{job['id']}/artifacts").json()["artifacts"]
     names = {a["name"]: a for a in listing}
     assert {"model.safetensors", "metrics.csv", "job.json", "train.log"} <= set(names)
 
-    r = requests.get(f"{svc.url}/jobs/{job['id']}/artifacts/model.safetensors")
+    r = svc.http.get(f"{svc.url}/jobs/{job['id']}/artifacts/model.safetensors")
     assert r.status_code == 200
     digest = hashlib.sha256(r.content).digest()
     assert names["model.safetensors"]["sha256"] == digest.hex()
@@ -84,13 +84,13 @@ def test_round_trip_submit_poll_download(serve, blobs):
     tensors = load(r.content)
     assert tensors["0.weight"].shape == (16, 2) and tensors["2.weight"].shape == (3, 16)
 
-    part = requests.get(f"{svc.url}/jobs/{job['id']}/artifacts/model.safetensors",
+    part = svc.http.get(f"{svc.url}/jobs/{job['id']}/artifacts/model.safetensors",
                         headers={"Range": "bytes=8-99"})
     assert part.status_code == 206 and part.content == r.content[8:100]
 
-    logs = requests.get(f"{svc.url}/jobs/{job['id']}/logs").text
+    logs = svc.http.get(f"{svc.url}/jobs/{job['id']}/logs").text
     assert "epoch 5/5" in logs
-    health = requests.get(f"{svc.url}/healthz").json()
+    health = svc.http.get(f"{svc.url}/healthz").json()
     assert health["status"] == "ok" and health["workers"] >= 1
     # serve logs one line per request and per job transition
     out = svc.output()
@@ -102,9 +102,9 @@ def test_round_trip_submit_poll_download(serve, blobs):
 def test_cancel_in_each_state(serve, blobs):
     svc = serve("--workers", "0")  # nothing runs: jobs stay queued
     queued = submit(svc, job_doc(blobs)).json()
-    r = requests.post(f"{svc.url}/jobs/{queued['id']}/cancel")
+    r = svc.http.post(f"{svc.url}/jobs/{queued['id']}/cancel")
     assert r.status_code == 200 and r.json()["status"] == "cancelled"
-    r = requests.post(f"{svc.url}/jobs/{queued['id']}/cancel")
+    r = svc.http.post(f"{svc.url}/jobs/{queued['id']}/cancel")
     assert r.status_code == 409
     assert r.headers["Content-Type"].startswith("application/problem+json")
 
@@ -113,7 +113,7 @@ def test_cancel_in_each_state(serve, blobs):
     wait_for(svc2, long_job["id"], {"running"})
     time.sleep(0.5)
     t0 = time.time()
-    r = requests.post(f"{svc2.url}/jobs/{long_job['id']}/cancel")
+    r = svc2.http.post(f"{svc2.url}/jobs/{long_job['id']}/cancel")
     assert r.status_code == 200 and r.json()["cancel_requested"] is True
     done = wait_for(svc2, long_job["id"], TERMINAL, timeout=30)
     assert done["status"] == "cancelled"
@@ -127,11 +127,11 @@ def test_cancel_in_each_state(serve, blobs):
 def test_delete_only_finished_jobs(serve, blobs):
     svc = serve("--workers", "0")
     job = submit(svc, job_doc(blobs)).json()
-    assert requests.delete(f"{svc.url}/jobs/{job['id']}").status_code == 409
-    requests.post(f"{svc.url}/jobs/{job['id']}/cancel")
-    assert requests.delete(f"{svc.url}/jobs/{job['id']}").status_code == 204
-    assert requests.get(f"{svc.url}/jobs/{job['id']}").status_code == 404
-    assert requests.delete(f"{svc.url}/jobs/{job['id']}").status_code == 404
+    assert svc.http.delete(f"{svc.url}/jobs/{job['id']}").status_code == 409
+    svc.http.post(f"{svc.url}/jobs/{job['id']}/cancel")
+    assert svc.http.delete(f"{svc.url}/jobs/{job['id']}").status_code == 204
+    assert svc.http.get(f"{svc.url}/jobs/{job['id']}").status_code == 404
+    assert svc.http.delete(f"{svc.url}/jobs/{job['id']}").status_code == 404
 
 
 def test_pagination_filters_and_newest_first(serve, blobs):
@@ -144,19 +144,19 @@ def test_pagination_filters_and_newest_first(serve, blobs):
         params = {"limit": 50}
         if cursor:
             params["cursor"] = cursor
-        page = requests.get(f"{svc.url}/jobs", params=params).json()
+        page = svc.http.get(f"{svc.url}/jobs", params=params).json()
         seen += [j["id"] for j in page["jobs"]]
         cursor = page["next_cursor"]
         if cursor is None:
             break
     assert seen == ids[::-1]
-    p1 = requests.get(f"{svc.url}/jobs", params={"name": "p1", "limit": 500}).json()["jobs"]
+    p1 = svc.http.get(f"{svc.url}/jobs", params={"name": "p1", "limit": 500}).json()["jobs"]
     assert len(p1) == 87 and all(j["name"] == "p1" for j in p1)
-    requests.post(f"{svc.url}/jobs/{ids[5]}/cancel")
-    cancelled = requests.get(f"{svc.url}/jobs", params={"status": "cancelled"}).json()["jobs"]
+    svc.http.post(f"{svc.url}/jobs/{ids[5]}/cancel")
+    cancelled = svc.http.get(f"{svc.url}/jobs", params={"status": "cancelled"}).json()["jobs"]
     assert [j["id"] for j in cancelled] == [ids[5]]
     for bad in ({"limit": 0}, {"limit": 501}, {"status": "sleeping"}, {"cursor": "!!"}):
-        r = requests.get(f"{svc.url}/jobs", params=bad)
+        r = svc.http.get(f"{svc.url}/jobs", params=bad)
         assert r.status_code == 400, (bad, r.text)
 
 
@@ -168,25 +168,25 @@ def test_idempotent_resubmit(serve, blobs):
     assert first.json()["id"] == again.json()["id"]
     other = submit(svc, job_doc(blobs), **{"Idempotency-Key": "k-2"})
     assert other.json()["id"] != first.json()["id"]
-    assert len(requests.get(f"{svc.url}/jobs").json()["jobs"]) == 2
+    assert len(svc.http.get(f"{svc.url}/jobs").json()["jobs"]) == 2
 
 
 def test_invalid_submissions_name_the_field(serve):
     svc = serve("--workers", "0")
-    r = requests.post(f"{svc.url}/train", json={"dataset_url": "gopher://x",
+    r = svc.http.post(f"{svc.url}/train", json={"dataset_url": "gopher://x",
                                                 "hyperparameters": {"epochs": -1}})
     assert r.status_code == 400
     assert r.headers["Content-Type"].startswith("application/problem+json")
     fields = {e["field"] for e in r.json()["errors"]}
     assert {"dataset_url", "hyperparameters.epochs"} <= fields
-    r = requests.post(f"{svc.url}/train", data="{not json", headers={"Content-Type":
+    r = svc.http.post(f"{svc.url}/train", data="{not json", headers={"Content-Type":
                                                                      "application/json"})
     assert r.status_code == 400
-    r = requests.post(f"{svc.url}/train", data="x" * (2 << 20),
+    r = svc.http.post(f"{svc.url}/train", data="x" * (2 << 20),
                       headers={"Content-Type": "application/json"})
     assert r.status_code == 413
-    assert requests.get(f"{svc.url}/jobs/nope").status_code == 404
-    assert requests.get(f"{svc.url}/healthz").status_code == 200
+    assert svc.http.get(f"{svc.url}/jobs/nope").status_code == 404
+    assert svc.http.get(f"{svc.url}/healthz").status_code == 200
 
 
 def test_events_and_logs_arrive_before_the_job_ends(serve, blobs):
@@ -195,7 +195,7 @@ def test_events_and_logs_arrive_before_the_job_ends(serve, blobs):
     events, lines = [], []
 
     def read_events():
-        with requests.get(f"{svc.url}/jobs/{job['id']}/events", stream=True, timeout=120) as r:
+        with svc.http.get(f"{svc.url}/jobs/{job['id']}/events", stream=True, timeout=120) as r:
             assert r.headers["Content-Type"].startswith("text/event-stream")
             kind = None
             for raw in r.iter_lines(decode_unicode=True):
@@ -205,7 +205,7 @@ def test_events_and_logs_arrive_before_the_job_ends(serve, blobs):
                     events.append((time.time(), kind, json.loads(raw[5:])))
 
     def read_logs():
-        with requests.get(f"{svc.url}/jobs/{job['id']}/logs", params={"follow": "true"},
+        with svc.http.get(f"{svc.url}/jobs/{job['id']}/logs", params={"follow": "true"},
                           stream=True, timeout=120) as r:
             for raw in r.iter_lines(decode_unicode=True):
                 lines.append((time.time(), raw))
@@ -237,7 +237,7 @@ def test_bad_datasets_fail_clearly_and_service_stays_healthy(serve, faulty_serve
     done = wait_for(svc, job["id"], TERMINAL, timeout=60)
     assert done["status"] == "failed" and done["error"], done
     assert expect in done["error"]
-    assert requests.get(f"{svc.url}/healthz").json()["status"] == "ok"
+    assert svc.http.get(f"{svc.url}/healthz").json()["status"] == "ok"
     ok = submit(svc, {"dataset_url": f"{base}/missing.csv", "hyperparameters": {"epochs": 1}})
     assert ok.status_code == 202
 
@@ -251,7 +251,7 @@ def test_a_private_dataset_host_is_refused_without_dataset_allow(serve, blobs):
     assert done["status"] == "failed", done
     assert "private address 127.0.0.1" in done["error"], done
     assert "--dataset-allow" in done["error"], done
-    assert requests.get(f"{svc.url}/healthz").json()["status"] == "ok"
+    assert svc.http.get(f"{svc.url}/healthz").json()["status"] == "ok"
 
 
 def test_a_killed_local_worker_is_restarted(serve, blobs):
@@ -297,7 +297,7 @@ def test_a_job_whose_worker_is_killed_resumes_from_its_last_epoch(serve, data_se
     job = submit(svc, doc).json()
     deadline = time.time() + 60
     while time.time() < deadline:
-        got = requests.get(f"{svc.url}/jobs/{job['id']}/metrics").json()["epochs"]
+        got = svc.http.get(f"{svc.url}/jobs/{job['id']}/metrics").json()["epochs"]
         if len(got) >= 3:
             break
         time.sleep(0.05)
@@ -308,9 +308,9 @@ def test_a_job_whose_worker_is_killed_resumes_from_its_last_epoch(serve, data_se
     done = wait_for(svc, job["id"], TERMINAL, timeout=120)
     assert done["status"] == "succeeded", done
     assert done["attempt"] == 2, done
-    got = requests.get(f"{svc.url}/jobs/{job['id']}/metrics").json()["epochs"]
+    got = svc.http.get(f"{svc.url}/jobs/{job['id']}/metrics").json()["epochs"]
     assert [e["epoch"] for e in got] == list(range(1, epochs + 1))
-    log = requests.get(f"{svc.url}/jobs/{job['id']}/logs").text
+    log = svc.http.get(f"{svc.url}/jobs/{job['id']}/logs").text
     m = re.search(r"attempt 2 resumes after epoch (\d+)", log)
     assert m, log
     after = int(m.group(1))
@@ -319,9 +319,9 @@ def test_a_job_whose_worker_is_killed_resumes_from_its_last_epoch(serve, data_se
     for k in range(1, after + 1):
         assert len(re.findall(rf"^epoch {k}/{epochs} ", log, re.M)) == 1, (k, log)
     assert "resuming after epoch" in log
-    r = requests.get(f"{svc.url}/jobs/{job['id']}/artifacts/model.safetensors")
+    r = svc.http.get(f"{svc.url}/jobs/{job['id']}/artifacts/model.safetensors")
     assert r.status_code == 200
     tensors = load(r.content)
     assert tensors and all(np.isfinite(t).all() for t in tensors.values())
-    listing = requests.get(f"{svc.url}/jobs/{job['id']}/artifacts").json()["artifacts"]
+    listing = svc.http.get(f"{svc.url}/jobs/{job['id']}/artifacts").json()["artifacts"]
     assert not any(a["name"].startswith(".") for a in listing)
