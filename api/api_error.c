@@ -31,6 +31,7 @@ static const api_error_row api_error_table[] = {
     {-EFBIG, 413, "Payload too large"},
     {-E2BIG, 413, "Payload too large"},
     {-EMEDIUMTYPE, 415, "Unsupported media type"},
+    {-EUSERS, 429, "Too many requests"}, /* a per-token limit is reached */
     {0, 416, "Range not satisfiable"},
     {-EMSGSIZE, 431, "Request header fields too large"},
     /* the server cannot do it */

@@ -12,7 +12,34 @@
 #include "api/http.h"
 #include "db/db.h"
 #include "db/jobs.h"
+#include "db/tokens.h"
 #include "worker/job.h"
+
+/* ---- who may call what (api/auth.c) ------------------------------------------------------ */
+
+/* http_route.access: 0 is public, else the bits of the token roles (enum db_role) admitted. */
+#define API_PUBLIC      0u
+#define API_ROLE_BIT(r) (1u << (r))
+#define API_ADMIN       API_ROLE_BIT(DB_ROLE_ADMIN)
+#define API_USERS       (API_ROLE_BIT(DB_ROLE_ADMIN) | API_ROLE_BIT(DB_ROLE_USER))
+#define API_WORKERS     (API_ROLE_BIT(DB_ROLE_ADMIN) | API_ROLE_BIT(DB_ROLE_WORKER))
+#define API_ANY_TOKEN   (API_USERS | API_WORKERS)
+
+/* The caller of a request that passed api_authorize (zeroed on public routes). */
+typedef struct api_caller {
+    char token_id[DB_ID_LEN + 1];
+    int role; /* enum db_role */
+} api_caller;
+
+/* http_config.authorize: the bearer token, its role against access, a worker's token. */
+int api_authorize(http_req *r, void *app, unsigned access);
+const api_caller *api_caller_of(http_req *r);
+/* 1 when the caller may see a job owned by token owner ("" for none): admins and workers see
+ * every job (workers only through their leases), users only their own. */
+int api_may_see(http_req *r, const char *owner);
+int api_tokens_create(http_req *r, void *app);
+int api_tokens_list(http_req *r, void *app);
+int api_tokens_revoke(http_req *r, void *app);
 
 /* api/jobs.c */
 int api_jobs_submit(http_req *r, void *app);
@@ -52,7 +79,8 @@ void api_raise(http_signal *sig);
 int api_reply_invalid(http_req *r, const char *title, const job_errors *errs);
 /* 400 problem+json for one bad parameter or header. */
 int api_reply_bad_param(http_req *r, const char *field, const char *message);
-/* The thread's database into *d and the {id} job into *out; -EIO, or -ENOENT with a sentence. */
+/* The thread's database into *d and the {id} job into *out; -EIO, or -ENOENT with a sentence
+ * (also for a job the caller may not see, api_may_see). */
 int api_job_find(http_req *r, app *a, db **d, db_job *out);
 /* The shared start of a lease holder's upload (an artifact, a checkpoint): its body's file in
  * *tmp within a->max_artifact_bytes, the {id} job found, the {worker} holding its lease (checked

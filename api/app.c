@@ -99,6 +99,10 @@ int api_job_find(http_req *r, app *a, db **d, db_job *out)
         return -EIO;
     const char *id = http_param(r, "id");
     int rc = db_job_get(conn, id, out, http_errbuf(r));
+    if (rc == 0 && !api_may_see(r, out->owner)) {
+        db_job_clear(out);
+        rc = -ENOENT;
+    }
     if (rc < 0)
         return api_no_job(r, rc, id);
     *d = conn;

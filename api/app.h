@@ -25,6 +25,7 @@ typedef struct app {
     int lease_seconds;       /* a lease lapses this long after the last heartbeat (default 30) */
     int worker_gone_seconds; /* a worker unseen this long is listed as gone (default 60) */
     uint64_t max_artifact_bytes; /* per upload (default 4 GiB) */
+    int max_queued_per_token;    /* queued jobs one token may have; 0: no limit */
     const char *version;
     /* Where job transitions are logged, one line each; NULL: nowhere. */
     void (*log)(const char *line);
@@ -39,6 +40,8 @@ struct db *app_db(app *a);
 
 /* The route table of every endpoint in openapi.yaml. */
 const http_route *api_routes(size_t *n);
+/* http_config.authorize for that table: bearer tokens and roles (api/auth.c). */
+int api_authorize(http_req *r, void *app, unsigned access);
 
 /* The embedded openapi.yaml (generated at build time), and its length. */
 extern const char api_openapi_yaml[];

@@ -16,6 +16,7 @@
 
 #include "api/job_json.h"
 #include "db/jobs.h"
+#include "db/tokens.h"
 #include "db/workers.h"
 
 void api_errors_add(job_errors *errs, const char *field, const char *fmt, ...)
@@ -315,4 +316,18 @@ int api_completion_parse(const json_t *body, int *status, const char **error, jo
     *status = st;
     *error = text;
     return 0;
+}
+
+/* ---- TokenRequest ----------------------------------------------------------------------- */
+
+int api_token_request_parse(const json_t *body, const char **name, int *role, job_errors *errs)
+{
+    static const char *const known[] = {"name", "role", NULL};
+    errs->count = 0;
+    *name = api_get_string(json_object_get(body, "name"), "name", 128, errs);
+    *role = db_role_parse(json_string_value(json_object_get(body, "role")));
+    if (*role < 0)
+        api_errors_add(errs, "role", "must be one of admin, user, worker");
+    api_unknown_members(body, "", known, errs);
+    return errs->count ? -EINVAL : 0;
 }

@@ -1,6 +1,6 @@
 /* bodies: validation of the worker protocol's request bodies (openapi.yaml's
- * WorkerRegistration, Heartbeat and Completion), reporting every problem as {field, message}
- * like job_parse() does for job documents, so a 400 names each bad field.
+ * WorkerRegistration, Heartbeat and Completion) and of TokenRequest, reporting every problem as
+ * {field, message} like job_parse() does for job documents, so a 400 names each bad field.
  *
  * Like job_json.c this needs only jansson and the db row types, not the HTTP framework.
  * Parsed values borrow from the JSON body they came from (which must outlive them), except
@@ -48,5 +48,9 @@ void api_heartbeat_free(api_heartbeat *hb);
 /* Checks a Completion: *status is DB_SUCCEEDED, DB_FAILED or DB_CANCELLED, *error borrowed or
  * NULL; -EINVAL with errs filled when invalid. */
 int api_completion_parse(const json_t *body, int *status, const char **error, job_errors *errs);
+
+/* Checks a TokenRequest: *name borrowed, *role an enum db_role; -EINVAL with errs filled when
+ * invalid. */
+int api_token_request_parse(const json_t *body, const char **name, int *role, job_errors *errs);
 
 #endif

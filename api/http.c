@@ -182,6 +182,14 @@ static void req_begin(http_req *r)
     http_route_find(r);
     if (!r->route)
         return;
+    if (r->s->cfg.authorize) {
+        r->errbuf[0] = '\0';
+        int rc = r->s->cfg.authorize(r, r->s->cfg.app, r->route->access);
+        if (rc < 0) {
+            req_reject(r, api_error_status(rc), "%s", r->errbuf);
+            return;
+        }
+    }
     max = r->route->max_body;
     cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
     te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Transfer-Encoding");
@@ -604,6 +612,11 @@ out:
         free(s);
     }
     return rc;
+}
+
+void *http_auth(http_req *r)
+{
+    return r->auth;
 }
 
 int http_port(const http_server *s)

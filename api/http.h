@@ -52,6 +52,7 @@ typedef struct http_route {
     http_handler handler;
     uint64_t max_body; /* 0: a body is refused (413); else its cap in bytes */
     int body_to_file;  /* 1: the body is streamed to a temporary file (http_body_file) */
+    unsigned access;   /* who may call it: passed as is to http_config.authorize */
 } http_route;
 
 typedef struct http_config {
@@ -62,6 +63,12 @@ typedef struct http_config {
     size_t n_routes;
     void *app;
     const char *tmp_dir; /* where body_to_file bodies go; must exist */
+    /* Called once per request, on its first call, before any of its body is read, with the
+     * route's access; NULL lets every request through. Returns 0 to go on, or a negative code
+     * (-EPERM: 401, -EACCES: 403) with a sentence in http_errbuf(r): the request is answered
+     * with that problem at once, its body unread. It may add headers to that answer
+     * (WWW-Authenticate) and note who is calling in http_auth(r). */
+    int (*authorize)(http_req *r, void *app, unsigned access);
     /* Called with each request's log line (and the server's own complaints), from any pool
      * thread at once; NULL prints it to stderr. */
     void (*log)(void *app, const char *line);
@@ -119,6 +126,11 @@ int http_body_json(http_req *r, json_t **out);
 /* The caller's buffer (ERR_LEN bytes) for the failure sentence that becomes `detail`; emptied
  * before each handler call. */
 char *http_errbuf(http_req *r);
+
+/* HTTP_AUTH_BYTES zeroed bytes per request, aligned for any type, for http_config.authorize to
+ * note who is calling; the handlers read them back. */
+#define HTTP_AUTH_BYTES 64
+void *http_auth(http_req *r);
 
 /* Per-request state kept across parks; free_fn (may be NULL) runs when the request ends.
  * Setting another state frees the previous one with its free_fn. */

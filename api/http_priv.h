@@ -97,6 +97,7 @@ struct http_req {
     int body_fd;       /* body_to_file while receiving; -1 otherwise */
     char *body_path;   /* body_to_file: removed when the request ends */
     int reject_status; /* nonzero: answer this problem instead of calling the handler */
+    _Alignas(max_align_t) unsigned char auth[HTTP_AUTH_BYTES]; /* http_auth() */
     char reject_detail[160];
 
     /* the handler's call */

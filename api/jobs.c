@@ -11,6 +11,10 @@
  * means equal once resolved: bodies that differ in spacing, member order or defaults spelled
  * out are the same job. A key lives as long as its job: after DELETE it may create a new one.
  *
+ * Ownership: a job belongs to the token that submitted it; a user token sees and acts on its
+ * own jobs only (api_job_find answers 404 for the others, and listings filter by owner), and
+ * its Idempotency-Keys are its own.
+ *
  * Listing: newest first (by the internal seq), filters status and name (exact), limit 1..500
  * (default 50), and an opaque cursor (api_cursor_encode) naming where the next page starts;
  * next_cursor is null on the last page. Each page reads limit + 1 rows to know. */
@@ -60,9 +64,14 @@ int api_jobs_submit(http_req *r, void *ctx)
     memset(&j, 0, sizeof j);
     int created = 0;
 
+    const api_caller *caller = api_caller_of(r);
     const char *key = http_header(r, "Idempotency-Key");
     if (key && (!*key || api_utf8_chars(key) > API_IDEM_MAX))
         return api_reply_bad_param(r, "Idempotency-Key", "must be 1 to 200 characters");
+    /* Keys are the submitter's own: the same key from two tokens names two jobs. */
+    char scoped_key[DB_ID_LEN + 2 + 4 * API_IDEM_MAX];
+    if (key)
+        snprintf(scoped_key, sizeof scoped_key, "%s/%s", caller->token_id, key);
     db *d = api_db(r, a);
     if (!d)
         return -EIO;
@@ -99,8 +108,10 @@ int api_jobs_submit(http_req *r, void *ctx)
                         .max_attempts = spec->max_attempts,
                         .max_runtime_seconds = spec->max_runtime_seconds,
                         .priority = spec->priority,
-                        .idem_key = key,
-                        .body_hash = hash};
+                        .idem_key = key ? scoped_key : NULL,
+                        .body_hash = hash,
+                        .owner = caller->token_id,
+                        .max_queued = a->max_queued_per_token};
     rc = sched_job_submit(d, &nj, time_wall_ms(), &j, &created, err);
     if (rc < 0)
         goto out;
@@ -172,6 +183,8 @@ int api_jobs_list(http_req *r, void *ctx)
         return api_reply_bad_param(r, "cursor",
                                    "is not a cursor this server made: pass next_cursor as is");
     f.limit = (int)lim + 1;
+    if (api_caller_of(r)->role == DB_ROLE_USER)
+        f.owner = api_caller_of(r)->token_id;
 
     db *d = api_db(r, a);
     if (!d)
@@ -212,6 +225,7 @@ int api_jobs_list(http_req *r, void *ctx)
 
 typedef struct api_cached_job {
     char id[DB_ID_LEN + 1];
+    char owner[DB_ID_LEN + 1];
     uint64_t generation;
     char *text;
     size_t len;
@@ -258,7 +272,8 @@ int api_jobs_get(http_req *r, void *ctx)
     const char *id = http_param(r, "id");
     uint64_t generation = a->http ? http_signal_generation(a->http) : 0;
     api_cached_job *slot = api_job_slot(id);
-    if (a->http && slot && slot->text && slot->generation == generation && !strcmp(slot->id, id))
+    if (a->http && slot && slot->text && slot->generation == generation && !strcmp(slot->id, id) &&
+        api_may_see(r, slot->owner))
         return http_reply_bytes(r, 200, "application/json", slot->text, slot->len);
 
     db *d = NULL;
@@ -268,6 +283,8 @@ int api_jobs_get(http_req *r, void *ctx)
         return rc;
     size_t len = 0;
     char *text = api_job_text(&j, &len);
+    char owner[DB_ID_LEN + 1];
+    memcpy(owner, j.owner, sizeof owner);
     db_job_clear(&j);
     if (!text)
         return err_set(http_errbuf(r), -ENOMEM, "cannot build the job's JSON");
@@ -275,6 +292,7 @@ int api_jobs_get(http_req *r, void *ctx)
     if (slot && strlen(id) <= DB_ID_LEN) {
         free(slot->text);
         memcpy(slot->id, id, strlen(id) + 1);
+        memcpy(slot->owner, owner, sizeof owner);
         slot->generation = generation;
         slot->text = text;
         slot->len = len;
@@ -288,11 +306,13 @@ int api_jobs_cancel(http_req *r, void *ctx)
 {
     app *a = ctx;
     const char *id = http_param(r, "id");
-    db *d = api_db(r, a);
-    if (!d)
-        return -EIO;
+    db *d = NULL;
     db_job j;
-    int rc = sched_job_cancel(d, id, time_wall_ms(), &j, http_errbuf(r));
+    int rc = api_job_find(r, a, &d, &j); /* the caller's job, or 404 */
+    if (rc < 0)
+        return rc;
+    db_job_clear(&j);
+    rc = sched_job_cancel(d, id, time_wall_ms(), &j, http_errbuf(r));
     if (rc < 0)
         return api_no_job(r, rc, id);
     app_log(a, j.status == DB_CANCELLED ? "job %s cancelled" : "job %s: cancel requested", j.id);
@@ -306,10 +326,13 @@ int api_jobs_delete(http_req *r, void *ctx)
 {
     app *a = ctx;
     const char *id = http_param(r, "id");
-    db *d = api_db(r, a);
-    if (!d)
-        return -EIO;
-    int rc = sched_job_delete(d, id, a->artifacts_dir, http_errbuf(r));
+    db *d = NULL;
+    db_job j;
+    int rc = api_job_find(r, a, &d, &j); /* the caller's job, or 404 */
+    if (rc < 0)
+        return rc;
+    db_job_clear(&j);
+    rc = sched_job_delete(d, id, a->artifacts_dir, http_errbuf(r));
     if (rc < 0)
         return api_no_job(r, rc, id);
     app_log(a, "job %s deleted", id);

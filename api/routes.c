@@ -8,6 +8,10 @@
  * handler enforces a smaller app setting; checkpoint uploads likewise (the table is static and
  * cannot see the app).
  *
+ * Access: who may call each route (api/auth.c): API_USERS (admin and user tokens; a user sees
+ * only its own jobs), API_WORKERS (admin and worker tokens: the worker protocol), API_ADMIN,
+ * API_ANY_TOKEN, and API_PUBLIC for the health check alone.
+ *
  * Keep this table and openapi.yaml in step: the end-to-end test walks every operation of the
  * YAML against the server. */
 #include "api/api_priv.h"
@@ -20,32 +24,37 @@
 
 static const http_route api_route_table[] = {
     /* jobs */
-    {"POST", "/train", api_jobs_submit, HTTP_JSON_MAX_BODY, 0},
-    {"GET", "/jobs", api_jobs_list, 0, 0},
-    {"GET", "/jobs/{id}", api_jobs_get, 0, 0},
-    {"DELETE", "/jobs/{id}", api_jobs_delete, 0, 0},
-    {"POST", "/jobs/{id}/cancel", api_jobs_cancel, API_IGNORED_BODY, 0},
-    {"GET", "/jobs/{id}/metrics", api_jobs_metrics, 0, 0},
-    {"GET", "/jobs/{id}/logs", api_jobs_logs, 0, 0},
-    {"GET", "/jobs/{id}/events", api_jobs_events, 0, 0},
-    {"GET", "/jobs/{id}/artifacts", api_artifacts_list, 0, 0},
-    {"GET", "/jobs/{id}/artifacts/{name}", api_artifacts_get, 0, 0},
+    {"POST", "/train", api_jobs_submit, HTTP_JSON_MAX_BODY, 0, API_USERS},
+    {"GET", "/jobs", api_jobs_list, 0, 0, API_USERS},
+    {"GET", "/jobs/{id}", api_jobs_get, 0, 0, API_USERS},
+    {"DELETE", "/jobs/{id}", api_jobs_delete, 0, 0, API_USERS},
+    {"POST", "/jobs/{id}/cancel", api_jobs_cancel, API_IGNORED_BODY, 0, API_USERS},
+    {"GET", "/jobs/{id}/metrics", api_jobs_metrics, 0, 0, API_USERS},
+    {"GET", "/jobs/{id}/logs", api_jobs_logs, 0, 0, API_USERS},
+    {"GET", "/jobs/{id}/events", api_jobs_events, 0, 0, API_USERS},
+    {"GET", "/jobs/{id}/artifacts", api_artifacts_list, 0, 0, API_USERS},
+    {"GET", "/jobs/{id}/artifacts/{name}", api_artifacts_get, 0, 0, API_USERS},
     /* service */
-    {"GET", "/devices", api_service_devices, 0, 0},
-    {"GET", "/workers", api_workers_list, 0, 0},
-    {"GET", "/healthz", api_service_health, 0, 0},
-    {"GET", "/openapi.yaml", api_service_openapi, 0, 0},
+    {"GET", "/devices", api_service_devices, 0, 0, API_USERS},
+    {"GET", "/workers", api_workers_list, 0, 0, API_USERS},
+    {"GET", "/healthz", api_service_health, 0, 0, API_PUBLIC},
+    {"GET", "/openapi.yaml", api_service_openapi, 0, 0, API_ANY_TOKEN},
+    /* tokens */
+    {"POST", "/tokens", api_tokens_create, HTTP_JSON_MAX_BODY, 0, API_ADMIN},
+    {"GET", "/tokens", api_tokens_list, 0, 0, API_ADMIN},
+    {"DELETE", "/tokens/{id}", api_tokens_revoke, 0, 0, API_ADMIN},
     /* workers */
-    {"POST", "/workers", api_workers_register, HTTP_JSON_MAX_BODY, 0},
-    {"POST", "/workers/{worker}/lease", api_workers_lease, API_IGNORED_BODY, 0},
+    {"POST", "/workers", api_workers_register, HTTP_JSON_MAX_BODY, 0, API_WORKERS},
+    {"POST", "/workers/{worker}/lease", api_workers_lease, API_IGNORED_BODY, 0, API_WORKERS},
     {"POST", "/workers/{worker}/jobs/{id}/heartbeat", api_workers_heartbeat, API_HEARTBEAT_MAX_BODY,
-     0},
+     0, API_WORKERS},
     {"PUT", "/workers/{worker}/jobs/{id}/artifacts/{name}", api_artifacts_upload,
-     API_ARTIFACT_MAX_BODY, 1},
-    {"GET", "/workers/{worker}/jobs/{id}/checkpoint", api_checkpoints_get, 0, 0},
+     API_ARTIFACT_MAX_BODY, 1, API_WORKERS},
+    {"GET", "/workers/{worker}/jobs/{id}/checkpoint", api_checkpoints_get, 0, 0, API_WORKERS},
     {"PUT", "/workers/{worker}/jobs/{id}/checkpoint", api_checkpoints_upload, API_ARTIFACT_MAX_BODY,
-     1},
-    {"POST", "/workers/{worker}/jobs/{id}/complete", api_workers_complete, HTTP_JSON_MAX_BODY, 0},
+     1, API_WORKERS},
+    {"POST", "/workers/{worker}/jobs/{id}/complete", api_workers_complete, HTTP_JSON_MAX_BODY, 0,
+     API_WORKERS},
 };
 
 const http_route *api_routes(size_t *n)

@@ -17,6 +17,13 @@ int cmd_worker(int argc, char **argv);
 /* trainyard serve: the API, the scheduler and local workers in one process. */
 int cmd_serve(int argc, char **argv);
 
+/* trainyard token create|list|revoke: API tokens, through the server or its data dir. */
+int cmd_token(int argc, char **argv);
+
+/* Writes secret and a newline to path, created or truncated with mode 0600 and synced; -1 with
+ * errno on failure. */
+int cli_secret_write(const char *path, const char *secret);
+
 /* Checks the --dataset-allow value of cmd and appends it to the comma-separated list (cap bytes
  * with the NUL). 0, or a negative code after printing what is wrong to stderr. */
 int cli_allow_add(char *list, size_t cap, const char *value, const char *cmd);

@@ -16,6 +16,7 @@
 
 #include "api/app.h"
 #include "cli/cli.h"
+#include "db/tokens.h"
 #include "kernels/ocl.h"
 #include "scheduler/sweeper.h"
 #include "scheduler/supervisor.h"
@@ -48,7 +49,13 @@ static const char usage_text[] =
     "                       epoch)\n"
     "  --dataset-stall-seconds N\n"
     "                       fail a dataset download that stalls this long (default 30)\n"
-    "  --threads N          HTTP threads (default 4)\n";
+    "  --max-queued N       queued jobs one token may have at once; more submits get 429\n"
+    "                       (default 10000; 0: no limit)\n"
+    "  --threads N          HTTP threads (default 4)\n"
+    "\n"
+    "Every API call but GET /healthz needs a token (Authorization: Bearer TOKEN). On first\n"
+    "start serve makes an admin token and writes it to DATA-DIR/admin.token (mode 0600);\n"
+    "make more with `trainyard token create`. Local workers get a worker token of their own.\n";
 
 static volatile sig_atomic_t stop_requested;
 
@@ -105,10 +112,49 @@ static int make_dir(const char *path)
     return 0;
 }
 
+/* Tokens at start: an admin token when there is none (its secret written to admin.token, mode
+ * 0600, the only place it ever is), and a fresh worker token for this run's local workers,
+ * replacing the last run's, put into TRAINYARD_TOKEN for them to inherit. note gets what to
+ * tell the person starting the service. */
+static int serve_tokens(app *a, char *note, size_t cap)
+{
+    char err[ERR_LEN], secret[DB_TOKEN_SECRET_LEN + 1], path[4300];
+    db *d = app_db(a);
+    int64_t admins = 0, now = time_wall_ms();
+    snprintf(path, sizeof path, "%s/admin.token", a->data_dir);
+    int rc = db_token_count(d, DB_ROLE_ADMIN, &admins, err);
+    if (rc == 0 && admins == 0) {
+        rc = db_token_create(d, "admin", DB_ROLE_ADMIN, now, NULL, secret, err);
+        if (rc == 0 && cli_secret_write(path, secret) < 0)
+            rc = err_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
+        snprintf(note, cap, "admin token: written to %s (mode 0600)\n", path);
+    } else if (rc == 0) {
+        struct stat st;
+        snprintf(note, cap,
+                 stat(path, &st) == 0
+                     ? "admin token: %s\n"
+                     : "admin token: %s is gone; make another with\n  trainyard token create "
+                       "--data-dir DATA-DIR --name admin --role admin\n",
+                 path);
+    }
+    if (rc == 0) {
+        rc = db_token_revoke_named(d, "local-workers", DB_ROLE_WORKER, now, err);
+        if (rc >= 0)
+            rc = db_token_create(d, "local-workers", DB_ROLE_WORKER, now, NULL, secret, err);
+    }
+    if (rc == 0 && setenv("TRAINYARD_TOKEN", secret, 1) != 0)
+        rc = err_set(err, -errno, "setenv: %s", strerror(errno));
+    explicit_bzero(secret, sizeof secret);
+    if (rc < 0)
+        fprintf(stderr, "trainyard serve: tokens: %s\n", err);
+    return rc < 0 ? rc : 0;
+}
+
 int cmd_serve(int argc, char **argv)
 {
     const char *bind = "127.0.0.1", *data_dir = "./trainyard-data", *root = NULL;
     long port = 8080, workers = -1, lease = 30, stall = 0, threads = 4, every = 10;
+    long max_queued = 10000;
     static char allow[CLI_ALLOW_LEN];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -140,6 +186,8 @@ int cmd_serve(int argc, char **argv)
             rc = parse_count(a, v, 86400, &every);
         else if (!strcmp(a, "--dataset-stall-seconds"))
             rc = parse_count(a, v, 86400, &stall);
+        else if (!strcmp(a, "--max-queued"))
+            rc = parse_count(a, v, 100000000, &max_queued);
         else if (!strcmp(a, "--threads"))
             rc = parse_count(a, v, 256, &threads);
         else {
@@ -158,6 +206,7 @@ int cmd_serve(int argc, char **argv)
     a.lease_seconds = (int)lease;
     a.worker_gone_seconds = 2 * (int)lease;
     a.max_artifact_bytes = 4ull << 30;
+    a.max_queued_per_token = (int)max_queued;
     a.version = TRAINYARD_VERSION;
     a.log = log_line;
     if (!realpath(data_dir, a.data_dir)) {
@@ -184,6 +233,11 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "trainyard serve: cannot open the database %s\n", a.db_path);
         return 1;
     }
+    /* Before any thread starts: local workers inherit the worker token through the
+     * environment (TRAINYARD_TOKEN), which keeps it out of their command lines. */
+    char admin_note[4400];
+    if (serve_tokens(&a, admin_note, sizeof admin_note) < 0)
+        return 1;
 
     size_t n_routes = 0;
     const http_route *routes = api_routes(&n_routes);
@@ -194,6 +248,7 @@ int cmd_serve(int argc, char **argv)
                        .n_routes = n_routes,
                        .app = &a,
                        .tmp_dir = a.tmp_dir,
+                       .authorize = api_authorize,
                        .log = log_request};
     if (http_start(&cfg, &a.http, err) < 0) {
         fprintf(stderr, "trainyard serve: %s\n", err);
@@ -249,9 +304,11 @@ int cmd_serve(int argc, char **argv)
     printf("local workers: %ld", workers > 0 && ndev > 0 ? workers : 0L);
     if (workers > 0 && ndev > 0)
         printf(" on %s", devs[0].name);
-    printf("\nsubmit a job:\n  curl -X POST %s/train -H 'Content-Type: application/json' "
-           "-d @job.json\n",
-           url);
+    printf("\n%s", admin_note);
+    printf(
+        "submit a job:\n  curl -X POST %s/train -H \"Authorization: Bearer $(cat %s/admin.token)\" "
+        "-H 'Content-Type: application/json' -d @job.json\n",
+        url, a.data_dir);
     fflush(stdout);
 
     while (!stop_requested) {

@@ -13,6 +13,7 @@ static const struct {
     {"train", cmd_train, "run a training job in this process: train JOB.json --out DIR"},
     {"devices", cmd_devices, "list the OpenCL devices trainyard can train on"},
     {"worker", cmd_worker, "lease and train jobs for a server: worker --server URL"},
+    {"token", cmd_token, "make, list and revoke API tokens: token create --name N --role R"},
 };
 
 static void usage(FILE *to)

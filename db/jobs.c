@@ -16,7 +16,8 @@
 #define DB_JOB_COLS                                                                                \
     "seq, id, name, status, phase, attempt, max_attempts, priority, device_kind, "                 \
     "max_runtime_seconds, document, created_at, started_at, finished_at, attempt_started_at, "     \
-    "runtime_ms, error, device, worker_id, lease_expires_at, cancel_requested, log_lines"
+    "runtime_ms, error, device, worker_id, lease_expires_at, cancel_requested, log_lines, "        \
+    "owner" /* body_hash follows it in SQL_JOB_GET_KEY: column 23 */
 
 static const char *const db_status_names[DB_N_STATUS] = {"queued", "running", "succeeded", "failed",
                                                          "cancelled"};
@@ -120,6 +121,7 @@ static int db_job_read(sqlite3_stmt *st, db_job *out, char *err)
     j.lease_expires_at = db_col_int(st, 19);
     j.cancel_requested = sqlite3_column_int(st, 20);
     j.log_lines = sqlite3_column_int(st, 21);
+    db_col_copy(st, 22, j.owner, sizeof j.owner);
     if (db_col_dup(st, 10, &j.document) < 0 || db_col_dup(st, 16, &j.error) < 0) {
         db_job_clear(&j);
         return err_set(err, -ENOMEM, "out of memory");
@@ -147,8 +149,8 @@ static int db_job_one(db *d, sqlite3_stmt *st, db_job *out, char *err)
 
 static const char SQL_JOB_INSERT[] =
     "INSERT INTO jobs (id, name, status, attempt, max_attempts, priority, device_kind,"
-    " max_runtime_seconds, document, idempotency_key, body_hash, created_at)"
-    " VALUES (?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?)";
+    " max_runtime_seconds, document, idempotency_key, body_hash, created_at, owner)"
+    " VALUES (?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 int db_job_insert(db *d, db_job *j, const char *idem_key, const char *body_hash, char *err)
 {
@@ -166,6 +168,7 @@ int db_job_insert(db *d, db_job *j, const char *idem_key, const char *body_hash,
     db_bind_opt_text(st, 8, idem_key);
     db_bind_opt_text(st, 9, body_hash);
     sqlite3_bind_int64(st, 10, j->created_at);
+    db_bind_opt_text(st, 11, j->owner);
     int src = sqlite3_step(st);
     if (src != SQLITE_DONE)
         rc = db_fail(d, src, err);
@@ -213,7 +216,7 @@ int db_job_get_by_key(db *d, const char *idem_key, db_job *out, char body_hash[6
     sqlite3_bind_text(st, 1, idem_key, -1, SQLITE_TRANSIENT);
     rc = db_job_one(d, st, out, err);
     if (rc == 0)
-        db_col_copy(st, 22, body_hash, 65);
+        db_col_copy(st, 23, body_hash, 65);
     db_stmt_done(st);
     return rc;
 }
@@ -239,22 +242,24 @@ static int db_job_row(void *ctx, sqlite3_stmt *st)
 }
 
 /* ?1 before_seq (a huge number when 0), ?2 limit, ?3 status, ?4 name. */
-static const char SQL_JOB_LIST[] = "SELECT " DB_JOB_COLS " FROM jobs WHERE seq < ?1"
-                                   " ORDER BY seq DESC LIMIT ?2";
-static const char SQL_JOB_LIST_STATUS[] = "SELECT " DB_JOB_COLS " FROM jobs"
-                                          " WHERE status = ?3 AND seq < ?1"
-                                          " ORDER BY seq DESC LIMIT ?2";
-static const char SQL_JOB_LIST_NAME[] = "SELECT " DB_JOB_COLS " FROM jobs"
-                                        " WHERE name = ?4 AND seq < ?1"
-                                        " ORDER BY seq DESC LIMIT ?2";
-static const char SQL_JOB_LIST_BOTH[] = "SELECT " DB_JOB_COLS " FROM jobs"
-                                        " WHERE name = ?4 AND status = ?3 AND seq < ?1"
-                                        " ORDER BY seq DESC LIMIT ?2";
+/* One statement per combination of filters (bit 0: status, 1: name, 2: owner), so that each
+ * can walk an index in seq order. */
+#define SQL_JOB_LIST_(where)                                                                       \
+    "SELECT " DB_JOB_COLS " FROM jobs WHERE " where "seq < ?1 ORDER BY seq DESC LIMIT ?2"
+static const char *const SQL_JOB_LIST[8] = {
+    SQL_JOB_LIST_(""),
+    SQL_JOB_LIST_("status = ?3 AND "),
+    SQL_JOB_LIST_("name = ?4 AND "),
+    SQL_JOB_LIST_("name = ?4 AND status = ?3 AND "),
+    SQL_JOB_LIST_("owner = ?5 AND "),
+    SQL_JOB_LIST_("owner = ?5 AND status = ?3 AND "),
+    SQL_JOB_LIST_("owner = ?5 AND name = ?4 AND "),
+    SQL_JOB_LIST_("owner = ?5 AND name = ?4 AND status = ?3 AND "),
+};
 
 int db_job_list(db *d, const db_job_filter *f, db_job_fn fn, void *ctx, char *err)
 {
-    const char *sql = f->status >= 0 ? (f->name ? SQL_JOB_LIST_BOTH : SQL_JOB_LIST_STATUS)
-                                     : (f->name ? SQL_JOB_LIST_NAME : SQL_JOB_LIST);
+    const char *sql = SQL_JOB_LIST[(f->status >= 0) | (f->name ? 2 : 0) | (f->owner ? 4 : 0)];
     sqlite3_stmt *st = NULL;
     int rc = db_stmt(d, sql, &st, err);
     if (rc < 0)
@@ -265,6 +270,8 @@ int db_job_list(db *d, const db_job_filter *f, db_job_fn fn, void *ctx, char *er
         sqlite3_bind_text(st, 3, db_status_name(f->status), -1, SQLITE_STATIC);
     if (f->name)
         sqlite3_bind_text(st, 4, f->name, -1, SQLITE_TRANSIENT);
+    if (f->owner)
+        sqlite3_bind_text(st, 5, f->owner, -1, SQLITE_TRANSIENT);
     db_job_walk w = {fn, ctx, err};
     return db_rows(d, st, db_job_row, &w, err);
 }
@@ -314,6 +321,26 @@ int db_job_count(db *d, int status, int64_t *out, char *err)
     if (rc < 0)
         return rc;
     sqlite3_bind_text(st, 1, db_status_name(status), -1, SQLITE_STATIC);
+    int src = sqlite3_step(st);
+    if (src == SQLITE_ROW)
+        *out = sqlite3_column_int64(st, 0);
+    else
+        rc = db_fail(d, src, err);
+    db_stmt_done(st);
+    return rc;
+}
+
+static const char SQL_JOB_COUNT_OWNER[] =
+    "SELECT count(*) FROM jobs WHERE owner = ? AND status = ?";
+
+int db_job_count_owned(db *d, const char *owner, int status, int64_t *out, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_COUNT_OWNER, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, owner, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, db_status_name(status), -1, SQLITE_STATIC);
     int src = sqlite3_step(st);
     if (src == SQLITE_ROW)
         *out = sqlite3_column_int64(st, 0);

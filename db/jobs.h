@@ -40,13 +40,15 @@ typedef struct db_job {
     char worker_id[DB_ID_LEN + 1];
     int64_t lease_expires_at;
     int cancel_requested;
-    int log_lines; /* log lines stored so far */
+    int log_lines;             /* log lines stored so far */
+    char owner[DB_ID_LEN + 1]; /* id of the token that submitted it; "" for none */
 } db_job;
 
-/* Filters of db_job_list; status -1 and name NULL match every job. */
+/* Filters of db_job_list; status -1, name NULL and owner NULL match every job. */
 typedef struct db_job_filter {
     int status;
     const char *name;
+    const char *owner;  /* a token id */
     int64_t before_seq; /* only jobs with seq < before_seq; 0: from the newest */
     int limit;
 } db_job_filter;
@@ -90,6 +92,9 @@ int db_job_list_running(db *d, db_job_fn fn, void *ctx, char *err);
 int db_job_next_queued(db *d, unsigned kinds, db_job *out, char *err);
 /* How many jobs have status. */
 int db_job_count(db *d, int status, int64_t *out, char *err);
+
+/* How many jobs owner (a token id) has in status. */
+int db_job_count_owned(db *d, const char *owner, int status, int64_t *out, char *err);
 
 /* queued → running for worker on device, attempt + 1, lease until lease_until. */
 int db_job_set_running(db *d, int64_t seq, const char *worker_id, const char *device, int64_t now,

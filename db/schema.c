@@ -111,6 +111,21 @@ static const char *const db_migrations[] = {
     ");",
     /* v2: the epoch of the job's stored checkpoint (0: none), see sched_checkpoint_store */
     "ALTER TABLE jobs ADD COLUMN checkpoint_epoch INTEGER NOT NULL DEFAULT 0;",
+    /* v3: API tokens (db/tokens.h); a job's owner is the id of the token that submitted it
+     * (NULL for jobs from before tokens: only admins see those); a worker remembers the token
+     * that registered it, and only that token (or an admin) may act as that worker */
+    "CREATE TABLE tokens ("
+    "  id TEXT PRIMARY KEY,"
+    "  name TEXT NOT NULL,"
+    "  role TEXT NOT NULL CHECK (role IN ('admin', 'user', 'worker')),"
+    "  hash TEXT NOT NULL UNIQUE,"
+    "  created_at INTEGER NOT NULL,"
+    "  revoked_at INTEGER"
+    ");"
+    "ALTER TABLE jobs ADD COLUMN owner TEXT;"
+    "CREATE INDEX jobs_owner_seq ON jobs (owner, seq);"
+    "CREATE INDEX jobs_owner_status ON jobs (owner, status);"
+    "ALTER TABLE workers ADD COLUMN token_id TEXT;",
 };
 
 #define DB_N_MIGRATIONS ((int)(sizeof db_migrations / sizeof db_migrations[0]))

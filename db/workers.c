@@ -7,8 +7,9 @@
 
 #define DB_WORKER_COLS "id, name, devices, kinds, registered_at, last_seen_at, gone, job_id"
 
-static const char SQL_WORKER_INSERT[] = "INSERT INTO workers (" DB_WORKER_COLS ")"
-                                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+static const char SQL_WORKER_INSERT[] = "INSERT INTO workers (" DB_WORKER_COLS ", token_id)"
+                                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
+static const char SQL_WORKER_TOKEN[] = "SELECT coalesce(token_id, '') FROM workers WHERE id = ?";
 static const char SQL_WORKER_GET[] = "SELECT " DB_WORKER_COLS " FROM workers WHERE id = ?";
 static const char SQL_WORKER_LIST[] =
     "SELECT " DB_WORKER_COLS " FROM workers ORDER BY registered_at, id";
@@ -49,6 +50,7 @@ int db_worker_insert(db *d, const db_worker *w, char *err)
     sqlite3_bind_int64(st, 6, w->last_seen_at);
     sqlite3_bind_int(st, 7, w->gone);
     db_bind_opt_text(st, 8, w->job_id);
+    db_bind_opt_text(st, 9, w->token_id);
     rc = db_write(d, st, err);
     return rc < 0 ? rc : 0;
 }
@@ -80,6 +82,24 @@ int db_worker_get(db *d, const char *id, db_worker *out, char *err)
     int src = sqlite3_step(st);
     if (src == SQLITE_ROW)
         rc = db_worker_read(st, out, err);
+    else if (src == SQLITE_DONE)
+        rc = err_set(err, -ENOENT, "no such worker: register again (POST /workers)");
+    else
+        rc = db_fail(d, src, err);
+    db_stmt_done(st);
+    return rc;
+}
+
+int db_worker_token(db *d, const char *id, char token_id[DB_ID_LEN + 1], char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_WORKER_TOKEN, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+    int src = sqlite3_step(st);
+    if (src == SQLITE_ROW)
+        db_col_copy(st, 0, token_id, DB_ID_LEN + 1);
     else if (src == SQLITE_DONE)
         rc = err_set(err, -ENOENT, "no such worker: register again (POST /workers)");
     else

@@ -73,6 +73,8 @@ typedef struct sched_new_job {
     int max_attempts, max_runtime_seconds, priority;
     const char *idem_key;  /* Idempotency-Key, or NULL */
     const char *body_hash; /* hex SHA-256 of document; used with idem_key */
+    const char *owner;     /* id of the submitting token, or NULL */
+    int max_queued;        /* > 0: refuse (-EUSERS) when owner already has this many queued */
 } sched_new_job;
 
 /* What one heartbeat reports; everything is borrowed and optional. */

@@ -17,7 +17,8 @@
  * sched_q_lock, so the caller reads them after the wake-up.
  *
  * Per request, the work is as small as it can be: an Idempotency-Key lookup when a key is
- * given, one INSERT into jobs, one into job_events. Requests in one batch see each other: a
+ * given, a count of the owner's queued jobs when a limit is set (an index lookup), one INSERT
+ * into jobs, one into job_events. Requests in one batch see each other: a
  * retry of a key earlier in the same batch finds that job. If the COMMIT fails, every request
  * of the batch fails with its error: none was acknowledged. */
 #include <errno.h>
@@ -66,6 +67,7 @@ static int sched_job_new(const sched_new_job *nj, int64_t now, db_job *j, char *
     j->device_kind = nj->device_kind;
     j->max_runtime_seconds = nj->max_runtime_seconds;
     j->created_at = now;
+    snprintf(j->owner, sizeof j->owner, "%s", nj->owner ? nj->owner : "");
     j->document = strdup(nj->document);
     if (!j->document)
         return err_set(err, -ENOMEM, "out of memory");
@@ -91,6 +93,19 @@ static void sched_submit_one(db *d, sched_submit_req *q)
             goto known;
         if (rc != -ENOENT)
             goto undo;
+    }
+    if (nj->owner && nj->max_queued > 0) {
+        int64_t queued = 0;
+        rc = db_job_count_owned(d, nj->owner, DB_QUEUED, &queued, q->err);
+        if (rc < 0)
+            goto undo;
+        if (queued >= nj->max_queued) {
+            rc = err_set(q->err, -EUSERS,
+                         "this token already has %lld queued jobs, the most this server takes: "
+                         "submit again when some have started, or cancel some",
+                         (long long)queued);
+            goto undo;
+        }
     }
     rc = db_job_insert(d, &j, nj->idem_key, nj->body_hash, q->err);
     if (rc < 0)

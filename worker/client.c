@@ -164,6 +164,12 @@ int client_get_json(client *c, const char *path, long *status, json_t **reply, c
     return perform(c, "GET", path, NULL, status, reply, err);
 }
 
+int client_delete(client *c, const char *path, long *status, json_t **reply, char *err)
+{
+    curl_easy_setopt(c->curl, CURLOPT_HTTPGET, 1L); /* no body; the method is set by perform */
+    return perform(c, "DELETE", path, NULL, status, reply, err);
+}
+
 int client_post_json(client *c, const char *path, const json_t *body, long *status, json_t **reply,
                      char *err)
 {

@@ -31,6 +31,8 @@ void client_set_abort(client *c, volatile sig_atomic_t *flag);
 
 /* GET path; a JSON body lands in *reply. */
 int client_get_json(client *c, const char *path, long *status, json_t **reply, char *err);
+/* DELETE path; a JSON body of the answer lands in *reply. */
+int client_delete(client *c, const char *path, long *status, json_t **reply, char *err);
 /* POST path with a JSON body (borrowed; NULL sends no body). */
 int client_post_json(client *c, const char *path, const json_t *body, long *status, json_t **reply,
                      char *err);

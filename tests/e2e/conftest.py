@@ -134,6 +134,8 @@ class Service:
             m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", text)
             if m:
                 self.url = m.group(1)
+                self.admin_token = (data_dir / "admin.token").read_text().strip()
+                self.http.headers["Authorization"] = f"Bearer {self.admin_token}"
                 return
             if self.proc.poll() is not None:
                 raise RuntimeError(f"serve exited {self.proc.returncode}:\n{text}")
@@ -144,8 +146,21 @@ class Service:
         return self.log_path.read_text()
 
     def env(self, **extra):
-        """The environment for a process that talks to this service."""
-        return {**os.environ, "TRAINYARD_URL": self.url, **extra}
+        """The environment for a process that talks to this service, with the admin token."""
+        return {**os.environ, "TRAINYARD_URL": self.url, "TRAINYARD_TOKEN": self.admin_token,
+                **extra}
+
+    def token(self, name, role):
+        """A new token of role, made through the API; returns its secret."""
+        r = self.http.post(f"{self.url}/tokens", json={"name": name, "role": role})
+        assert r.status_code == 201, r.text
+        return r.json()["token"]
+
+    def session(self, token):
+        """A requests session that sends token."""
+        s = requests.Session()
+        s.headers["Authorization"] = f"Bearer {token}"
+        return s
 
     def stop(self):
         if self.proc.poll() is None:

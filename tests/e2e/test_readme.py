@@ -39,14 +39,16 @@ def readme_service(trainyard_bin, tmp_path):
         assert proc.poll() is None, (tmp_path / "serve.log").read_text()
         time.sleep(0.1)
     assert url, (tmp_path / "serve.log").read_text()
-    yield url
+    yield url, tmp_path / "data"
     os.killpg(proc.pid, 15)
     proc.wait(timeout=30)
     log.close()
 
 
 def test_readme_quick_start(readme_service, tmp_path):
-    script = block("submit").replace("http://127.0.0.1:8080", readme_service)
+    url, data_dir = readme_service
+    script = block("submit").replace("http://127.0.0.1:8080", url)
+    script = script.replace("trainyard-data/admin.token", str(data_dir / "admin.token"))
     # Run where the README says, the repository root; the download is moved out right after
     # (and /model.safetensors is git-ignored should a run be cut short).
     download = ROOT / "model.safetensors"

@@ -98,6 +98,28 @@ static int h_upload(http_req *r, void *app)
     return http_reply_json(r, 201, json_pack("{s:I}", "size", (json_int_t)len));
 }
 
+/* The authorize hook of these tests: routes with access 1 need "Bearer good" ("Bearer other" is
+ * a valid caller without the right: 403); the caller is noted in http_auth for the handler. */
+static int test_authorize(http_req *r, void *app, unsigned access)
+{
+    const char *h = http_header(r, "Authorization");
+    (void)app;
+    if (access == 0)
+        return 0;
+    if (h && !strcmp(h, "Bearer other"))
+        return err_set(http_errbuf(r), -EACCES, "other may not");
+    if (!h || strcmp(h, "Bearer good") != 0)
+        return err_set(http_errbuf(r), -EPERM, "no good token");
+    strcpy(http_auth(r), "good");
+    return 0;
+}
+
+static int h_whoami(http_req *r, void *app)
+{
+    (void)app;
+    return http_reply_json(r, 200, json_pack("{s:s}", "caller", (char *)http_auth(r)));
+}
+
 static int h_error(http_req *r, void *app)
 {
     int code = atoi(http_param(r, "code"));
@@ -209,20 +231,22 @@ static int h_stream(http_req *r, void *app)
 }
 
 static const http_route routes[] = {
-    {"GET", "/echo/{a}/x/{b}", h_echo, 0, 0},
-    {"GET", "/items/{id}", h_echo, 0, 0},
-    {"DELETE", "/items/{id}", h_item_delete, 0, 0},
-    {"POST", "/small", h_small, 16, 0},
-    {"POST", "/json", h_json, HTTP_JSON_MAX_BODY, 0},
-    {"PUT", "/upload", h_upload, 1 << 20, 1},
-    {"PUT", "/upload-small", h_upload, 100, 1},
-    {"GET", "/error/{code}", h_error, 0, 0},
-    {"GET", "/file", h_file, 0, 0},
-    {"GET", "/nothing", h_nothing, 0, 0},
-    {"GET", "/poll", h_poll, 0, 0},
-    {"GET", "/race", h_race, 0, 0},
-    {"GET", "/stream", h_stream, 0, 0},
-    {"GET", "/", h_item_delete, 0, 0},
+    {"GET", "/echo/{a}/x/{b}", h_echo, 0, 0, 0},
+    {"GET", "/items/{id}", h_echo, 0, 0, 0},
+    {"DELETE", "/items/{id}", h_item_delete, 0, 0, 0},
+    {"POST", "/small", h_small, 16, 0, 0},
+    {"POST", "/json", h_json, HTTP_JSON_MAX_BODY, 0, 0},
+    {"PUT", "/upload", h_upload, 1 << 20, 1, 0},
+    {"PUT", "/upload-small", h_upload, 100, 1, 0},
+    {"GET", "/error/{code}", h_error, 0, 0, 0},
+    {"GET", "/file", h_file, 0, 0, 0},
+    {"GET", "/nothing", h_nothing, 0, 0, 0},
+    {"GET", "/poll", h_poll, 0, 0, 0},
+    {"GET", "/race", h_race, 0, 0, 0},
+    {"GET", "/stream", h_stream, 0, 0, 0},
+    {"GET", "/", h_item_delete, 0, 0, 0},
+    {"GET", "/guarded", h_whoami, 0, 0, 1},
+    {"PUT", "/guarded-upload", h_upload, 1 << 20, 1, 1},
 };
 
 /* ---- the client ----------------------------------------------------------------------------- */
@@ -572,6 +596,38 @@ static void test_bodies(void)
     check_problem(&r, 413, "Payload too large", NULL);
     resp_free(&r);
     CHECK(dir_empty_soon(upload_dir));
+}
+
+/* The authorize hook runs before the body is read: a refused upload leaves no file behind and
+ * its handler never runs; 401 carries WWW-Authenticate. */
+static void test_authorize_hook(void)
+{
+    resp r;
+    static char blob[200000];
+
+    get("/guarded", &r);
+    check_problem(&r, 401, "Unauthorized", "no good token");
+    CHECK(hdr(&r, "WWW-Authenticate") != NULL);
+    resp_free(&r);
+    get_h("/guarded", "Authorization: Bearer other", &r);
+    check_problem(&r, 403, "Forbidden", "other may not");
+    resp_free(&r);
+    get_h("/guarded", "Authorization: Bearer good", &r);
+    CHECK_INT(r.status, 200);
+    CHECK(r.body && strstr(r.body, "\"caller\":\"good\"") != NULL);
+    resp_free(&r);
+
+    last_upload[0] = '\0';
+    send_body("PUT", "/guarded-upload", NULL, blob, sizeof(blob), 0, &r);
+    check_problem(&r, 401, "Unauthorized", NULL);
+    resp_free(&r);
+    CHECK(last_upload[0] == '\0');
+    CHECK(dir_empty_soon(upload_dir));
+    req_opts o = {"PUT", "/guarded-upload", {"Authorization: Bearer good", NULL}, blob, 5000, 0};
+    memset(&r, 0, sizeof(r));
+    do_req(&o, &r);
+    CHECK_INT(r.status, 201);
+    resp_free(&r);
 }
 
 static void test_json(void)
@@ -1024,7 +1080,7 @@ static void test_start_errors(void)
     http_config cfg = {.bind = "localhost", .routes = routes, .n_routes = 1};
     http_server *s = NULL;
     char err[ERR_LEN] = "";
-    http_route bad = {"GET", "/a/{x", h_echo, 0, 0};
+    http_route bad = {"GET", "/a/{x", h_echo, 0, 0, 0};
 
     CHECK_INT(http_start(&cfg, &s, err), -EINVAL);
     CHECK(strstr(err, "numeric") != NULL);
@@ -1064,6 +1120,7 @@ int main(void)
     cfg.n_routes = sizeof(routes) / sizeof(routes[0]);
     cfg.tmp_dir = upload_dir;
     cfg.log = test_log;
+    cfg.authorize = test_authorize;
     rc = http_start(&cfg, &srv, err);
     CHECK_INT(rc, 0);
     if (rc < 0) {
@@ -1078,6 +1135,7 @@ int main(void)
     test_routing();
     test_bodies();
     test_json();
+    test_authorize_hook();
     test_errors();
     test_file();
     test_park();

@@ -1,0 +1,283 @@
+/* cmd_token: `trainyard token create|list|revoke` — API tokens, managed through a running
+ * server (POST/GET/DELETE /tokens with an admin token) or, with --data-dir, directly in the
+ * server's database, which is how the first tokens are made by hand and how an admin who lost
+ * admin.token gets back in. Both ways write the same rows; a running server notices a token
+ * revoked in its data dir within a second (api/auth.c).
+ *
+ * `create` prints the secret alone on stdout (so TOKEN=$(trainyard token create ...) works)
+ * and what it is on stderr; the secret is shown this once and never stored. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "api/job_json.h"
+#include "cli/cli.h"
+#include "db/db.h"
+#include "db/tokens.h"
+#include "util/err.h"
+#include "util/timeutil.h"
+#include "worker/client.h"
+
+static const char usage_text[] =
+    "usage: trainyard token create --name NAME --role admin|user|worker [options]\n"
+    "       trainyard token list [--revoked] [options]\n"
+    "       trainyard token revoke ID [options]\n"
+    "\n"
+    "Manages the API's bearer tokens. An admin token sees every job and manages tokens; a user\n"
+    "token sees only the jobs it submitted; a worker token speaks only the worker protocol.\n"
+    "`create` prints the new token alone on stdout; it is shown this once.\n"
+    "\n"
+    "options:\n"
+    "  --server URL     the server (default $TRAINYARD_URL, else http://127.0.0.1:8080)\n"
+    "  --token TOKEN    an admin token (default $TRAINYARD_TOKEN)\n"
+    "  --data-dir DIR   work on the server's data directory directly instead (for the first\n"
+    "                   tokens, or when the server is down)\n"
+    "  --json           print JSON\n";
+
+typedef struct token_opts {
+    const char *verb, *name, *role, *id, *server, *token, *data_dir;
+    int json, revoked;
+} token_opts;
+
+int cli_secret_write(const char *path, const char *secret)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    size_t len = strlen(secret);
+    int ok = fchmod(fd, 0600) == 0 && write(fd, secret, len) == (ssize_t)len &&
+             write(fd, "\n", 1) == 1 && fsync(fd) == 0;
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return ok ? 0 : -1;
+}
+
+static int token_args(int argc, char **argv, token_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->server = getenv("TRAINYARD_URL");
+    o->token = getenv("TRAINYARD_TOKEN");
+    if (!o->server || !*o->server)
+        o->server = "http://127.0.0.1:8080";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_text, stdout);
+            return 1;
+        }
+        if (!strcmp(a, "--json")) {
+            o->json = 1;
+            continue;
+        }
+        if (!strcmp(a, "--revoked")) {
+            o->revoked = 1;
+            continue;
+        }
+        const char **slot = !strcmp(a, "--name")       ? &o->name
+                            : !strcmp(a, "--role")     ? &o->role
+                            : !strcmp(a, "--server")   ? &o->server
+                            : !strcmp(a, "--token")    ? &o->token
+                            : !strcmp(a, "--data-dir") ? &o->data_dir
+                                                       : NULL;
+        if (slot) {
+            if (!v) {
+                fprintf(stderr, "trainyard token: '%s' needs a value (try --help)\n", a);
+                return -1;
+            }
+            *slot = v;
+            i++;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "trainyard token: unknown option '%s' (try --help)\n", a);
+            return -1;
+        } else if (!o->verb) {
+            o->verb = a;
+        } else if (!o->id) {
+            o->id = a;
+        } else {
+            fprintf(stderr, "trainyard token: unexpected argument '%s' (try --help)\n", a);
+            return -1;
+        }
+    }
+    if (!o->verb ||
+        (strcmp(o->verb, "create") && strcmp(o->verb, "list") && strcmp(o->verb, "revoke"))) {
+        fprintf(stderr, "trainyard token: say create, list or revoke (try --help)\n");
+        return -1;
+    }
+    if (!strcmp(o->verb, "create") && (!o->name || !o->role)) {
+        fprintf(stderr, "trainyard token create: --name and --role are needed\n");
+        return -1;
+    }
+    if (!strcmp(o->verb, "create") && db_role_parse(o->role) < 0) {
+        fprintf(stderr, "trainyard token create: --role is admin, user or worker, not '%s'\n",
+                o->role);
+        return -1;
+    }
+    if (!strcmp(o->verb, "revoke") != !o->id) {
+        fprintf(stderr, "trainyard token: revoke takes one token ID; %s takes none\n", o->verb);
+        return -1;
+    }
+    return 0;
+}
+
+/* A token row as JSON, the shape GET /tokens answers with. */
+static json_t *token_json(const db_token *t)
+{
+    char created[API_TIME_LEN] = "", revoked[API_TIME_LEN] = "";
+    api_time_format(t->created_at, created);
+    if (t->revoked_at)
+        api_time_format(t->revoked_at, revoked);
+    return json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", t->id, "name", t->name, "role",
+                     db_role_name(t->role), "created_at", created, "revoked_at",
+                     t->revoked_at ? json_string(revoked) : json_null());
+}
+
+static void print_created(const token_opts *o, json_t *t, const char *secret)
+{
+    if (o->json) {
+        json_object_set_new(t, "token", json_string(secret));
+        json_dumpf(t, stdout, JSON_INDENT(2));
+        putchar('\n');
+        return;
+    }
+    fprintf(stderr, "token %s (%s, %s) created; it is shown only now:\n",
+            json_string_value(json_object_get(t, "id")),
+            json_string_value(json_object_get(t, "name")),
+            json_string_value(json_object_get(t, "role")));
+    printf("%s\n", secret);
+}
+
+static void print_list(const token_opts *o, json_t *tokens)
+{
+    if (o->json) {
+        json_t *doc = json_pack("{s:O}", "tokens", tokens);
+        json_dumpf(doc, stdout, JSON_INDENT(2));
+        putchar('\n');
+        json_decref(doc);
+        return;
+    }
+    printf("%-32s  %-6s  %-24s  %-24s  %s\n", "ID", "ROLE", "CREATED", "REVOKED", "NAME");
+    size_t i;
+    json_t *t;
+    json_array_foreach (tokens, i, t) {
+        const char *rev = json_string_value(json_object_get(t, "revoked_at"));
+        printf("%-32s  %-6s  %-24s  %-24s  %s\n", json_string_value(json_object_get(t, "id")),
+               json_string_value(json_object_get(t, "role")),
+               json_string_value(json_object_get(t, "created_at")), rev ? rev : "-",
+               json_string_value(json_object_get(t, "name")));
+    }
+}
+
+static int collect(void *ctx, const db_token *t)
+{
+    json_t *o = token_json(t);
+    return o && json_array_append_new(ctx, o) == 0 ? 0 : -ENOMEM;
+}
+
+/* --data-dir: the database itself. */
+static int token_local(const token_opts *o)
+{
+    char path[4200], err[ERR_LEN];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/trainyard.db", o->data_dir);
+    if (stat(o->data_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "trainyard token: %s is not a data directory\n", o->data_dir);
+        return 1;
+    }
+    db *d = NULL;
+    if (db_open(path, &d, err) < 0) {
+        fprintf(stderr, "trainyard token: %s\n", err);
+        return 1;
+    }
+    int rc = 0;
+    int64_t now = time_wall_ms();
+    if (!strcmp(o->verb, "create")) {
+        db_token t;
+        char secret[DB_TOKEN_SECRET_LEN + 1];
+        rc = db_token_create(d, o->name, db_role_parse(o->role), now, &t, secret, err);
+        if (rc == 0) {
+            json_t *j = token_json(&t);
+            print_created(o, j, secret);
+            json_decref(j);
+        }
+    } else if (!strcmp(o->verb, "list")) {
+        json_t *list = json_array();
+        rc = db_token_list(d, o->revoked, collect, list, err);
+        if (rc == 0)
+            print_list(o, list);
+        json_decref(list);
+    } else {
+        rc = db_token_revoke(d, o->id, now, err);
+        if (rc == 0)
+            fprintf(stderr, "token %s revoked\n", o->id);
+    }
+    if (rc < 0)
+        fprintf(stderr, "trainyard token: %s\n", err);
+    db_close(d);
+    return rc < 0 ? 1 : 0;
+}
+
+/* Through the API. */
+static int token_remote(const token_opts *o)
+{
+    char err[ERR_LEN], why[512];
+    client *c = NULL;
+    if (client_new(o->server, o->token, &c, err) < 0) {
+        fprintf(stderr, "trainyard token: %s\n", err);
+        return 1;
+    }
+    long status = 0;
+    json_t *reply = NULL;
+    int rc, ok;
+    if (!strcmp(o->verb, "create")) {
+        json_t *body = json_pack("{s:s, s:s}", "name", o->name, "role", o->role);
+        rc = client_post_json(c, "/tokens", body, &status, &reply, err);
+        json_decref(body);
+        ok = rc == 0 && status == 201 && json_is_string(json_object_get(reply, "token"));
+        if (ok) {
+            char secret[DB_TOKEN_SECRET_LEN + 1];
+            snprintf(secret, sizeof secret, "%s",
+                     json_string_value(json_object_get(reply, "token")));
+            json_object_del(reply, "token");
+            print_created(o, reply, secret);
+        }
+    } else if (!strcmp(o->verb, "list")) {
+        rc = client_get_json(c, o->revoked ? "/tokens?revoked=true" : "/tokens", &status, &reply,
+                             err);
+        ok = rc == 0 && status == 200 && json_is_array(json_object_get(reply, "tokens"));
+        if (ok)
+            print_list(o, json_object_get(reply, "tokens"));
+    } else {
+        char path[256];
+        snprintf(path, sizeof path, "/tokens/%s", o->id);
+        rc = client_delete(c, path, &status, &reply, err);
+        ok = rc == 0 && status == 204;
+        if (ok)
+            fprintf(stderr, "token %s revoked\n", o->id);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "trainyard token: %s\n", err);
+    } else if (!ok) {
+        client_problem(status, reply, why, sizeof why);
+        fprintf(stderr, "trainyard token: %s\n", why);
+    }
+    json_decref(reply);
+    client_free(c);
+    return rc == 0 && ok ? 0 : 1;
+}
+
+int cmd_token(int argc, char **argv)
+{
+    token_opts o;
+    int rc = token_args(argc, argv, &o);
+    if (rc != 0)
+        return rc > 0 ? 0 : 2;
+    return o.data_dir ? token_local(&o) : token_remote(&o);
+}
