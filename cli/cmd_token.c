@@ -120,7 +120,7 @@ static int token_args(int argc, char **argv, token_opts *o)
                 o->role);
         return -1;
     }
-    if (!strcmp(o->verb, "revoke") != !o->id) {
+    if ((strcmp(o->verb, "revoke") == 0) != (o->id != NULL)) {
         fprintf(stderr, "trainyard token: revoke takes one token ID; %s takes none\n", o->verb);
         return -1;
     }

@@ -2,7 +2,8 @@
 protocol included, with its coverage, fuzzing and stateful phases and all of its checks (no 5xx,
 responses that match their schemas, valid data accepted, invalid data refused). Settings and the
 reasons for each are in tests/e2e/schemathesis.toml. The seeds are fixed so that a failure is
-reproducible; each run still generates over a thousand requests."""
+reproducible; each run still generates over a thousand requests. It calls with the admin token
+(which may call every operation); its ignored_auth check also calls each one without it."""
 import os
 import pathlib
 import shutil
@@ -30,7 +31,8 @@ def test_schemathesis_finds_nothing(serve, seed, tmp_path):
     svc = serve("--workers", "0")
     cmd = schemathesis_cmd() + ["--config-file", str(HERE / "schemathesis.toml"), "run",
                                 str(ROOT / "openapi.yaml"), "--url", svc.url, "--checks", "all",
-                                "--max-examples", "40", "--seed", str(seed), "--no-color"]
+                                "--max-examples", "40", "--seed", str(seed), "--no-color",
+                                "-H", f"Authorization: Bearer {svc.admin_token}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path,
                           env={**os.environ, "NO_COLOR": "1"})  # its cache goes to tmp_path
     assert proc.returncode == 0, proc.stdout[-12000:] + proc.stderr[-4000:]
