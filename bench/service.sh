@@ -20,13 +20,16 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
 
-start_serve() { # dir args... → sets URL
+start_serve() { # dir args... → sets URL and AUTH (the admin token serve wrote)
   local dir=$1; shift
   "$bin" serve --port 0 --data-dir "$dir" "$@" > "$dir.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 200); do
     URL=$(grep -oE 'listening on http://[0-9.]+:[0-9]+' "$dir.log" | awk '{print $3}') || true
-    [ -n "$URL" ] && return 0
+    if [ -n "$URL" ]; then
+      AUTH="Authorization: Bearer $(cat "$dir/admin.token")"; export TRAINYARD_TOKEN=${AUTH#*Bearer }
+      return 0
+    fi
     sleep 0.05
   done
   echo "serve did not start:"; cat "$dir.log"; exit 1
@@ -35,10 +38,10 @@ rps() { awk '/Requests\/sec/ {print $2}'; }
 
 echo "== (a) GET /jobs/{id}: trainyard vs http-min (wrk -t2 -c32 -d10s)"
 start_serve "$work/a" --workers 0
-id=$(curl -s -X POST "$URL/train" -H 'Content-Type: application/json' \
+id=$(curl -s -X POST "$URL/train" -H "$AUTH" -H 'Content-Type: application/json' \
   -d '{"dataset_url": "http://127.0.0.1:9/x.csv", "hyperparameters": {}}' |
   /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-ours=$(wrk -t2 -c32 -d10s "$URL/jobs/$id" | rps)
+ours=$(wrk -t2 -c32 -d10s -H "$AUTH" "$URL/jobs/$id" | rps)
 "$PWD/$build/bench/http-min" 0 4 > "$work/min.log" & pids+=($!)
 sleep 0.3
 min_port=$(awk '/listening on/ {print $3}' "$work/min.log")
@@ -46,8 +49,8 @@ ref=$(wrk -t2 -c32 -d10s "http://127.0.0.1:$min_port/jobs/$id" | rps)
 /usr/bin/python3 -c "o, r = $ours, $ref; print(f'trainyard {o:.0f} req/s, http-min {r:.0f} req/s, ratio {o / r:.2f} (goal >= 0.60)')"
 
 echo "== (b) durable submits (wrk -t2 -c64 -d10s POST /train)"
-start_serve "$work/b" --workers 0
-out=$(wrk -t2 -c64 -d10s -s bench/submit.lua "$URL/train")
+start_serve "$work/b" --workers 0 --max-queued 0 # one token submits them all
+out=$(wrk -t2 -c64 -d10s -H "$AUTH" -s bench/submit.lua "$URL/train")
 echo "$out" | grep -E 'Requests/sec|Non-2xx' || true
 stored=$(curl -s "$URL/healthz" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["queued"])')
 echo "jobs stored: $stored (goal >= 2000/s)"
@@ -76,13 +79,13 @@ for round in 1 2 3; do
   t0=$(date +%s%N)
   "$bin" train "$work/job.json" --out "$work/local" --quiet --dataset-root "$data"
   t1=$(date +%s%N)
-  jid=$(curl -s -X POST "$URL/train" -H 'Content-Type: application/json' -d @"$work/job.json" |
+  jid=$(curl -s -X POST "$URL/train" -H "$AUTH" -H 'Content-Type: application/json' -d @"$work/job.json" |
     /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
   # Wait as a user following the job would: its event stream ends when the job does. (Polling
   # with a process per poll would take CPU from the worker on a small machine.)
-  curl -sN "$URL/jobs/$jid/events" > "$work/events.txt"
+  curl -sN -H "$AUTH" "$URL/jobs/$jid/events" > "$work/events.txt"
   grep -q '"status":"succeeded"' "$work/events.txt" || { echo "the job did not succeed"; exit 1; }
-  curl -s -o "$work/model.safetensors" "$URL/jobs/$jid/artifacts/model.safetensors"
+  curl -s -H "$AUTH" -o "$work/model.safetensors" "$URL/jobs/$jid/artifacts/model.safetensors"
   t2=$(date +%s%N)
   local_s+=($(( (t1 - t0) / 1000000 ))); service_s+=($(( (t2 - t1) / 1000000 )))
 done
