@@ -19,6 +19,8 @@ typedef struct supervisor_opts {
     const char *exe;               /* the trainyard binary */
     const char *server_url;        /* what the workers connect to */
     const char *token;             /* worker token, or NULL */
+    const char *pin_cert;          /* passed on as --pin-cert (an https server's own), or NULL */
+    const char *dataset_ca;        /* passed on as --dataset-ca, or NULL */
     const char *dataset_root;      /* passed on as --dataset-root, or NULL */
     const char *dataset_allow;     /* passed on as --dataset-allow, or NULL */
     const char *work_dir;          /* parent of each worker's --work-dir */
