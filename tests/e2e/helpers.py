@@ -23,14 +23,14 @@ def submit(svc, job, **headers):
     return r
 
 
-def write_blobs(folder):
-    """Writes blobs.csv, 600 rows of three well-separated classes, into folder."""
-    rng = np.random.default_rng(3)
+def write_blobs(folder, name="blobs.csv", rows=600, seed=3):
+    """Writes name: rows of three well-separated classes (features a, b; label kind)."""
+    rng = np.random.default_rng(seed)
     centers = np.array([[0, 0], [4, 0], [0, 4]])
-    label = rng.integers(0, 3, 600)
-    x = centers[label] + rng.normal(0, 0.6, (600, 2))
+    label = rng.integers(0, 3, rows)
+    x = centers[label] + rng.normal(0, 0.6, (rows, 2))
     lines = ["a,b,kind"] + [f"{p:.4f},{q:.4f},k{c}" for (p, q), c in zip(x, label)]
-    (folder / "blobs.csv").write_text("\n".join(lines) + "\n")
+    (folder / name).write_text("\n".join(lines) + "\n")
 
 
 def job_doc(url, epochs=5, **extra):

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 import requests
-from helpers import TERMINAL, job_doc, submit, wait_for
+from helpers import TERMINAL, job_doc, submit, wait_for, write_blobs
 from safetensors.numpy import load
 
 
@@ -245,12 +245,7 @@ def test_a_job_whose_worker_is_killed_resumes_from_its_last_epoch(serve, data_se
     import re
     import signal
     folder, base = data_server
-    rng = np.random.default_rng(5)
-    centers = np.array([[0, 0], [4, 0], [0, 4]])
-    label = rng.integers(0, 3, 20000)
-    x = centers[label] + rng.normal(0, 0.6, (20000, 2))
-    lines = ["a,b,kind"] + [f"{p:.4f},{q:.4f},k{c}" for (p, q), c in zip(x, label)]
-    (folder / "many-blobs.csv").write_text("\n".join(lines) + "\n")
+    write_blobs(folder, "many-blobs.csv", rows=20000, seed=5)
     epochs = 20  # of about 0.25 s each: batches of 4 rows
     doc = job_doc(f"{base}/many-blobs.csv", epochs=epochs)
     doc["hyperparameters"]["batch_size"] = 4
