@@ -21,6 +21,10 @@
  * rather than read it); one found while the body arrives is answered when it ends, the rest
  * being read and dropped up to HTTP_DISCARD_MAX, past which the connection is closed.
  *
+ * TLS: with a certificate and key in the config the daemon speaks only HTTPS (GnuTLS inside
+ * libmicrohttpd); nothing above the daemon changes: suspend/resume, streams and the pool work
+ * on the decrypted side. Only the client-gone check looks at the socket itself (http_park.c).
+ *
  * Threads: handlers run on the pool threads, several at once; an http_req is touched only by
  * the thread that libmicrohttpd is calling for it. The log callback is called from every pool
  * thread (and the timer's never). Parking's locking is described in http_priv.h. */
@@ -501,6 +505,10 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
+    pthread_mutex_lock(&s->lock);
+    if (s->starting && !s->start_msg[0]) /* http_start reports why it failed (a wrong key) */
+        snprintf(s->start_msg, sizeof(s->start_msg), "%s", msg);
+    pthread_mutex_unlock(&s->lock);
     http_log_line(s, "http: libmicrohttpd: %s", msg);
 }
 
@@ -532,7 +540,27 @@ static int config_check(const http_config *cfg, char *err)
     if (need_tmp && (!cfg->tmp_dir || stat(cfg->tmp_dir, &st) != 0 || !S_ISDIR(st.st_mode)))
         return err_set(err, -ENOENT, "the upload directory %s does not exist",
                        cfg->tmp_dir ? cfg->tmp_dir : "(none)");
+    if (!cfg->tls_cert_pem != !cfg->tls_key_pem)
+        return err_set(err, -EINVAL, "TLS needs both a certificate and its private key");
+    if (cfg->tls_cert_pem && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+        return err_set(err, -ENOTSUP, "this libmicrohttpd was built without TLS support");
     return 0;
+}
+
+/* Forgets a PEM copy; a private key is wiped first. */
+static void pem_free(char *pem)
+{
+    if (pem)
+        explicit_bzero(pem, strlen(pem));
+    free(pem);
+}
+
+static void server_free(http_server *s)
+{
+    free(s->tmp_dir);
+    pem_free(s->tls_cert);
+    pem_free(s->tls_key);
+    free(s);
 }
 
 int http_start(const http_config *cfg, http_server **out, char *err)
@@ -572,7 +600,17 @@ int http_start(const http_config *cfg, http_server **out, char *err)
             goto out;
         }
     }
+    if (cfg->tls_cert_pem) {
+        s->tls_cert = strdup(cfg->tls_cert_pem);
+        s->tls_key = strdup(cfg->tls_key_pem);
+        if (!s->tls_cert || !s->tls_key) {
+            rc = err_set(err, -ENOMEM, "out of memory");
+            goto out;
+        }
+    }
     s->cfg.tmp_dir = s->tmp_dir;
+    s->cfg.tls_cert_pem = s->tls_cert;
+    s->cfg.tls_key_pem = s->tls_key;
     s->cfg.bind = NULL;
     pthread_mutex_init(&s->lock, NULL);
     rc = http_park_start(s);
@@ -581,19 +619,42 @@ int http_start(const http_config *cfg, http_server **out, char *err)
         pthread_mutex_destroy(&s->lock);
         goto out;
     }
+    /* TLS rides in an option array, so that plain HTTP passes an empty one. */
+    struct MHD_OptionItem tls[] = {{MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert},
+                                   {MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key},
+                                   {MHD_OPTION_END, 0, NULL}};
+    if (s->tls_cert)
+        flags |= MHD_USE_TLS;
+    else
+        tls[0].option = MHD_OPTION_END;
+    s->starting = 1;
     for (int attempt = 0; attempt < 2 && !s->d; attempt++) {
         unsigned f = flags | (epoll && attempt == 0 ? MHD_USE_EPOLL : MHD_USE_POLL);
         errno = 0;
-        s->d =
-            MHD_start_daemon(f, (uint16_t)cfg->port, NULL, NULL, on_access, s,
-                             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_SOCK_ADDR, &sa,
-                             MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
-                             (unsigned)HTTP_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-                             (unsigned)HTTP_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                             (size_t)HTTP_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                             MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, s, MHD_OPTION_END);
-        if (!s->d && (errno == EADDRINUSE || errno == EACCES || errno == EADDRNOTAVAIL))
+        s->d = MHD_start_daemon(
+            f, (uint16_t)cfg->port, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER,
+            on_mhd_log, s, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE, threads,
+            MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
+            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_UNESCAPE_CALLBACK,
+            unescape_none, s, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+        if (!s->d && (errno == EADDRINUSE || errno == EACCES || errno == EADDRNOTAVAIL ||
+                      (s->tls_cert && s->start_msg[0])))
             break; /* poll would fail the same way */
+    }
+    int start_errno = errno;
+    pthread_mutex_lock(&s->lock);
+    s->starting = 0;
+    pthread_mutex_unlock(&s->lock);
+    errno = start_errno;
+    if (!s->d && s->tls_cert && errno != EADDRINUSE && errno != EACCES && errno != EADDRNOTAVAIL) {
+        /* GnuTLS refused the certificate or the key; libmicrohttpd said why in its log. */
+        rc = err_set(err, -EINVAL, "cannot serve TLS with this certificate and key: %s",
+                     s->start_msg[0] ? s->start_msg : "libmicrohttpd refused them");
+        http_park_stop(s);
+        pthread_mutex_destroy(&s->lock);
+        goto out;
     }
     if (!s->d) {
         rc = errno ? -errno : -EIO;
@@ -607,10 +668,8 @@ int http_start(const http_config *cfg, http_server **out, char *err)
     *out = s;
     return 0;
 out:
-    if (s) {
-        free(s->tmp_dir);
-        free(s);
-    }
+    if (s)
+        server_free(s);
     return rc;
 }
 
@@ -639,6 +698,5 @@ void http_stop(http_server *s)
         close(s->listen_fd);
     http_park_stop(s);
     pthread_mutex_destroy(&s->lock);
-    free(s->tmp_dir);
-    free(s);
+    server_free(s);
 }

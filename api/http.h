@@ -72,11 +72,16 @@ typedef struct http_config {
     /* Called with each request's log line (and the server's own complaints), from any pool
      * thread at once; NULL prints it to stderr. */
     void (*log)(void *app, const char *line);
+    /* HTTPS: the PEM text of the certificate (chain, leaf first) and of its private key; both
+     * NULL serves plain HTTP. Copied by http_start. */
+    const char *tls_cert_pem, *tls_key_pem;
 } http_config;
 
 /* Starts listening and serving. bind must be a numeric IPv4 address ("0.0.0.0" for all);
- * -EINVAL for a bad config, -ENOENT when a body_to_file route has no tmp_dir, -errno when the
- * address cannot be bound (-EADDRINUSE, ...). */
+ * -EINVAL for a bad config (a certificate without a key or the reverse, or TLS material that
+ * libmicrohttpd refuses: unparsable, or a key that does not match the certificate), -ENOTSUP
+ * for TLS when libmicrohttpd was built without it, -ENOENT when a body_to_file route has no
+ * tmp_dir, -errno when the address cannot be bound (-EADDRINUSE, ...). */
 int http_start(const http_config *cfg, http_server **out, char *err);
 /* The port the server listens on. */
 int http_port(const http_server *s);

@@ -24,6 +24,7 @@
  * the next heartbeat at the latest and its state freed; a parked request finds out when it is
  * woken and answers. */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -253,8 +254,12 @@ typedef struct http_stream {
     http_park_entry park;
 } http_stream;
 
-/* Whether the client has closed or reset the connection (nothing is consumed). */
-static int peer_gone(struct MHD_Connection *conn)
+/* Whether the client has closed or reset the connection (nothing is consumed). Over TLS a
+ * leaving client sends a close_notify record before its FIN, so the peek sees bytes, not the
+ * end: there the socket's read-hangup flag (POLLRDHUP, set once the FIN is in even with bytes
+ * unread) decides. Plain HTTP keeps the peek, so that a request pipelined before a half-close
+ * still counts as a client waiting. */
+static int peer_gone(const http_server *s, struct MHD_Connection *conn)
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -263,13 +268,17 @@ static int peer_gone(struct MHD_Connection *conn)
 
     if (!ci)
         return 0;
+    if (s->tls_cert) {
+        struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+        return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+    }
     n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 int http_client_gone(const http_req *r)
 {
-    return peer_gone(r->conn);
+    return peer_gone(r->s, r->conn);
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -291,7 +300,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             return MHD_CONTENT_READER_END_OF_STREAM;
         if (n != HTTP_PULL_WAIT && n != 0)
             return MHD_CONTENT_READER_END_WITH_ERROR; /* HTTP_PULL_ERROR, or more than max */
-        if (peer_gone(st->conn))
+        if (peer_gone(s, st->conn))
             return MHD_CONTENT_READER_END_WITH_ERROR;
         pthread_mutex_lock(&s->lock);
         if (!s->stopping && st->sig->raised <= seq0) {

@@ -50,7 +50,10 @@ struct http_server {
     http_config cfg; /* routes and app are borrowed; tmp_dir points at tmp_dir below */
     char *tmp_dir;
     int port;
-    int listen_fd; /* returned by MHD_quiesce_daemon(); closed after MHD_stop_daemon() */
+    int listen_fd;            /* returned by MHD_quiesce_daemon(); closed after MHD_stop_daemon() */
+    char *tls_cert, *tls_key; /* copies of the PEM texts (NULL: plain HTTP) */
+    char start_msg[256];      /* libmicrohttpd's first complaint while starting (under lock) */
+    int starting;
 
     pthread_mutex_t lock;
     pthread_cond_t tick; /* wakes the timer thread (CLOCK_MONOTONIC) */

@@ -30,4 +30,17 @@ int cli_allow_add(char *list, size_t cap, const char *value, const char *cmd);
 /* Room for the joined --dataset-allow list. */
 #define CLI_ALLOW_LEN 4096
 
+/* Reads the PEM file path given with flag to cmd into *out (malloc'd, NUL-terminated): it must
+ * hold a "-----BEGIN ...<label>-----" block ("CERTIFICATE", "PRIVATE KEY"). 0, or a negative
+ * code after printing to stderr what is wrong, naming the flag and the file. */
+int cli_pem_read(const char *cmd, const char *flag, const char *path, const char *label,
+                 char **out);
+/* Wipes and frees what cli_pem_read returned; accepts NULL. */
+void cli_pem_free(char *pem);
+/* Checks that the file given with flag is a readable PEM file holding a certificate (a CA
+ * bundle); prints what is wrong, as cli_pem_read. */
+int cli_pem_check(const char *cmd, const char *flag, const char *path);
+/* Writes the first certificate of cert_pem (the leaf of a chain) to path, by rename. */
+int cli_pem_pin(const char *cert_pem, const char *path, char *err);
+
 #endif

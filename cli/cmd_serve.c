@@ -34,6 +34,9 @@ static const char usage_text[] =
     "  --port N             port (default 8080; 0 picks a free one and prints it)\n"
     "  --data-dir DIR       SQLite database, artifacts and uploads (default ./trainyard-data)\n"
     "  --workers N          local workers to run (default: one per OpenCL device; 0: none)\n"
+    "  --tls-cert FILE      serve HTTPS with this PEM certificate (a chain: the server's\n"
+    "                       first); needs --tls-key. Local workers trust exactly it\n"
+    "  --tls-key FILE       the certificate's PEM private key\n"
     "  --dataset-root DIR   where file:// dataset URLs may point (default: nowhere)\n"
     "  --dataset-allow PATTERNS\n"
     "                       hosts datasets may come from: a name (data.example.com), a\n"
@@ -41,6 +44,8 @@ static const char usage_text[] =
     "                       ::1) or a CIDR block (10.0.0.0/8); comma-separated, repeatable.\n"
     "                       Default: any host, but private, loopback and link-local\n"
     "                       addresses are refused unless a pattern allows them\n"
+    "  --dataset-ca FILE    PEM bundle that verifies https dataset hosts instead of the\n"
+    "                       system store (give both in one file to trust both)\n"
     "  --lease-seconds N    a job returns to the queue this long after its worker's last\n"
     "                       heartbeat (default 30)\n"
     "  --checkpoint-seconds N\n"
@@ -153,6 +158,7 @@ static int serve_tokens(app *a, char *note, size_t cap)
 int cmd_serve(int argc, char **argv)
 {
     const char *bind = "127.0.0.1", *data_dir = "./trainyard-data", *root = NULL;
+    const char *tls_cert = NULL, *tls_key = NULL, *dataset_ca = NULL;
     long port = 8080, workers = -1, lease = 30, stall = 0, threads = 4, every = 10;
     long max_queued = 10000;
     static char allow[CLI_ALLOW_LEN];
@@ -174,6 +180,12 @@ int cmd_serve(int argc, char **argv)
             data_dir = v;
         else if (!strcmp(a, "--dataset-root"))
             root = v;
+        else if (!strcmp(a, "--tls-cert"))
+            tls_cert = v;
+        else if (!strcmp(a, "--tls-key"))
+            tls_key = v;
+        else if (!strcmp(a, "--dataset-ca"))
+            dataset_ca = v;
         else if (!strcmp(a, "--dataset-allow"))
             rc = cli_allow_add(allow, sizeof allow, v, "serve");
         else if (!strcmp(a, "--port"))
@@ -199,6 +211,19 @@ int cmd_serve(int argc, char **argv)
     }
     if (lease < 1 || threads < 1) {
         fprintf(stderr, "trainyard serve: --lease-seconds and --threads must be at least 1\n");
+        return 2;
+    }
+    if (!tls_cert != !tls_key) {
+        fprintf(stderr, "trainyard serve: HTTPS needs both --tls-cert FILE and --tls-key FILE "
+                        "(neither serves plain HTTP)\n");
+        return 2;
+    }
+    if (dataset_ca && cli_pem_check("serve", "--dataset-ca", dataset_ca) < 0)
+        return 2;
+    char *cert_pem = NULL, *key_pem = NULL;
+    if (tls_cert && (cli_pem_read("serve", "--tls-cert", tls_cert, "CERTIFICATE", &cert_pem) < 0 ||
+                     cli_pem_read("serve", "--tls-key", tls_key, "PRIVATE KEY", &key_pem) < 0)) {
+        free(cert_pem);
         return 2;
     }
 
@@ -239,6 +264,22 @@ int cmd_serve(int argc, char **argv)
     if (serve_tokens(&a, admin_note, sizeof admin_note) < 0)
         return 1;
 
+    /* Local workers dial the listener's address, not the name in the certificate, and trust
+     * exactly the server's own certificate: its leaf, pinned in the data directory (a chain's
+     * first certificate alone, so that no CA of the chain is trusted for anything else). As
+     * the only trust anchor it proves the listener holds its key; so for them, and only them,
+     * the name is not checked (client_set_ca). */
+    char pin[PATH_MAX + 32] = "";
+    if (tls_cert) {
+        snprintf(pin, sizeof pin, "%s/server-cert.pem", a.data_dir);
+        if (cli_pem_pin(cert_pem, pin, err) < 0) {
+            fprintf(stderr, "trainyard serve: --tls-cert %s: %s\n", tls_cert, err);
+            cli_pem_free(cert_pem);
+            cli_pem_free(key_pem);
+            return 1;
+        }
+    }
+
     size_t n_routes = 0;
     const http_route *routes = api_routes(&n_routes);
     http_config cfg = {.bind = bind,
@@ -249,8 +290,18 @@ int cmd_serve(int argc, char **argv)
                        .app = &a,
                        .tmp_dir = a.tmp_dir,
                        .authorize = api_authorize,
-                       .log = log_request};
-    if (http_start(&cfg, &a.http, err) < 0) {
+                       .log = log_request,
+                       .tls_cert_pem = cert_pem,
+                       .tls_key_pem = key_pem};
+    int started = http_start(&cfg, &a.http, err); /* it keeps copies */
+    cli_pem_free(cert_pem);
+    cli_pem_free(key_pem);
+    if (started == -EINVAL && tls_cert) {
+        fprintf(stderr, "trainyard serve: --tls-cert %s with --tls-key %s: %s\n", tls_cert, tls_key,
+                err);
+        return 1;
+    }
+    if (started < 0) {
         fprintf(stderr, "trainyard serve: %s\n", err);
         return 1;
     }
@@ -258,7 +309,7 @@ int cmd_serve(int argc, char **argv)
     a.changed = http_signal_new(a.http);
     char url[512];
     const char *host = !strcmp(bind, "0.0.0.0") ? "127.0.0.1" : bind;
-    snprintf(url, sizeof url, "http://%s:%d", host, http_port(a.http));
+    snprintf(url, sizeof url, "%s://%s:%d", tls_cert ? "https" : "http", host, http_port(a.http));
 
     /* Local workers: one per device unless told otherwise. */
     ocl_device *devs = NULL;
@@ -284,6 +335,8 @@ int cmd_serve(int argc, char **argv)
         make_dir(work);
         supervisor_opts so = {.exe = exe,
                               .server_url = url,
+                              .pin_cert = tls_cert ? pin : NULL,
+                              .dataset_ca = dataset_ca,
                               .dataset_root = root,
                               .dataset_allow = allow[0] ? allow : NULL,
                               .work_dir = work,

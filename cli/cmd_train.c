@@ -35,6 +35,8 @@ static const char usage_text[] =
     "                       block (10.0.0.0/8); comma-separated, repeatable (default: any\n"
     "                       host). Unlike serve and worker, train runs on your own machine\n"
     "                       and allows private and loopback addresses\n"
+    "  --dataset-ca FILE    PEM bundle that verifies an https dataset host instead of the\n"
+    "                       system store (for a private CA)\n"
     "  --resume FILE        continue from a checkpoint.safetensors that this same job\n"
     "                       wrote (after a crash or kill); the result is identical to an\n"
     "                       uninterrupted run, and metrics.csv holds every epoch once\n"
@@ -98,7 +100,7 @@ static void print_line(void *user, const char *line)
 
 int cmd_train(int argc, char **argv)
 {
-    const char *job_path = NULL, *out = NULL, *root = NULL, *resume = NULL;
+    const char *job_path = NULL, *out = NULL, *root = NULL, *resume = NULL, *dataset_ca = NULL;
     double every = TRAIN_CHECKPOINT_SECONDS;
     static char allow[CLI_ALLOW_LEN];
     int quiet = 0;
@@ -116,6 +118,10 @@ int cmd_train(int argc, char **argv)
                 return 2;
         } else if (!strcmp(a, "--resume") && i + 1 < argc) {
             resume = argv[++i];
+        } else if (!strcmp(a, "--dataset-ca") && i + 1 < argc) {
+            dataset_ca = argv[++i];
+            if (cli_pem_check("train", a, dataset_ca) < 0)
+                return 2;
         } else if (!strcmp(a, "--checkpoint-seconds") && i + 1 < argc) {
             char *end = NULL;
             every = strtod(argv[++i], &end);
@@ -179,6 +185,7 @@ int cmd_train(int argc, char **argv)
     trainer_opts opts = {.out_dir = out,
                          .dataset_root = root,
                          .dataset_allow = allow[0] ? allow : NULL,
+                         .dataset_ca = dataset_ca,
                          .allow_private = 1, /* the user's own machine */
                          .resume_from = resume,
                          .checkpoint_seconds = every};

@@ -21,6 +21,10 @@ static const char usage_text[] =
     "options:\n"
     "  --server URL         the trainyard server (default $TRAINYARD_URL)\n"
     "  --token TOKEN        worker token (default $TRAINYARD_TOKEN)\n"
+    "  --ca FILE            PEM bundle of the CA(s) that verify an https server, for a\n"
+    "                       private CA (default $TRAINYARD_CA; else the system store)\n"
+    "  --pin-cert FILE      trust exactly this certificate, the server's own, whatever host\n"
+    "                       name it names (how serve starts its local workers)\n"
     "  --device D           gpu, cpu, any (default), or an index from `trainyard devices`\n"
     "  --name NAME          how the worker is listed (default <host>-<pid>)\n"
     "  --work-dir DIR       where job folders are made while a job runs (default $TMPDIR)\n"
@@ -31,6 +35,8 @@ static const char usage_text[] =
     "                       ::1) or a CIDR block (10.0.0.0/8); comma-separated, repeatable.\n"
     "                       Default: any host, but private, loopback and link-local\n"
     "                       addresses are refused unless a pattern allows them\n"
+    "  --dataset-ca FILE    PEM bundle that verifies https dataset hosts instead of the\n"
+    "                       system store (give both in one file to trust both)\n"
     "  --checkpoint-seconds S\n"
     "                       least time between two epoch checkpoints, which the server keeps\n"
     "                       so that a job whose worker died resumes from the last one\n"
@@ -51,14 +57,26 @@ int cmd_worker(int argc, char **argv)
 {
     agent_opts o = {.server = getenv("TRAINYARD_URL"),
                     .token = getenv("TRAINYARD_TOKEN"),
+                    .ca_file = getenv("TRAINYARD_CA"),
                     .device = "any",
                     .checkpoint_seconds = 10,
                     .stop = &stop_requested};
     static char allow[CLI_ALLOW_LEN];
-    static const char *const flags[] = {
-        "--server",   "--token",        "--device",   "--name",
-        "--work-dir", "--dataset-root", "--max-jobs", "--dataset-stall-seconds"};
-    const char **slots[] = {&o.server, &o.token, &o.device, &o.name, &o.work_dir, &o.dataset_root};
+    const char *pin = NULL;
+    /* the first ones fill slots[] with a string; the last two are counts */
+    static const char *const flags[] = {"--server",
+                                        "--token",
+                                        "--device",
+                                        "--name",
+                                        "--work-dir",
+                                        "--dataset-root",
+                                        "--ca",
+                                        "--dataset-ca",
+                                        "--pin-cert",
+                                        "--max-jobs",
+                                        "--dataset-stall-seconds"};
+    const char **slots[] = {&o.server,       &o.token,   &o.device,     &o.name, &o.work_dir,
+                            &o.dataset_root, &o.ca_file, &o.dataset_ca, &pin};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage_text, stdout);
@@ -111,6 +129,15 @@ int cmd_worker(int argc, char **argv)
         fprintf(stderr, "trainyard worker: --server URL (or TRAINYARD_URL) is required\n");
         return 2;
     }
+    if (pin) {
+        o.ca_file = pin;
+        o.ca_pinned = 1;
+    }
+    if (o.ca_file && *o.ca_file == '\0')
+        o.ca_file = NULL; /* TRAINYARD_CA= : the system store */
+    if ((o.ca_file && cli_pem_check("worker", pin ? "--pin-cert" : "--ca", o.ca_file) < 0) ||
+        (o.dataset_ca && cli_pem_check("worker", "--dataset-ca", o.dataset_ca) < 0))
+        return 2;
 
     char work[4096];
     if (!o.work_dir) {

@@ -34,7 +34,7 @@ typedef struct slot {
 
 struct supervisor {
     supervisor_opts o;
-    char *exe, *url, *token, *root, *allow, *work;
+    char *exe, *url, *root, *allow, *work, *pin, *dataset_ca;
     slot slots[SUPERVISOR_MAX_WORKERS];
     pthread_mutex_t mu;
     pthread_t thread;
@@ -62,7 +62,7 @@ static int spawn(supervisor *s, int i, char *err)
     snprintf(device, sizeof device, "%d", s->slots[i].device);
     snprintf(name, sizeof name, "local-%d", i);
     snprintf(work, sizeof work, "%s/worker-%d", s->work, i);
-    const char *argv[24];
+    const char *argv[32];
     int n = 0;
     argv[n++] = s->exe;
     argv[n++] = "worker";
@@ -74,17 +74,17 @@ static int spawn(supervisor *s, int i, char *err)
     argv[n++] = name;
     argv[n++] = "--work-dir";
     argv[n++] = work;
-    if (s->token) {
-        argv[n++] = "--token";
-        argv[n++] = s->token;
-    }
-    if (s->root) {
-        argv[n++] = "--dataset-root";
-        argv[n++] = s->root;
-    }
-    if (s->allow) {
-        argv[n++] = "--dataset-allow";
-        argv[n++] = s->allow;
+    const struct {
+        const char *flag, *value; /* passed on when value is set */
+    } optional[] = {{"--pin-cert", s->pin},
+                    {"--dataset-ca", s->dataset_ca},
+                    {"--dataset-root", s->root},
+                    {"--dataset-allow", s->allow}};
+    for (size_t k = 0; k < sizeof optional / sizeof optional[0]; k++) {
+        if (optional[k].value) {
+            argv[n++] = optional[k].flag;
+            argv[n++] = optional[k].value;
+        }
     }
     char stall[32];
     if (s->o.dataset_stall_s > 0) {
@@ -177,12 +177,14 @@ int supervisor_start(const supervisor_opts *o, supervisor **out, char *err)
     s->exe = strdup(o->exe);
     s->url = strdup(o->server_url);
     s->work = strdup(o->work_dir);
-    s->token = dup_or_null(o->token);
     s->root = dup_or_null(o->dataset_root);
     s->allow = dup_or_null(o->dataset_allow);
+    s->pin = dup_or_null(o->pin_cert);
+    s->dataset_ca = dup_or_null(o->dataset_ca);
     pthread_mutex_init(&s->mu, NULL);
     int rc = 0;
-    if (!s->exe || !s->url || !s->work || (o->dataset_allow && !s->allow))
+    if (!s->exe || !s->url || !s->work || (o->dataset_allow && !s->allow) ||
+        (o->pin_cert && !s->pin) || (o->dataset_ca && !s->dataset_ca))
         rc = err_set(err, -ENOMEM, "out of memory");
     for (int i = 0; i < o->count && rc == 0; i++) {
         s->slots[i].device = o->devices ? o->devices[i] : 0;
@@ -240,8 +242,9 @@ void supervisor_stop(supervisor *s, int grace_ms)
     free(s->exe);
     free(s->url);
     free(s->work);
-    free(s->token);
     free(s->root);
     free(s->allow);
+    free(s->pin);
+    free(s->dataset_ca);
     free(s);
 }

@@ -4,6 +4,8 @@
  * from one thread, and restarts one that exits, after a delay that doubles from 0.5 s up to
  * 30 s while a worker keeps dying young and resets once it has run for a minute. Workers talk
  * to the server only over HTTP, as remote ones do; the supervisor only starts and stops them.
+ * They inherit the server's environment, which is how serve hands them their worker token
+ * (TRAINYARD_TOKEN) without putting it on a command line.
  *
  * Ownership: supervisor_stop() ends the processes and frees everything; accepts NULL. */
 #ifndef TRAINYARD_SCHEDULER_SUPERVISOR_H
@@ -18,7 +20,8 @@ typedef struct supervisor supervisor;
 typedef struct supervisor_opts {
     const char *exe;               /* the trainyard binary */
     const char *server_url;        /* what the workers connect to */
-    const char *token;             /* worker token, or NULL */
+    const char *pin_cert;          /* passed on as --pin-cert (an https server's own), or NULL */
+    const char *dataset_ca;        /* passed on as --dataset-ca, or NULL */
     const char *dataset_root;      /* passed on as --dataset-root, or NULL */
     const char *dataset_allow;     /* passed on as --dataset-allow, or NULL */
     const char *work_dir;          /* parent of each worker's --work-dir */

@@ -437,6 +437,8 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
     snprintf(b.ckpt_path, sizeof b.ckpt_path, "%s/checkpoint", prefix);
     pthread_t thread;
     int rc = client_new(o->server, o->token, &b.c, err);
+    if (rc == 0)
+        client_set_ca(b.c, o->ca_file, o->ca_pinned);
     int have_thread = rc == 0 && pthread_create(&thread, NULL, beat_main, &b) == 0;
     if (rc == 0 && !have_thread)
         rc = err_set(err, -EAGAIN, "cannot start the heartbeat thread");
@@ -446,6 +448,7 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
         trainer_opts topts = {.out_dir = dir,
                               .dataset_root = o->dataset_root,
                               .dataset_allow = o->dataset_allow,
+                              .dataset_ca = o->dataset_ca,
                               .dataset_stall_s = o->dataset_stall_s,
                               .resume_from = resuming ? resume : NULL,
                               .checkpoint_seconds = o->checkpoint_seconds};
@@ -519,7 +522,7 @@ static int register_worker(const agent_opts *o, client *c, const ocl_device *dev
         snprintf(name, sizeof name, "%s-%d", host, (int)getpid());
     json_t *body = json_pack("{s:s, s:[o]}", "name", name, "devices", agent_device_json(dev));
     long backoff = 100;
-    int rc;
+    int rc = 0;
     while (!*o->stop) {
         long status = 0;
         json_t *reply = NULL;
@@ -535,6 +538,8 @@ static int register_worker(const agent_opts *o, client *c, const ocl_device *dev
             char why[512];
             client_problem(status, reply, why, sizeof why);
             say("registration refused: %s", why);
+        } else if (rc == -EKEYREJECTED) {
+            break; /* the same certificate fails the same way: say so and stop */
         } else {
             say("cannot reach %s, retrying: %s", o->server, err);
         }
@@ -543,6 +548,8 @@ static int register_worker(const agent_opts *o, client *c, const ocl_device *dev
         backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
     }
     json_decref(body);
+    if (rc == -EKEYREJECTED)
+        return rc;
     return err_set(err, -EINTR, "stopped before registering");
 }
 
@@ -564,6 +571,7 @@ int agent_run(const agent_opts *o, char *err)
         rc = client_new(o->server, o->token, &c, err);
     if (rc < 0)
         goto out;
+    client_set_ca(c, o->ca_file, o->ca_pinned);
     client_set_abort(c, o->stop);
     say("device %s, kernels %s in %.2fs", dev.name, ctx->from_cache ? "from cache" : "compiled",
         ctx->build_seconds);

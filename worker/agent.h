@@ -21,6 +21,9 @@
 typedef struct agent_opts {
     const char *server;        /* base URL of the server */
     const char *token;         /* worker token, or NULL */
+    const char *ca_file;       /* PEM bundle that verifies an https server; NULL: system store */
+    int ca_pinned;             /* ca_file is the server's own certificate (client_set_ca) */
+    const char *dataset_ca;    /* PEM bundle for https datasets (fetch.h), or NULL */
     const char *name;          /* shown in GET /workers; default "<host>-<pid>" */
     const char *device;        /* "any", "gpu", "cpu", or a device index from `trainyard devices` */
     const char *work_dir;      /* job folders go here; default $TMPDIR or /tmp */
@@ -33,8 +36,9 @@ typedef struct agent_opts {
 } agent_opts;
 
 /* Runs the loop until *stop is set or max_jobs are done. Returns 0, or a negative code when the
- * worker cannot start (no device, kernels fail to build); a server that cannot be reached is
- * retried, not fatal. */
+ * worker cannot start (no device, kernels fail to build) or cannot register because the
+ * server's certificate fails verification (-EKEYREJECTED: retrying cannot help); a server
+ * that cannot be reached is retried, not fatal. */
 int agent_run(const agent_opts *o, char *err);
 
 /* A device as the API describes it (Device in openapi.yaml), new reference. */

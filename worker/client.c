@@ -17,6 +17,7 @@ struct client {
     CURL *curl;
     char *base;
     char auth[512];
+    char cerr[CURL_ERROR_SIZE]; /* curl's own sentence for the last failure */
     long timeout_s;
     volatile sig_atomic_t *abort_flag;
 };
@@ -68,8 +69,23 @@ int client_new(const char *base_url, const char *token, client **out, char *err)
     if (token)
         snprintf(c->auth, sizeof c->auth, "Authorization: Bearer %s", token);
     c->timeout_s = 120;
+    curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->cerr);
     *out = c;
     return 0;
+}
+
+void client_set_ca(client *c, const char *ca_file, int pinned)
+{
+    if (!ca_file)
+        return;
+    /* Exactly this bundle: Debian's libcurl also reads /etc/ssl/certs unless told not to. */
+    curl_easy_setopt(c->curl, CURLOPT_CAINFO, ca_file);
+    curl_easy_setopt(c->curl, CURLOPT_CAPATH, NULL);
+    /* Pinned: the file is the server's own leaf certificate, the only trust anchor (OpenSSL
+     * accepts a non-self-signed anchor: curl sets X509_V_FLAG_PARTIAL_CHAIN), so the chain
+     * proves the peer holds that certificate's key whatever name it carries. Only then is the
+     * name not checked; with a CA bundle it always is. */
+    curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYHOST, pinned ? 0L : 2L);
 }
 
 void client_free(client *c)
@@ -102,13 +118,21 @@ void client_set_abort(client *c, volatile sig_atomic_t *flag)
     curl_easy_setopt(c->curl, CURLOPT_NOPROGRESS, flag ? 0L : 1L);
 }
 
-static int curl_failure(CURLcode cc, const char *url, char *err)
+static int curl_failure(const client *c, CURLcode cc, const char *url, char *err)
 {
     int code = cc == CURLE_ABORTED_BY_CALLBACK  ? -EINTR
                : cc == CURLE_COULDNT_CONNECT    ? -ECONNREFUSED
                : cc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
                                                 : -EIO;
-    return err_set(err, code, "%s: %s", url, curl_easy_strerror(cc));
+    const char *why = c->cerr[0] ? c->cerr : curl_easy_strerror(cc);
+    if (cc == CURLE_PEER_FAILED_VERIFICATION)
+        return err_set(err, -EKEYREJECTED,
+                       "%s: the server's certificate failed verification (%s); if a private CA "
+                       "signed it, give that CA's certificate with --ca FILE",
+                       url, why);
+    if (cc == CURLE_SSL_CACERT_BADFILE)
+        return err_set(err, -EKEYREJECTED, "%s: cannot use the CA file: %s", url, why);
+    return err_set(err, code, "%s: %s", url, why);
 }
 
 /* Performs one request on the prepared handle; fills status and a parsed JSON reply. */
@@ -132,11 +156,12 @@ static int perform(client *c, const char *method, const char *path, struct curl_
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "trainyard/" TRAINYARD_VERSION);
+    c->cerr[0] = '\0';
     CURLcode cc = curl_easy_perform(h);
     if (cc != CURLE_OK) {
         rc = b.too_big ? err_set(err, -EFBIG, "%s: the answer is larger than %u bytes", url,
                                  CLIENT_MAX_REPLY)
-                       : curl_failure(cc, url, err);
+                       : curl_failure(c, cc, url, err);
         goto out;
     }
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
@@ -227,10 +252,11 @@ int client_download(client *c, const char *path, const char *file, long *status,
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, NULL); /* fwrite */
     curl_easy_setopt(h, CURLOPT_WRITEDATA, f);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 0L);
+    c->cerr[0] = '\0';
     CURLcode cc = curl_easy_perform(h);
     int rc = 0;
     if (cc != CURLE_OK)
-        rc = curl_failure(cc, url, err);
+        rc = curl_failure(c, cc, url, err);
     else
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);

@@ -3,8 +3,9 @@
  * reuse the connection. Not thread-safe: one client per thread.
  *
  * Every call returns 0 when an HTTP answer arrived (whatever its status, in *status) and a
- * negative code when none did (-ECONNREFUSED, -ETIMEDOUT, -EIO), with the reason in err. For an
- * answer with a problem+json or JSON body, *reply holds it (new reference) when reply is not
+ * negative code when none did (-ECONNREFUSED, -ETIMEDOUT, -EIO; -EKEYREJECTED when the
+ * server's certificate failed verification or the CA file is unusable), with the reason in err.
+ * For an answer with a problem+json or JSON body, *reply holds it (new reference) when reply is not
  * NULL; client_problem() turns a problem body into one sentence.
  *
  * Ownership: client_free() accepts NULL; replies are the caller's to json_decref. */
@@ -22,6 +23,10 @@ typedef struct client client;
 int client_new(const char *base_url, const char *token, client **out, char *err);
 /* Releases the client; accepts NULL. */
 void client_free(client *c);
+/* Verifies https servers against the PEM bundle ca_file instead of the system store (NULL: the
+ * system store). pinned: ca_file is the server's own certificate, trusted as the one anchor;
+ * then, and only then, the host name is not checked (serve's local workers, see cmd_serve.c). */
+void client_set_ca(client *c, const char *ca_file, int pinned);
 /* Bounds the next requests: a whole request may take at most timeout_s seconds. */
 void client_set_timeout(client *c, long timeout_s);
 

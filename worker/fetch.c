@@ -207,6 +207,13 @@ static int fetch_http_error(CURL *h, CURLcode c, const char *cerr, const char *s
         return err_set(err, -EINVAL, "bad URL %s: %s", shown, why);
     case CURLE_OUT_OF_MEMORY:
         return err_set(err, -ENOMEM, "out of memory downloading %s", shown);
+    case CURLE_PEER_FAILED_VERIFICATION:
+        return err_set(err, -EKEYREJECTED,
+                       "%s: the host's certificate failed verification (%s); if a private CA "
+                       "signed it, give that CA's certificate with --dataset-ca FILE",
+                       shown, why);
+    case CURLE_SSL_CACERT_BADFILE:
+        return err_set(err, -EKEYREJECTED, "%s: cannot use the dataset CA file: %s", shown, why);
     default:
         return err_set(err, -EIO, "downloading %s: %s", shown, why);
     }
@@ -248,6 +255,11 @@ static int fetch_http(const char *url, const char *shown, const fetch_opts *o,
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
     curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, fetch_open_socket);
     curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, &g);
+    if (o->ca_file) {
+        /* this bundle alone: Debian's libcurl would also read /etc/ssl/certs */
+        curl_easy_setopt(h, CURLOPT_CAINFO, o->ca_file);
+        curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
+    }
 
     cur = strdup(url);
     if (!cur) {

@@ -29,6 +29,8 @@ typedef struct fetch_opts {
     const char *sha256;       /* expected hex digest of the downloaded bytes, or NULL */
     const char *allow;        /* comma-separated --dataset-allow patterns, or NULL for none */
     int allow_private;        /* 1: connect to private addresses without an allow pattern */
+    const char *ca_file;      /* PEM CA bundle verifying https hosts instead of the system
+                                 store (every hop of a redirect), or NULL */
 } fetch_opts;
 
 typedef struct fetch_stats {
@@ -39,7 +41,8 @@ typedef struct fetch_stats {
     char sha256[65]; /* hex digest of the downloaded bytes (always computed) */
 } fetch_stats;
 
-/* Fetches url into *out / *len. -EINVAL bad URL or scheme or allow pattern, -EACCES file
+/* Fetches url into *out / *len. -EINVAL bad URL or scheme or allow pattern, -EKEYREJECTED an https
+ * host's certificate that fails verification (or an unusable ca_file), -EACCES file
  * outside the root, file:// without a root, a redirect to another scheme, a host not in the
  * allow list or a private address not allowed, -ENOENT no such file under the root,
  * -EFBIG over max_bytes, -ETIMEDOUT, -EIO transfer or HTTP error (the status is in err),

@@ -157,6 +157,7 @@ static int load_data(run *r, char *err)
                      .low_speed_timeout_s = r->opts->dataset_stall_s,
                      .sha256 = job->sha256,
                      .allow = r->opts->dataset_allow,
+                     .ca_file = r->opts->dataset_ca,
                      .allow_private = r->opts->allow_private};
     phase(r, "downloading");
     int rc = fetch_url(job->dataset_url, &fo, &text, &len, &st, err);

@@ -62,6 +62,7 @@ typedef struct trainer_opts {
     const char *out_dir;        /* created if missing */
     const char *dataset_root;   /* where file:// URLs may point, or NULL for none */
     const char *dataset_allow;  /* comma-separated host patterns (fetch.h), or NULL */
+    const char *dataset_ca;     /* PEM CA bundle for https datasets (fetch.h), or NULL */
     int allow_private;          /* 1: datasets on private addresses need no allow pattern */
     uint64_t max_dataset_bytes; /* 0: the fetch default */
     long dataset_stall_s;       /* abort a download stalled this long; 0: the fetch default */

@@ -15,6 +15,7 @@ import threading
 
 import pytest
 import requests
+from helpers import write_blobs
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(os.environ.get("TRAINYARD_BIN", ROOT / "build" / "trainyard")).resolve()
@@ -74,6 +75,14 @@ def train(trainyard_bin, tmp_path):
     return run
 
 
+@pytest.fixture(scope="session")
+def blobs(data_server):
+    """The URL of a small three-class dataset (helpers.write_blobs) served over HTTP."""
+    folder, base = data_server
+    write_blobs(folder)
+    return f"{base}/blobs.csv"
+
+
 class FaultyHandler(Handler):
     """Serves files, plus /stall (sends headers and a few bytes, then nothing) and /garbage
     (random bytes) for the dataset-failure tests."""
@@ -131,7 +140,7 @@ class Service:
         deadline = time.time() + 60
         while time.time() < deadline:
             text = self.log_path.read_text()
-            m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", text)
+            m = re.search(r"listening on (https?://127\.0\.0\.1:\d+)", text)
             if m:
                 self.url = m.group(1)
                 self.admin_token = (data_dir / "admin.token").read_text().strip()

@@ -10,47 +10,8 @@ import time
 import numpy as np
 import pytest
 import requests
+from helpers import TERMINAL, job_doc, submit, wait_for, write_blobs
 from safetensors.numpy import load
-
-TERMINAL = {"succeeded", "failed", "cancelled"}
-
-
-def wait_for(svc, job_id, statuses, timeout=120):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        job = svc.http.get(f"{svc.url}/jobs/{job_id}").json()
-        if job["status"] in statuses:
-            return job
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} still {job['status']}:\n{svc.output()[-3000:]}")
-
-
-def submit(svc, job, **headers):
-    r = svc.http.post(f"{svc.url}/train", json=job, headers=headers)
-    assert r.status_code in (200, 202), r.text
-    return r
-
-
-@pytest.fixture(scope="module")
-def blobs(data_server):
-    """A small three-class dataset served over HTTP."""
-    folder, base = data_server
-    rng = np.random.default_rng(3)
-    centers = np.array([[0, 0], [4, 0], [0, 4]])
-    label = rng.integers(0, 3, 600)
-    x = centers[label] + rng.normal(0, 0.6, (600, 2))
-    lines = ["a,b,kind"] + [f"{p:.4f},{q:.4f},k{c}" for (p, q), c in zip(x, label)]
-    (folder / "blobs.csv").write_text("\n".join(lines) + "\n")
-    return f"{base}/blobs.csv"
-
-
-def job_doc(url, epochs=5, **extra):
-    doc = {"name": "blobs", "dataset_url": url,
-           "model": {"layers": [{"type": "dense", "units": 16, "activation": "relu"}]},
-           "hyperparameters": {"epochs": epochs, "batch_size": 32, "learning_rate": 0.01,
-                               "validation_split": 0.2}}
-    doc.update(extra)
-    return doc
 
 
 def test_round_trip_submit_poll_download(serve, blobs):
@@ -284,12 +245,7 @@ def test_a_job_whose_worker_is_killed_resumes_from_its_last_epoch(serve, data_se
     import re
     import signal
     folder, base = data_server
-    rng = np.random.default_rng(5)
-    centers = np.array([[0, 0], [4, 0], [0, 4]])
-    label = rng.integers(0, 3, 20000)
-    x = centers[label] + rng.normal(0, 0.6, (20000, 2))
-    lines = ["a,b,kind"] + [f"{p:.4f},{q:.4f},k{c}" for (p, q), c in zip(x, label)]
-    (folder / "many-blobs.csv").write_text("\n".join(lines) + "\n")
+    write_blobs(folder, "many-blobs.csv", rows=20000, seed=5)
     epochs = 20  # of about 0.25 s each: batches of 4 rows
     doc = job_doc(f"{base}/many-blobs.csv", epochs=epochs)
     doc["hyperparameters"]["batch_size"] = 4

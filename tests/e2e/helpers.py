@@ -1,0 +1,42 @@
+"""Helpers the service tests share: submitting a job, waiting for a status, a job document for
+the small three-class dataset (`write_blobs`), which the `blobs` fixture serves over HTTP."""
+import time
+
+import numpy as np
+
+TERMINAL = {"succeeded", "failed", "cancelled"}
+
+
+def wait_for(svc, job_id, statuses, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        job = svc.http.get(f"{svc.url}/jobs/{job_id}").json()
+        if job["status"] in statuses:
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} still {job['status']}:\n{svc.output()[-3000:]}")
+
+
+def submit(svc, job, **headers):
+    r = svc.http.post(f"{svc.url}/train", json=job, headers=headers)
+    assert r.status_code in (200, 202), r.text
+    return r
+
+
+def write_blobs(folder, name="blobs.csv", rows=600, seed=3):
+    """Writes name: rows of three well-separated classes (features a, b; label kind)."""
+    rng = np.random.default_rng(seed)
+    centers = np.array([[0, 0], [4, 0], [0, 4]])
+    label = rng.integers(0, 3, rows)
+    x = centers[label] + rng.normal(0, 0.6, (rows, 2))
+    lines = ["a,b,kind"] + [f"{p:.4f},{q:.4f},k{c}" for (p, q), c in zip(x, label)]
+    (folder / name).write_text("\n".join(lines) + "\n")
+
+
+def job_doc(url, epochs=5, **extra):
+    doc = {"name": "blobs", "dataset_url": url,
+           "model": {"layers": [{"type": "dense", "units": 16, "activation": "relu"}]},
+           "hyperparameters": {"epochs": epochs, "batch_size": 32, "learning_rate": 0.01,
+                               "validation_split": 0.2}}
+    doc.update(extra)
+    return doc
