@@ -8,9 +8,7 @@ import subprocess
 import time
 
 import requests
-
-from test_service import TERMINAL, job_doc, submit, wait_for  # noqa: F401  (fixtures below)
-from test_service import blobs  # noqa: F401
+from helpers import TERMINAL, job_doc, submit, wait_for
 
 
 def problem(r, status):
@@ -61,7 +59,7 @@ def test_admin_token_file_and_hashed_storage(serve):
     assert again.session(secret).get(f"{again.url}/jobs").status_code == 200
 
 
-def test_two_users_cannot_see_each_others_jobs(serve, blobs):  # noqa: F811
+def test_two_users_cannot_see_each_others_jobs(serve, blobs):
     svc = serve("--workers", "0")
     alice = svc.session(svc.token("alice", "user"))
     bob = svc.session(svc.token("bob", "user"))
@@ -150,7 +148,7 @@ def test_token_command_through_the_api_and_on_the_data_dir(serve, trainyard_bin)
     assert again.session(offline.stdout.strip()).get(f"{again.url}/jobs").status_code == 200
 
 
-def test_a_remote_worker_with_a_worker_token(serve, blobs, trainyard_bin, tmp_path):  # noqa: F811
+def test_a_remote_worker_with_a_worker_token(serve, blobs, trainyard_bin, tmp_path):
     svc = serve("--workers", "0")
     worker_token = svc.token("gpu-box-1", "worker")
     worker = svc.session(worker_token)
@@ -178,7 +176,7 @@ def test_a_remote_worker_with_a_worker_token(serve, blobs, trainyard_bin, tmp_pa
             proc.wait()
 
 
-def test_queued_jobs_per_token_are_capped(serve, blobs):  # noqa: F811
+def test_queued_jobs_per_token_are_capped(serve, blobs):
     svc = serve("--workers", "0", "--max-queued", "2")
     hank = svc.session(svc.token("hank", "user"))
     first = hank.post(f"{svc.url}/train", json=job_doc(blobs)).json()
