@@ -5,6 +5,7 @@
 #define TRAINYARD_CLI_CLI_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* trainyard train JOB.json --out DIR: runs a job in-process. */
 int cmd_train(int argc, char **argv);
@@ -23,6 +24,10 @@ int cmd_token(int argc, char **argv);
 /* Writes secret and a newline to path, created or truncated with mode 0600 and synced; -1 with
  * errno on failure. */
 int cli_secret_write(const char *path, const char *secret);
+
+/* Parses a byte count for cmd's flag: digits, optionally followed by K, M, G or T (binary
+ * multiples); 0 or a negative code after saying what is wrong on stderr. */
+int cli_bytes(const char *cmd, const char *flag, const char *v, uint64_t *out);
 
 /* Checks the --dataset-allow value of cmd and appends it to the comma-separated list (cap bytes
  * with the NUL). 0, or a negative code after printing what is wrong to stderr. */

@@ -54,6 +54,12 @@ static const char usage_text[] =
     "                       epoch)\n"
     "  --dataset-stall-seconds N\n"
     "                       fail a dataset download that stalls this long (default 30)\n"
+    "  --max-dataset-bytes N\n"
+    "                       local workers refuse a dataset larger than this (K, M, G\n"
+    "                       suffixes; default 2G)\n"
+    "  --max-artifact-bytes N\n"
+    "                       refuse an uploaded artifact or checkpoint larger than this\n"
+    "                       (default and most 4G); its job fails saying so\n"
     "  --max-queued N       queued jobs one token may have at once; more submits get 429\n"
     "                       (default 10000; 0: no limit)\n"
     "  --threads N          HTTP threads (default 4)\n"
@@ -161,6 +167,8 @@ int cmd_serve(int argc, char **argv)
     const char *tls_cert = NULL, *tls_key = NULL, *dataset_ca = NULL;
     long port = 8080, workers = -1, lease = 30, stall = 0, threads = 4, every = 10;
     long max_queued = 10000;
+    uint64_t max_dataset = 0, max_artifact = 4ull << 30;
+    const char *max_dataset_text = NULL;
     static char allow[CLI_ALLOW_LEN];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -198,6 +206,11 @@ int cmd_serve(int argc, char **argv)
             rc = parse_count(a, v, 86400, &every);
         else if (!strcmp(a, "--dataset-stall-seconds"))
             rc = parse_count(a, v, 86400, &stall);
+        else if (!strcmp(a, "--max-dataset-bytes")) {
+            rc = cli_bytes("serve", a, v, &max_dataset);
+            max_dataset_text = v;
+        } else if (!strcmp(a, "--max-artifact-bytes"))
+            rc = cli_bytes("serve", a, v, &max_artifact);
         else if (!strcmp(a, "--max-queued"))
             rc = parse_count(a, v, 100000000, &max_queued);
         else if (!strcmp(a, "--threads"))
@@ -208,6 +221,10 @@ int cmd_serve(int argc, char **argv)
         }
         if (rc < 0)
             return 2;
+    }
+    if (max_artifact > (4ull << 30)) {
+        fprintf(stderr, "trainyard serve: --max-artifact-bytes is at most 4G\n");
+        return 2;
     }
     if (lease < 1 || threads < 1) {
         fprintf(stderr, "trainyard serve: --lease-seconds and --threads must be at least 1\n");
@@ -230,7 +247,7 @@ int cmd_serve(int argc, char **argv)
     static app a;
     a.lease_seconds = (int)lease;
     a.worker_gone_seconds = 2 * (int)lease;
-    a.max_artifact_bytes = 4ull << 30;
+    a.max_artifact_bytes = max_artifact;
     a.max_queued_per_token = (int)max_queued;
     a.version = TRAINYARD_VERSION;
     a.log = log_line;
@@ -341,6 +358,7 @@ int cmd_serve(int argc, char **argv)
                               .dataset_allow = allow[0] ? allow : NULL,
                               .work_dir = work,
                               .dataset_stall_s = stall,
+                              .max_dataset_bytes = max_dataset_text,
                               .checkpoint_s = every,
                               .count = (int)workers,
                               .devices = dev_index,

@@ -37,6 +37,9 @@ static const char usage_text[] =
     "                       and allows private and loopback addresses\n"
     "  --dataset-ca FILE    PEM bundle that verifies an https dataset host instead of the\n"
     "                       system store (for a private CA)\n"
+    "  --max-dataset-bytes N\n"
+    "                       refuse a dataset larger than N bytes (K, M, G suffixes; default\n"
+    "                       2G)\n"
     "  --resume FILE        continue from a checkpoint.safetensors that this same job\n"
     "                       wrote (after a crash or kill); the result is identical to an\n"
     "                       uninterrupted run, and metrics.csv holds every epoch once\n"
@@ -102,6 +105,7 @@ int cmd_train(int argc, char **argv)
 {
     const char *job_path = NULL, *out = NULL, *root = NULL, *resume = NULL, *dataset_ca = NULL;
     double every = TRAIN_CHECKPOINT_SECONDS;
+    uint64_t max_dataset = 0;
     static char allow[CLI_ALLOW_LEN];
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
@@ -121,6 +125,9 @@ int cmd_train(int argc, char **argv)
         } else if (!strcmp(a, "--dataset-ca") && i + 1 < argc) {
             dataset_ca = argv[++i];
             if (cli_pem_check("train", a, dataset_ca) < 0)
+                return 2;
+        } else if (!strcmp(a, "--max-dataset-bytes") && i + 1 < argc) {
+            if (cli_bytes("train", a, argv[++i], &max_dataset) < 0)
                 return 2;
         } else if (!strcmp(a, "--checkpoint-seconds") && i + 1 < argc) {
             char *end = NULL;
@@ -186,6 +193,7 @@ int cmd_train(int argc, char **argv)
                          .dataset_root = root,
                          .dataset_allow = allow[0] ? allow : NULL,
                          .dataset_ca = dataset_ca,
+                         .max_dataset_bytes = max_dataset,
                          .allow_private = 1, /* the user's own machine */
                          .resume_from = resume,
                          .checkpoint_seconds = every};

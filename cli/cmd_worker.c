@@ -43,6 +43,9 @@ static const char usage_text[] =
     "                       (default 10; 0: after every epoch)\n"
     "  --dataset-stall-seconds S\n"
     "                       fail a dataset download that stalls this long (default 30)\n"
+    "  --max-dataset-bytes N\n"
+    "                       refuse a dataset larger than N bytes (K, M, G suffixes; default\n"
+    "                       2G)\n"
     "  --max-jobs N         exit after N jobs (default: never)\n";
 
 static volatile sig_atomic_t stop_requested;
@@ -86,6 +89,12 @@ int cmd_worker(int argc, char **argv)
             if (cli_allow_add(allow, sizeof allow, argv[++i], "worker") < 0)
                 return 2;
             o.dataset_allow = allow;
+            continue;
+        }
+        if (!strcmp(argv[i], "--max-dataset-bytes") && i + 1 < argc) {
+            if (cli_bytes("worker", argv[i], argv[i + 1], &o.max_dataset_bytes) < 0)
+                return 2;
+            i++;
             continue;
         }
         if (!strcmp(argv[i], "--checkpoint-seconds") && i + 1 < argc) {

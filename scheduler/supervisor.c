@@ -34,7 +34,7 @@ typedef struct slot {
 
 struct supervisor {
     supervisor_opts o;
-    char *exe, *url, *root, *allow, *work, *pin, *dataset_ca;
+    char *exe, *url, *root, *allow, *work, *pin, *dataset_ca, *max_dataset;
     slot slots[SUPERVISOR_MAX_WORKERS];
     pthread_mutex_t mu;
     pthread_t thread;
@@ -79,7 +79,8 @@ static int spawn(supervisor *s, int i, char *err)
     } optional[] = {{"--pin-cert", s->pin},
                     {"--dataset-ca", s->dataset_ca},
                     {"--dataset-root", s->root},
-                    {"--dataset-allow", s->allow}};
+                    {"--dataset-allow", s->allow},
+                    {"--max-dataset-bytes", s->max_dataset}};
     for (size_t k = 0; k < sizeof optional / sizeof optional[0]; k++) {
         if (optional[k].value) {
             argv[n++] = optional[k].flag;
@@ -181,10 +182,12 @@ int supervisor_start(const supervisor_opts *o, supervisor **out, char *err)
     s->allow = dup_or_null(o->dataset_allow);
     s->pin = dup_or_null(o->pin_cert);
     s->dataset_ca = dup_or_null(o->dataset_ca);
+    s->max_dataset = dup_or_null(o->max_dataset_bytes);
     pthread_mutex_init(&s->mu, NULL);
     int rc = 0;
     if (!s->exe || !s->url || !s->work || (o->dataset_allow && !s->allow) ||
-        (o->pin_cert && !s->pin) || (o->dataset_ca && !s->dataset_ca))
+        (o->pin_cert && !s->pin) || (o->dataset_ca && !s->dataset_ca) ||
+        (o->max_dataset_bytes && !s->max_dataset))
         rc = err_set(err, -ENOMEM, "out of memory");
     for (int i = 0; i < o->count && rc == 0; i++) {
         s->slots[i].device = o->devices ? o->devices[i] : 0;
@@ -246,5 +249,6 @@ void supervisor_stop(supervisor *s, int grace_ms)
     free(s->allow);
     free(s->pin);
     free(s->dataset_ca);
+    free(s->max_dataset);
     free(s);
 }

@@ -24,6 +24,7 @@ typedef struct supervisor_opts {
     const char *dataset_ca;        /* passed on as --dataset-ca, or NULL */
     const char *dataset_root;      /* passed on as --dataset-root, or NULL */
     const char *dataset_allow;     /* passed on as --dataset-allow, or NULL */
+    const char *max_dataset_bytes; /* passed on as --max-dataset-bytes, or NULL */
     const char *work_dir;          /* parent of each worker's --work-dir */
     long dataset_stall_s;          /* passed on as --dataset-stall-seconds when > 0 */
     long checkpoint_s;             /* passed on as --checkpoint-seconds when >= 0 */

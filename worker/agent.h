@@ -30,8 +30,9 @@ typedef struct agent_opts {
     const char *dataset_root;  /* where file:// dataset URLs may point, or NULL */
     const char *dataset_allow; /* comma-separated --dataset-allow patterns, or NULL */
     long dataset_stall_s;      /* abort a dataset download stalled this long; 0: default */
-    int max_jobs;              /* stop after this many jobs; 0 = run until stopped */
-    double checkpoint_seconds; /* least time between checkpoints (trainer_opts); 0 every epoch */
+    uint64_t max_dataset_bytes;  /* refuse datasets larger than this; 0: the fetch default */
+    int max_jobs;                /* stop after this many jobs; 0 = run until stopped */
+    double checkpoint_seconds;   /* least time between checkpoints (trainer_opts); 0 every epoch */
     volatile sig_atomic_t *stop; /* set by a signal handler: finish up and return */
 } agent_opts;
 
