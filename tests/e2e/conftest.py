@@ -179,7 +179,22 @@ class Service:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self.log.close()
+        if not self.log.closed:
+            self.log.close()
+            self.final_output = self.log_path.read_text()
+
+
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+def sanitizer_reports(text):
+    """The first sanitizer report in a process's output, or None (an ASan/UBSan build prints
+    them; the process may still have exited 0 or been stopped before it could)."""
+    for mark in SANITIZER_MARKS:
+        at = text.find(mark)
+        if at >= 0:
+            return text[max(0, at - 200):at + 3000]
+    return None
 
 
 @pytest.fixture
@@ -200,3 +215,6 @@ def serve(trainyard_bin, tmp_path):
     yield start
     for svc in started:
         svc.stop()
+    for svc in started:
+        report = sanitizer_reports(svc.final_output)
+        assert report is None, f"serve or a local worker reported:\n{report}"
