@@ -24,6 +24,7 @@
 #define API_USERS       (API_ROLE_BIT(DB_ROLE_ADMIN) | API_ROLE_BIT(DB_ROLE_USER))
 #define API_WORKERS     (API_ROLE_BIT(DB_ROLE_ADMIN) | API_ROLE_BIT(DB_ROLE_WORKER))
 #define API_ANY_TOKEN   (API_USERS | API_WORKERS)
+#define API_SCRAPERS    (API_ROLE_BIT(DB_ROLE_ADMIN) | API_ROLE_BIT(DB_ROLE_METRICS))
 
 /* The caller of a request that passed api_authorize (zeroed on public routes). */
 typedef struct api_caller {
@@ -68,6 +69,10 @@ int api_workers_complete(http_req *r, void *app);
 int api_service_health(http_req *r, void *app);
 int api_service_devices(http_req *r, void *app);
 int api_service_openapi(http_req *r, void *app);
+/* Workers last seen at or after this (ms) count as connected. */
+int64_t api_live_since(const app *a);
+/* api/prometheus.c */
+int api_prometheus_scrape(http_req *r, void *app);
 
 /* ---- helpers (api/app.c) ---------------------------------------------------------------- */
 

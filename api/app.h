@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "api/http.h"
+#include "api/telemetry.h"
 
 struct db;
 
@@ -26,6 +27,7 @@ typedef struct app {
     int worker_gone_seconds; /* a worker unseen this long is listed as gone (default 60) */
     uint64_t max_artifact_bytes; /* per upload (default 4 GiB) */
     int max_queued_per_token;    /* queued jobs one token may have; 0: no limit */
+    telemetry stats;             /* GET /metrics; telemetry_init() before serving */
     const char *version;
     /* Where job transitions are logged, one line each; NULL: nowhere. */
     void (*log)(const char *line);

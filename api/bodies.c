@@ -227,7 +227,7 @@ static void api_epoch_parse(const json_t *e, size_t i, db_metric *m, job_errors 
 
 int api_heartbeat_parse(const json_t *body, api_heartbeat *out, job_errors *errs)
 {
-    static const char *const known[] = {"phase", "epochs", "logs", NULL};
+    static const char *const known[] = {"phase", "epochs", "logs", "dataset_bytes", NULL};
     errs->count = 0;
     api_heartbeat hb = {0};
     json_t *phase = json_object_get(body, "phase");
@@ -238,6 +238,11 @@ int api_heartbeat_parse(const json_t *body, api_heartbeat *out, job_errors *errs
             hb.phase = DB_PHASE_NONE;
         }
     }
+    json_t *bytes = json_object_get(body, "dataset_bytes");
+    long long n = 0;
+    if (bytes && (!api_integer(bytes, &n) || n < 0))
+        api_errors_add(errs, "dataset_bytes", "must be an integer >= 0");
+    hb.dataset_bytes = n > 0 ? (uint64_t)n : 0;
     json_t *epochs = json_object_get(body, "epochs");
     if (epochs && (!json_is_array(epochs) || json_array_size(epochs) > API_MAX_EPOCHS)) {
         api_errors_add(errs, "epochs", "must be an array of at most %d EpochMetrics",
@@ -327,7 +332,7 @@ int api_token_request_parse(const json_t *body, const char **name, int *role, jo
     *name = api_get_string(json_object_get(body, "name"), "name", 128, errs);
     *role = db_role_parse(json_string_value(json_object_get(body, "role")));
     if (*role < 0)
-        api_errors_add(errs, "role", "must be one of admin, user, worker");
+        api_errors_add(errs, "role", "must be one of admin, user, worker, metrics");
     api_unknown_members(body, "", known, errs);
     return errs->count ? -EINVAL : 0;
 }

@@ -33,6 +33,7 @@ typedef struct api_heartbeat {
     size_t n_epochs;
     const char **logs; /* owned array of borrowed strings */
     size_t n_logs;
+    uint64_t dataset_bytes; /* dataset bytes fetched since the last heartbeat (0: none) */
 } api_heartbeat;
 
 /* Records one problem in errs (the last slot says when there are more than fit). */

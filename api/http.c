@@ -469,6 +469,35 @@ static void log_clean(char *dst, size_t cap, const char *s)
     memcpy(dst + o, *s ? "..." : "", *s ? 4 : 1);
 }
 
+/* The statuses counted on their own (HTTP_STAT_CODES of them); 0 is "no answer". */
+static const int http_stat_codes[HTTP_STAT_CODES] = {0,   200, 201, 202, 204, 206, 304, 400,
+                                                     401, 403, 404, 405, 409, 411, 413, 414,
+                                                     415, 416, 429, 431, 500, 501, 503, 507};
+
+static void stats_count(http_server *s, const http_req *r)
+{
+    size_t row = r->route ? (size_t)(r->route - s->cfg.routes) : s->cfg.n_routes;
+    int status = r->answered ? r->status : 0, col = HTTP_STAT_CODES;
+    for (int i = 0; i < HTTP_STAT_CODES; i++)
+        if (http_stat_codes[i] == status)
+            col = i;
+    atomic_fetch_add_explicit(&s->stat_count[row][col], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->stat_bytes[row], r->bytes_out, memory_order_relaxed);
+}
+
+void http_stats(http_server *s, http_stat_fn fn, void *ctx)
+{
+    for (size_t row = 0; row <= s->cfg.n_routes; row++) {
+        const http_route *route = row < s->cfg.n_routes ? &s->cfg.routes[row] : NULL;
+        uint64_t bytes = atomic_load_explicit(&s->stat_bytes[row], memory_order_relaxed);
+        for (int col = 0; col <= HTTP_STAT_CODES; col++) {
+            uint64_t n = atomic_load_explicit(&s->stat_count[row][col], memory_order_relaxed);
+            if (n)
+                fn(ctx, route, col < HTTP_STAT_CODES ? http_stat_codes[col] : -1, n, bytes);
+        }
+    }
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -483,6 +512,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     log_clean(path, sizeof(path), r->path ? r->path : "-");
     http_log_line(s, "%s %s %d %lluB %.1fms%s", method, path, r->answered ? r->status : 0,
                   (unsigned long long)r->bytes_out, (http_now() - r->t0) * 1e3, toe_word(toe));
+    stats_count(s, r);
     *con_cls = NULL;
     req_free(r);
 }
@@ -557,6 +587,8 @@ static void pem_free(char *pem)
 
 static void server_free(http_server *s)
 {
+    free((void *)s->stat_count);
+    free((void *)s->stat_bytes);
     free(s->tmp_dir);
     pem_free(s->tls_cert);
     pem_free(s->tls_key);
@@ -593,6 +625,12 @@ int http_start(const http_config *cfg, http_server **out, char *err)
     }
     s->cfg = *cfg;
     s->listen_fd = -1;
+    s->stat_count = calloc(cfg->n_routes + 1, sizeof *s->stat_count);
+    s->stat_bytes = calloc(cfg->n_routes + 1, sizeof *s->stat_bytes);
+    if (!s->stat_count || !s->stat_bytes) {
+        rc = err_set(err, -ENOMEM, "out of memory");
+        goto out;
+    }
     if (cfg->tmp_dir) {
         s->tmp_dir = strdup(cfg->tmp_dir);
         if (!s->tmp_dir) {

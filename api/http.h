@@ -91,6 +91,20 @@ int http_port(const http_server *s);
  * get up to a second to go out before the daemon stops. */
 void http_stop(http_server *s);
 
+/* ---- counters ------------------------------------------------------------------------------ */
+
+/* How many of each status are counted on their own; others share one count (status -1). */
+#define HTTP_STAT_CODES 24
+
+/* Called per (route, status) that has been answered at least once since start: route NULL for
+ * requests that matched no route, status 0 for requests that ended unanswered (the client
+ * left, the server stopped), -1 for statuses not counted on their own; bytes is what the
+ * route's answers sent in all (the same for each status of a route). */
+typedef void (*http_stat_fn)(void *ctx, const http_route *route, int status, uint64_t count,
+                             uint64_t bytes);
+/* Walks the counters (atomic reads: a concurrent request may or may not be counted yet). */
+void http_stats(http_server *s, http_stat_fn fn, void *ctx);
+
 /* ---- signals: what parked requests and streams wait on ------------------------------------ */
 
 /* A new signal belonging to s (freed by http_stop); NULL when out of memory. */

@@ -66,6 +66,10 @@ struct http_server {
     http_signal *signals; /* every signal of this server, freed by http_stop */
     http_signal nosig;    /* what parks with a NULL signal wait on: never raised */
     atomic_int live;      /* requests between their first callback and their completion */
+    /* per route (and one more row for requests that matched none): answers by status
+     * (http_stat_codes, the last column every other status) and bytes sent; see http_stats */
+    _Atomic uint64_t (*stat_count)[HTTP_STAT_CODES + 1];
+    _Atomic uint64_t *stat_bytes;
 };
 
 typedef struct http_header_pair {

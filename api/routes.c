@@ -10,7 +10,8 @@
  *
  * Access: who may call each route (api/auth.c): API_USERS (admin and user tokens; a user sees
  * only its own jobs), API_WORKERS (admin and worker tokens: the worker protocol), API_ADMIN,
- * API_ANY_TOKEN, and API_PUBLIC for the health check alone.
+ * API_ANY_TOKEN, API_SCRAPERS (admin and metrics tokens: GET /metrics), and API_PUBLIC for the
+ * health check alone.
  *
  * Keep this table and openapi.yaml in step: the end-to-end test walks every operation of the
  * YAML against the server. */
@@ -39,6 +40,7 @@ static const http_route api_route_table[] = {
     {"GET", "/workers", api_workers_list, 0, 0, API_USERS},
     {"GET", "/healthz", api_service_health, 0, 0, API_PUBLIC},
     {"GET", "/openapi.yaml", api_service_openapi, 0, 0, API_ANY_TOKEN},
+    {"GET", "/metrics", api_prometheus_scrape, 0, 0, API_SCRAPERS},
     /* tokens */
     {"POST", "/tokens", api_tokens_create, HTTP_JSON_MAX_BODY, 0, API_ADMIN},
     {"GET", "/tokens", api_tokens_list, 0, 0, API_ADMIN},

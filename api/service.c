@@ -17,7 +17,7 @@
 
 #define API_GONE_SECONDS 60 /* when the app leaves worker_gone_seconds at 0 */
 
-static int64_t api_live_since(const app *a)
+int64_t api_live_since(const app *a)
 {
     int s = a->worker_gone_seconds > 0 ? a->worker_gone_seconds : API_GONE_SECONDS;
     return time_wall_ms() - (int64_t)s * 1000;

@@ -148,6 +148,9 @@ int api_workers_lease(http_req *r, void *ctx)
     if (rc == 1) {
         app_log(a, "job %s running on worker %s (%s), attempt %d", j.id, worker, j.device,
                 j.attempt);
+        if (j.attempt == 1)
+            telemetry_observe(&a->stats.submit_to_running,
+                              (double)(j.started_at - j.created_at) / 1000.0);
         api_raise(a->changed);
         json_t *body = api_lease_json(&j);
         int epoch = 0;
@@ -208,6 +211,11 @@ int api_workers_heartbeat(http_req *r, void *ctx)
                                  time_wall_ms(), api_lease_seconds(a), &beat, err)
            : -EIO;
     int progressed = hb.phase != DB_PHASE_NONE || hb.n_epochs || hb.n_logs;
+    if (rc >= 0) {
+        for (size_t i = 0; i < hb.n_epochs; i++)
+            telemetry_observe(&a->stats.epoch_seconds, hb.epochs[i].seconds);
+        atomic_fetch_add_explicit(&a->stats.dataset_bytes, hb.dataset_bytes, memory_order_relaxed);
+    }
     api_heartbeat_free(&hb);
     json_decref(body); /* after hb: its log lines pointed into body */
     if (rc < 0)

@@ -249,6 +249,7 @@ int cmd_serve(int argc, char **argv)
     a.worker_gone_seconds = 2 * (int)lease;
     a.max_artifact_bytes = max_artifact;
     a.max_queued_per_token = (int)max_queued;
+    telemetry_init(&a.stats);
     a.version = TRAINYARD_VERSION;
     a.log = log_line;
     if (!realpath(data_dir, a.data_dir)) {

@@ -26,12 +26,13 @@
 #include "worker/client.h"
 
 static const char usage_text[] =
-    "usage: trainyard token create --name NAME --role admin|user|worker [options]\n"
+    "usage: trainyard token create --name NAME --role admin|user|worker|metrics [options]\n"
     "       trainyard token list [--revoked] [options]\n"
     "       trainyard token revoke ID [options]\n"
     "\n"
     "Manages the API's bearer tokens. An admin token sees every job and manages tokens; a user\n"
-    "token sees only the jobs it submitted; a worker token speaks only the worker protocol.\n"
+    "token sees only the jobs it submitted; a worker token speaks only the worker protocol;\n"
+    "a metrics token may only scrape GET /metrics.\n"
     "`create` prints the new token alone on stdout; it is shown this once.\n"
     "\n"
     "options:\n"
@@ -116,7 +117,7 @@ static int token_args(int argc, char **argv, token_opts *o)
         return -1;
     }
     if (!strcmp(o->verb, "create") && db_role_parse(o->role) < 0) {
-        fprintf(stderr, "trainyard token create: --role is admin, user or worker, not '%s'\n",
+        fprintf(stderr, "trainyard token create: --role is admin, user, worker or metrics, not '%s'\n",
                 o->role);
         return -1;
     }

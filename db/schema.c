@@ -113,11 +113,12 @@ static const char *const db_migrations[] = {
     "ALTER TABLE jobs ADD COLUMN checkpoint_epoch INTEGER NOT NULL DEFAULT 0;",
     /* v3: API tokens (db/tokens.h); a job's owner is the id of the token that submitted it
      * (NULL for jobs from before tokens: only admins see those); a worker remembers the token
-     * that registered it, and only that token (or an admin) may act as that worker */
+     * that registered it, and only that token (or an admin) may act as that worker; a metrics
+     * token may only scrape GET /metrics */
     "CREATE TABLE tokens ("
     "  id TEXT PRIMARY KEY,"
     "  name TEXT NOT NULL,"
-    "  role TEXT NOT NULL CHECK (role IN ('admin', 'user', 'worker')),"
+    "  role TEXT NOT NULL CHECK (role IN ('admin', 'user', 'worker', 'metrics')),"
     "  hash TEXT NOT NULL UNIQUE,"
     "  created_at INTEGER NOT NULL,"
     "  revoked_at INTEGER"

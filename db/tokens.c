@@ -24,7 +24,7 @@ static const char SQL_TOKEN_REVOKE_NAMED[] =
 static const char SQL_TOKEN_COUNT[] =
     "SELECT count(*) FROM tokens WHERE role = ? AND revoked_at IS NULL";
 
-static const char *const db_role_names[DB_N_ROLES] = {"admin", "user", "worker"};
+static const char *const db_role_names[DB_N_ROLES] = {"admin", "user", "worker", "metrics"};
 
 const char *db_role_name(int role)
 {

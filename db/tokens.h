@@ -16,7 +16,7 @@
 #define DB_TOKEN_SECRET_LEN 43 /* "ty_" + 40 hex digits */
 #define DB_TOKEN_HASH_LEN   64 /* hex SHA-256 */
 
-enum db_role { DB_ROLE_ADMIN, DB_ROLE_USER, DB_ROLE_WORKER, DB_N_ROLES };
+enum db_role { DB_ROLE_ADMIN, DB_ROLE_USER, DB_ROLE_WORKER, DB_ROLE_METRICS, DB_N_ROLES };
 
 typedef struct db_token {
     char id[DB_ID_LEN + 1];
@@ -28,7 +28,7 @@ typedef struct db_token {
 
 typedef int (*db_token_fn)(void *ctx, const db_token *t);
 
-/* "admin", "user", "worker"; NULL out of range. */
+/* "admin", "user", "worker", "metrics"; NULL out of range. */
 const char *db_role_name(int role);
 /* The enum db_role of a name; -1 when unknown. */
 int db_role_parse(const char *s);

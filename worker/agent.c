@@ -88,6 +88,7 @@ typedef struct beat {
     int ckpt_pending;      /* dir/checkpoint.pending waits to be sent */
     json_t *logs, *epochs; /* queued for the next heartbeat */
     char phase[16];
+    uint64_t dataset_bytes; /* fetched, not yet reported (GET /metrics counts them) */
     int urgent, done;
     volatile int cancel, lost; /* read by the trainer thread without the lock: flags only */
     const agent_opts *o;
@@ -140,6 +141,9 @@ static void beat_send(beat *b)
     json_t *body = json_pack("{s:O, s:O}", "epochs", sent_epochs, "logs", sent_logs);
     if (*b->phase)
         json_object_set_new(body, "phase", json_string(b->phase));
+    if (b->dataset_bytes)
+        json_object_set_new(body, "dataset_bytes", json_integer((json_int_t)b->dataset_bytes));
+    b->dataset_bytes = 0; /* a heartbeat that fails loses them: they only feed a counter */
     pthread_mutex_unlock(&b->mu);
 
     char err[ERR_LEN];
@@ -227,6 +231,14 @@ static void hook_phase(void *user, const char *phase)
     snprintf(b->phase, sizeof b->phase, "%s", phase);
     b->urgent = 1;
     pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void hook_dataset(void *user, uint64_t bytes)
+{
+    beat *b = user;
+    pthread_mutex_lock(&b->mu);
+    b->dataset_bytes += bytes;
     pthread_mutex_unlock(&b->mu);
 }
 
@@ -458,7 +470,8 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
                                .on_phase = hook_phase,
                                .on_epoch = hook_epoch,
                                .should_stop = hook_stop,
-                               .on_checkpoint = hook_checkpoint};
+                               .on_checkpoint = hook_checkpoint,
+                               .on_dataset = hook_dataset};
         rc = trainer_run(job, ctx, k, &topts, &hooks, &res, err);
     }
     if (have_thread) {

@@ -164,6 +164,8 @@ static int load_data(run *r, char *err)
     if (rc < 0)
         return rc;
     memcpy(r->data_sha, st.sha256, sizeof r->data_sha);
+    if (r->hooks && r->hooks->on_dataset)
+        r->hooks->on_dataset(r->hooks->user, st.downloaded);
     say(r, "dataset: %llu bytes fetched%s in %.2fs", (unsigned long long)st.downloaded,
         st.was_gzip ? " (gzip)" : "", st.seconds);
 

@@ -56,6 +56,8 @@ typedef struct trainer_hooks {
     /* After a checkpoint after epoch was written to path (overwritten by the next one: copy it
      * to keep it). Called on the training thread, after on_epoch of that epoch. May be NULL. */
     void (*on_checkpoint)(void *user, const char *path, int epoch);
+    /* The dataset was fetched: bytes came over the wire (or from the file). May be NULL. */
+    void (*on_dataset)(void *user, uint64_t bytes);
 } trainer_hooks;
 
 typedef struct trainer_opts {

@@ -1,0 +1,142 @@
+/* prometheus: GET /metrics, the service's state and counters in Prometheus's text format
+ * (version 0.0.4), for an admin or a metrics token.
+ *
+ * Gauges are read from SQLite at scrape time (jobs by status, workers connected and busy);
+ * histograms and counters come from memory (api/telemetry.h, http_stats) and start at zero
+ * with the process, as Prometheus expects counters to. Label values are route patterns, never
+ * raw paths, so the series stay few whatever clients ask for. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_priv.h"
+#include "db/workers.h"
+
+#define PROM_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+static void prom_head(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void prom_hist(FILE *f, const char *name, const char *help, telemetry_hist *h)
+{
+    prom_head(f, name, "histogram", help);
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i <= h->n_bounds; i++) {
+        cumulative += atomic_load_explicit(&h->counts[i], memory_order_relaxed);
+        if (i < h->n_bounds)
+            fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, h->bounds[i],
+                    (unsigned long long)cumulative);
+        else
+            fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cumulative);
+    }
+    double sum = (double)atomic_load_explicit(&h->sum_us, memory_order_relaxed) / 1e6;
+    fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, sum, name, (unsigned long long)cumulative);
+}
+
+typedef struct prom_workers {
+    int64_t connected, busy;
+} prom_workers;
+
+static int prom_worker(void *ctx, const db_worker *w)
+{
+    prom_workers *n = ctx;
+    n->connected++;
+    n->busy += w->job_id[0] != '\0';
+    return 0;
+}
+
+typedef struct prom_http {
+    FILE *f;
+    int pass; /* 0: requests by status; 1: bytes per route */
+    const http_route *last;
+    uint64_t artifact_bytes;
+} prom_http;
+
+static void prom_http_row(void *ctx, const http_route *route, int status, uint64_t count,
+                          uint64_t bytes)
+{
+    prom_http *p = ctx;
+    const char *method = route ? route->method : "", *pattern = route ? route->pattern : "";
+    if (p->pass == 0) {
+        char code[16];
+        snprintf(code, sizeof code, status < 0 ? "other" : "%d", status);
+        fprintf(p->f,
+                "trainyard_http_requests_total{method=\"%s\",route=\"%s\",status=\"%s\"} %llu\n",
+                method, pattern, code, (unsigned long long)count);
+        return;
+    }
+    if (route == p->last && p->last)
+        return; /* bytes are per route: once */
+    p->last = route;
+    fprintf(p->f, "trainyard_http_response_bytes_total{method=\"%s\",route=\"%s\"} %llu\n", method,
+            pattern, (unsigned long long)bytes);
+    if (route && !strcmp(route->pattern, "/jobs/{id}/artifacts/{name}"))
+        p->artifact_bytes += bytes;
+}
+
+int api_prometheus_scrape(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    char *err = http_errbuf(r);
+    db *d = api_db(r, a);
+    if (!d)
+        return -EIO;
+    int64_t by_status[DB_N_STATUS] = {0};
+    int rc = 0;
+    for (int s = 0; s < DB_N_STATUS && rc == 0; s++)
+        rc = db_job_count(d, s, &by_status[s], err);
+    prom_workers w = {0};
+    if (rc == 0)
+        rc = db_worker_list_live(d, api_live_since(a), prom_worker, &w, err);
+    if (rc < 0)
+        return rc;
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return err_set(err, -ENOMEM, "out of memory");
+    prom_head(f, "trainyard_jobs", "gauge", "Jobs by status.");
+    for (int s = 0; s < DB_N_STATUS; s++)
+        fprintf(f, "trainyard_jobs{status=\"%s\"} %lld\n", db_status_name(s),
+                (long long)by_status[s]);
+    prom_head(f, "trainyard_queue_depth", "gauge", "Jobs waiting for a worker.");
+    fprintf(f, "trainyard_queue_depth %lld\n", (long long)by_status[DB_QUEUED]);
+    prom_hist(f, "trainyard_submit_to_running_seconds",
+              "Time from a submit to its first attempt's lease.", &a->stats.submit_to_running);
+    prom_hist(f, "trainyard_epoch_duration_seconds", "Epoch durations as workers measured them.",
+              &a->stats.epoch_seconds);
+    prom_head(f, "trainyard_workers", "gauge",
+              "Workers heard from lately, and those holding a job.");
+    fprintf(f, "trainyard_workers{state=\"connected\"} %lld\n", (long long)w.connected);
+    fprintf(f, "trainyard_workers{state=\"busy\"} %lld\n", (long long)w.busy);
+    prom_head(f, "trainyard_dataset_bytes_fetched_total", "counter",
+              "Dataset bytes workers reported fetching.");
+    fprintf(
+        f, "trainyard_dataset_bytes_fetched_total %llu\n",
+        (unsigned long long)atomic_load_explicit(&a->stats.dataset_bytes, memory_order_relaxed));
+    prom_http p = {.f = f};
+    if (a->http) {
+        prom_head(f, "trainyard_http_requests_total", "counter",
+                  "HTTP requests answered, by route and status (status 0: no answer).");
+        http_stats(a->http, prom_http_row, &p);
+        p.pass = 1;
+        prom_head(f, "trainyard_http_response_bytes_total", "counter",
+                  "Bytes sent in answers, by route.");
+        http_stats(a->http, prom_http_row, &p);
+    }
+    prom_head(f, "trainyard_artifact_bytes_served_total", "counter",
+              "Artifact bytes sent to clients (GET /jobs/{id}/artifacts/{name}).");
+    fprintf(f, "trainyard_artifact_bytes_served_total %llu\n",
+            (unsigned long long)p.artifact_bytes);
+    if (fclose(f) != 0 || !text) {
+        free(text);
+        return err_set(err, -ENOMEM, "out of memory");
+    }
+    rc = http_reply_bytes(r, 200, PROM_CONTENT_TYPE, text, len);
+    free(text);
+    return rc;
+}
