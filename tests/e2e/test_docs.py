@@ -71,3 +71,24 @@ def test_the_guide_runs(serve, tmp_path):
         (tmp_path / "checkpoint.safetensors").read_bytes()
     job = [j for j in svc.http.get(f"{svc.url}/jobs").json()["jobs"] if j["name"] == "iris"]
     assert len(job) == 1 and job[0]["status"] == "succeeded"
+
+
+def test_the_operations_guide_backup_runs_on_a_live_service(serve, tmp_path):
+    svc = serve("--workers", "0")
+    for i in range(20):
+        r = svc.http.post(f"{svc.url}/train", json={
+            "name": f"b{i}", "dataset_url": "https://data.example.com/x.csv",
+            "hyperparameters": {}})
+        assert r.status_code == 202, r.text
+    text = (ROOT / "docs" / "OPERATIONS.md").read_text()
+    blocks = re.findall(r"<!-- ops-test -->\s*```sh\n(.*?)```", text, re.S)
+    assert blocks, "docs/OPERATIONS.md has no ops-test block"
+    script = "".join(blocks).replace("trainyard-data", str(svc.data_dir))
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip() == "ok"
+    import sqlite3
+    copy = sqlite3.connect(tmp_path / "trainyard-backup.db")
+    assert copy.execute("SELECT count(*) FROM jobs").fetchone()[0] == 20
+    copy.close()
