@@ -46,6 +46,7 @@ static const http_route api_route_table[] = {
     {"PUT", "/workers/{worker}/jobs/{id}/checkpoint", api_checkpoints_upload, API_ARTIFACT_MAX_BODY,
      1},
     {"POST", "/workers/{worker}/jobs/{id}/complete", api_workers_complete, HTTP_JSON_MAX_BODY, 0},
+    {"POST", "/workers/{worker}/jobs/{id}/release", api_workers_release, API_IGNORED_BODY, 0},
 };
 
 const http_route *api_routes(size_t *n)
