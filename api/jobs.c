@@ -61,6 +61,10 @@ int api_jobs_submit(http_req *r, void *ctx)
     memset(&j, 0, sizeof j);
     int created = 0;
 
+    if (a->stopping)
+        return err_set(err, -ESHUTDOWN,
+                       "the service is stopping and takes no new jobs: submit again once it is "
+                       "back");
     const char *key = http_header(r, "Idempotency-Key");
     if (key && (!*key || api_utf8_chars(key) > API_IDEM_MAX))
         return api_reply_bad_param(r, "Idempotency-Key", "must be 1 to 200 characters");

@@ -4,6 +4,8 @@
  * from one thread, and restarts one that exits, after a delay that doubles from 0.5 s up to
  * 30 s while a worker keeps dying young and resets once it has run for a minute. Workers talk
  * to the server only over HTTP, as remote ones do; the supervisor only starts and stops them.
+ * Each worker is tied to this process (`--parent`): when serve dies, even by kill -9, they die
+ * too, and their jobs resume from their checkpoints once the restarted serve lapses the leases.
  *
  * Ownership: supervisor_stop() ends the processes and frees everything; accepts NULL. */
 #ifndef TRAINYARD_SCHEDULER_SUPERVISOR_H
@@ -33,8 +35,9 @@ typedef struct supervisor_opts {
 int supervisor_start(const supervisor_opts *o, supervisor **out, char *err);
 /* The pid of worker slot i now (0 while it is being restarted). */
 pid_t supervisor_pid(supervisor *s, int i);
-/* Sends SIGTERM to every worker, waits up to grace_ms for them, then SIGKILLs the rest, and
- * frees the supervisor. Accepts NULL. */
+/* Sends SIGTERM to every worker (each checkpoints its job and hands it back to the queue),
+ * waits up to grace_ms for them, then SIGKILLs the rest, and frees the supervisor. The HTTP
+ * server must still answer meanwhile. Accepts NULL. */
 void supervisor_stop(supervisor *s, int grace_ms);
 
 #endif
