@@ -6,12 +6,13 @@
  * by libmicrohttpd's thread pool.
  *
  * Stopping (SIGTERM/SIGINT), bounded by --shutdown-seconds: new submits are refused (503); the
- * local workers get SIGTERM, and each stops its job at the next step, uploads the newest
- * checkpoint and hands the job back (POST .../release), so it is queued, not lost, and resumes
- * from that checkpoint under the next serve; the HTTP server keeps answering them meanwhile.
- * A worker still busy one second before the bound is killed (its lease then lapses as after a
- * crash). Then the server closes and serve exits 0. Remote workers are told nothing: they keep
- * training and re-attach when a serve is back on the same address (worker/agent.c).
+ * local workers get SIGTERM, and each finishes its epoch, uploads its checkpoint and hands the
+ * job back (POST .../release), so it is queued, not lost, and resumes from that checkpoint under
+ * the next serve; the HTTP server keeps answering them meanwhile. A worker still busy 3 s before
+ * the bound gets a second SIGTERM (stop at the next step, hand back the last checkpoint); one
+ * busy 1 s before it is killed (its lease then lapses as after a crash). Then the server
+ * closes and serve exits 0. Remote workers are told nothing: they keep training and re-attach
+ * when a serve is back on the same address (worker/agent.c).
  *
  * kill -9: nothing to do here by design. Every acknowledged change is committed (WAL,
  * synchronous=FULL); local workers die with serve (--parent); remote ones re-attach; the

@@ -2,13 +2,15 @@
  * device with the server, leases jobs, trains them and reports back. `trainyard serve` starts
  * one per local device; on other GPU machines people start it by hand.
  *
- * SIGTERM/SIGINT: the current job is checkpointed and handed back to the queue (agent.c), then
- * the worker exits. `--parent PID` (what serve passes its local workers) ties the worker's life
- * to that process: when it dies, even by kill -9, the kernel sends the worker SIGKILL
- * (PR_SET_PDEATHSIG), so no unsupervised worker goes on holding a device that the restarted
- * serve gives to a new local worker. The job is not lost: its lease lapses in the database and
- * the restarted serve requeues it to resume from its last checkpoint. A remote worker (no
- * --parent) outlives its server instead and re-attaches when it is back. */
+ * SIGTERM/SIGINT: the current job's epoch is finished and checkpointed and the job handed back
+ * to the queue (agent.c), then the worker exits; a second signal cuts the epoch short.
+ *
+ * --parent PID (what serve passes its local workers) ties the worker's life to that process:
+ * when it dies, even by kill -9, the kernel sends the worker SIGKILL (PR_SET_PDEATHSIG), so no
+ * unsupervised worker goes on holding a device that the restarted serve gives to a new local
+ * worker. The job is not lost: its lease lapses in the database and the restarted serve
+ * requeues it to resume from its last checkpoint. A remote worker (no --parent) outlives its
+ * server instead and re-attaches when it is back. */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,15 +56,18 @@ static const char usage_text[] =
     "                       its local workers. Without it the worker outlives its server and\n"
     "                       goes on with its job when the server is back\n"
     "\n"
-    "On SIGTERM/SIGINT the worker stops its job at the next step, uploads the newest\n"
-    "checkpoint and hands the job back to the queue, then exits.\n";
+    "On SIGTERM/SIGINT the worker finishes the current epoch, uploads its checkpoint and\n"
+    "hands the job back to the queue, then exits; a second signal stops it at the next step\n"
+    "(the epochs after the last checkpoint are trained again by the next attempt).\n";
 
 static volatile sig_atomic_t stop_requested;
 
+/* The first signal stops after the current epoch, a second one at the next step (agent.h). */
 static void on_signal(int sig)
 {
     (void)sig;
-    stop_requested = 1;
+    if (stop_requested < 2)
+        stop_requested++;
 }
 
 /* Dies with process parent (see the top). 0, or -ESRCH when it is gone already. */

@@ -30,6 +30,7 @@
 #define SUPERVISOR_MIN_DELAY 0.5
 #define SUPERVISOR_MAX_DELAY 30.0
 #define SUPERVISOR_HEALTHY_S 60.0
+#define SUPERVISOR_URGE_S    2.0 /* the second SIGTERM comes this long before the grace ends */
 
 extern char **environ;
 
@@ -129,8 +130,10 @@ static void describe_exit(int status, char *out, size_t cap)
         snprintf(out, cap, "stopped");
 }
 
-/* Sends SIGTERM to every running worker, waits up to grace_ms for them, then SIGKILLs the
- * rest. Runs on the thread that spawned them (see the top). */
+/* Sends SIGTERM to every running worker (finish the epoch, checkpoint, hand the job back),
+ * a second one SUPERVISOR_URGE_S before grace_ms ends (stop at the next step: an epoch may be
+ * longer than the grace), then SIGKILLs what is left. Runs on the thread that spawned them
+ * (see the top). */
 static void terminate_all(supervisor *s, int grace_ms)
 {
     pthread_mutex_lock(&s->mu);
@@ -138,11 +141,20 @@ static void terminate_all(supervisor *s, int grace_ms)
         if (s->slots[i].pid > 0)
             kill(s->slots[i].pid, SIGTERM);
     pthread_mutex_unlock(&s->mu);
-    double deadline = time_mono() + grace_ms / 1000.0;
+    double start = time_mono(), deadline = start + grace_ms / 1000.0;
+    double urge_at = grace_ms > 2000 * SUPERVISOR_URGE_S ? deadline - SUPERVISOR_URGE_S
+                                                         : start + grace_ms / 2000.0;
+    int urged = 0;
     for (int i = 0; i < s->o.count; i++) {
         slot *sl = &s->slots[i];
         while (sl->pid > 0) {
             pid_t gone = 0;
+            if (!urged && time_mono() >= urge_at) {
+                for (int k = i; k < s->o.count; k++)
+                    if (s->slots[k].pid > 0)
+                        kill(s->slots[k].pid, SIGTERM);
+                urged = 1;
+            }
             if (waitpid(sl->pid, NULL, WNOHANG) == sl->pid) {
                 gone = sl->pid;
             } else if (time_mono() >= deadline) {

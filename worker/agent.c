@@ -16,13 +16,14 @@
  * before the lease lapsed (the lapse is in its database) takes the next heartbeat as if nothing
  * happened: the same attempt goes on. One back later answers 409 and the attempt is dropped.
  *
- * Stopping (SIGTERM/SIGINT, *o->stop): the trainer stops at its next step (an epoch that ends
- * there is checkpointed), the heartbeat thread flushes its queue and the newest checkpoint, and
- * the job is handed back (POST .../release) so that it is queued again at once and resumes
- * from that checkpoint: a stopping worker never fails its job. A job whose training had ended
- * is uploaded and completed first. These wrap-up requests are not cut short by the stop (the
- * stop aborts only the lease poll and downloads) and give up after AGENT_STOP_RETRY_S; then
- * the lease lapses and the job is requeued all the same.
+ * Stopping (SIGTERM/SIGINT, *o->stop): the trainer finishes the epoch it is in and checkpoints
+ * it (a second signal, *o->stop == 2, stops it at the next step instead, losing the epochs after
+ * the last checkpoint), the heartbeat thread flushes its queue and that checkpoint, and the job
+ * is handed back (POST .../release) so that it is queued again at once and resumes from the
+ * checkpoint: a stopping worker never fails its job and, given the time, loses no epoch. A job
+ * whose training had ended is uploaded and completed first. These wrap-up requests are not cut
+ * short by the stop (the stop aborts only the lease poll and downloads) and give up after
+ * AGENT_STOP_RETRY_S; then the lease lapses and the job is requeued all the same.
  *
  * Checkpoints: the trainer writes one after an epoch every o->checkpoint_seconds; the hook
  * copies it to checkpoint.pending (on the trainer thread: a local copy of a few MB, no network)
@@ -304,10 +305,12 @@ static int hook_epoch(void *user, const trainer_epoch *e)
     return b->cancel || b->lost || *b->o->stop;
 }
 
+/* Polled between steps: a cancel or a lost lease stops at once, a first stop signal only at
+ * the end of the epoch (hook_epoch), so that its checkpoint loses nothing. */
 static int hook_stop(void *user)
 {
     beat *b = user;
-    return b->cancel || b->lost || *b->o->stop;
+    return b->cancel || b->lost || *b->o->stop > 1;
 }
 
 /* Copies src to dst; -errno on failure. */
