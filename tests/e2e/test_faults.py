@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from test_service import TERMINAL, job_doc, submit, wait_for
+from test_service import TERMINAL, job_doc, submit, wait_for, write_blobs
 
 EPOCHS = 12
 
@@ -27,12 +27,7 @@ def slow_blobs(data_server):
     """A dataset whose epochs take a while (20,000 rows in batches of 4): a fault can land in
     the middle of a job."""
     folder, base = data_server
-    rng = np.random.default_rng(11)
-    centers = np.array([[0, 0], [4, 0], [0, 4]])
-    label = rng.integers(0, 3, 20000)
-    x = centers[label] + rng.normal(0, 0.6, (20000, 2))
-    lines = ["a,b,kind"] + [f"{p:.4f},{q:.4f},k{c}" for (p, q), c in zip(x, label)]
-    (folder / "slow-blobs.csv").write_text("\n".join(lines) + "\n")
+    write_blobs(folder / "slow-blobs.csv", 20000, 11)
     return f"{base}/slow-blobs.csv"
 
 

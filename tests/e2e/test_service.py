@@ -31,16 +31,21 @@ def submit(svc, job, **headers):
     return r
 
 
+def write_blobs(path, rows, seed):
+    """Writes a CSV of three well separated 2-D classes (columns a, b, kind)."""
+    rng = np.random.default_rng(seed)
+    centers = np.array([[0, 0], [4, 0], [0, 4]])
+    label = rng.integers(0, 3, rows)
+    x = centers[label] + rng.normal(0, 0.6, (rows, 2))
+    lines = ["a,b,kind"] + [f"{p:.4f},{q:.4f},k{c}" for (p, q), c in zip(x, label)]
+    path.write_text("\n".join(lines) + "\n")
+
+
 @pytest.fixture(scope="module")
 def blobs(data_server):
     """A small three-class dataset served over HTTP."""
     folder, base = data_server
-    rng = np.random.default_rng(3)
-    centers = np.array([[0, 0], [4, 0], [0, 4]])
-    label = rng.integers(0, 3, 600)
-    x = centers[label] + rng.normal(0, 0.6, (600, 2))
-    lines = ["a,b,kind"] + [f"{p:.4f},{q:.4f},k{c}" for (p, q), c in zip(x, label)]
-    (folder / "blobs.csv").write_text("\n".join(lines) + "\n")
+    write_blobs(folder / "blobs.csv", 600, 3)
     return f"{base}/blobs.csv"
 
 
@@ -284,12 +289,7 @@ def test_a_job_whose_worker_is_killed_resumes_from_its_last_epoch(serve, data_se
     import re
     import signal
     folder, base = data_server
-    rng = np.random.default_rng(5)
-    centers = np.array([[0, 0], [4, 0], [0, 4]])
-    label = rng.integers(0, 3, 20000)
-    x = centers[label] + rng.normal(0, 0.6, (20000, 2))
-    lines = ["a,b,kind"] + [f"{p:.4f},{q:.4f},k{c}" for (p, q), c in zip(x, label)]
-    (folder / "many-blobs.csv").write_text("\n".join(lines) + "\n")
+    write_blobs(folder / "many-blobs.csv", 20000, 5)
     epochs = 20  # of about 0.25 s each: batches of 4 rows
     doc = job_doc(f"{base}/many-blobs.csv", epochs=epochs)
     doc["hyperparameters"]["batch_size"] = 4
