@@ -26,7 +26,7 @@ typedef struct app {
     int worker_gone_seconds; /* a worker unseen this long is listed as gone (default 60) */
     uint64_t max_artifact_bytes; /* per upload (default 4 GiB) */
     const char *version;
-    volatile int stopping; /* set by serve on SIGTERM/SIGINT: submits are refused (503) */
+    volatile int stopping; /* set by serve on SIGTERM/SIGINT: submits and leases get 503 */
     /* Where job transitions are logged, one line each; NULL: nowhere. */
     void (*log)(const char *line);
 } app;

@@ -136,6 +136,10 @@ int api_workers_lease(http_req *r, void *ctx)
      * receive (the job would sit out a whole lease): a woken poll checks its client first. */
     if (http_wakeups(r) > 0 && http_client_gone(r))
         return http_reply_empty(r, 204);
+    /* A stopping server hands out nothing: a job released by one of its workers would go to
+     * another that is stopping too, and wait out a lease. Workers back off and ask again. */
+    if (a->stopping)
+        return err_set(err, -ESHUTDOWN, "the service is stopping: ask again once it is back");
     db *d = api_db(r, a);
     if (!d)
         return -EIO;

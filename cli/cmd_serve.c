@@ -5,7 +5,7 @@
  * leases, runtime limits, workers gone quiet) and waits for SIGTERM/SIGINT; requests are served
  * by libmicrohttpd's thread pool.
  *
- * Stopping (SIGTERM/SIGINT), bounded by --shutdown-seconds: new submits are refused (503); the
+ * Stopping (SIGTERM/SIGINT), bounded by --shutdown-seconds: submits and leases get 503; the
  * local workers get SIGTERM, and each finishes its epoch, uploads its checkpoint and hands the
  * job back (POST .../release), so it is queued, not lost, and resumes from that checkpoint under
  * the next serve; the HTTP server keeps answering them meanwhile. A worker still busy 3 s before
