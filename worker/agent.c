@@ -22,8 +22,8 @@
  * is handed back (POST .../release) so that it is queued again at once and resumes from the
  * checkpoint: a stopping worker never fails its job and, given the time, loses no epoch. A job
  * whose training had ended is uploaded and completed first. These wrap-up requests are not cut
- * short by the stop (the stop aborts only the lease poll and downloads) and give up after
- * AGENT_STOP_RETRY_S; then the lease lapses and the job is requeued all the same.
+ * short by the stop (the stop aborts only the lease poll and downloads) and give up, together,
+ * AGENT_STOP_RETRY_S after the stop; then the lease lapses and the job is requeued all the same.
  *
  * Checkpoints: the trainer writes one after an epoch every o->checkpoint_seconds; the hook
  * copies it to checkpoint.pending (on the trainer thread: a local copy of a few MB, no network)
@@ -114,10 +114,18 @@ static int agent_retry_wait(double deadline, long *backoff_ms)
     return 1;
 }
 
-/* How long wrap-up requests are retried from now. */
+/* Until when a wrap-up request is retried: AGENT_RETRY_S from now, but once the worker is
+ * stopping, all of its wrap-up shares one AGENT_STOP_RETRY_S from the first time this saw the
+ * stop, so that a stopping worker exits in bounded time even with its server gone. Called by
+ * the main thread only. */
 static double agent_retry_deadline(const agent_opts *o)
 {
-    return time_mono() + (*o->stop ? AGENT_STOP_RETRY_S : AGENT_RETRY_S);
+    static double stop_by;
+    if (!*o->stop)
+        return time_mono() + AGENT_RETRY_S;
+    if (stop_by == 0)
+        stop_by = time_mono() + AGENT_STOP_RETRY_S;
+    return stop_by;
 }
 
 /* ---- the heartbeat thread ------------------------------------------------------------------ */

@@ -147,7 +147,7 @@ def test_serve_killed_mid_job_its_remote_worker_reattaches(serve, trainyard_bin,
 def test_serve_killed_mid_job_its_local_workers_die_and_the_job_resumes(serve, slow_blobs):
     """kill -9 of serve with local workers: they die with it (no orphan keeps the device); the
     restarted serve lapses the lease and the job resumes from its checkpoint as attempt 2."""
-    svc = serve("--workers", "1", "--lease-seconds", "3", "--checkpoint-seconds", "0")
+    svc = serve("--workers", "1", "--lease-seconds", "5", "--checkpoint-seconds", "0")
     job = submit(svc, slow_job(slow_blobs)).json()
     wait_epochs(svc, job["id"], 3)
     pid = int(re.findall(r"local worker 0 started \(pid (\d+)", svc.output())[-1])
@@ -227,6 +227,31 @@ def test_sigterm_to_a_worker_hands_its_job_back_at_once(serve, trainyard_bin, sl
     again, _ = start_worker(trainyard_bin, svc, tmp_path, name="again")
     workers.append(again)
     check_finished_once(svc, job["id"])
+
+
+def test_a_worker_stopped_while_its_server_is_gone_exits_in_bounded_time(
+        serve, trainyard_bin, slow_blobs, tmp_path, workers):
+    """SIGTERM to a remote worker whose server was killed: its hand-back cannot arrive, and it
+    gives up and exits 0 within seconds instead of retrying for minutes; the restarted serve
+    lapses the lease and another worker resumes the job."""
+    svc = serve("--workers", "0", "--lease-seconds", "5")
+    worker, _ = start_worker(trainyard_bin, svc, tmp_path)
+    workers.append(worker)
+    job = submit(svc, slow_job(slow_blobs)).json()
+    wait_epochs(svc, job["id"], 2)
+    svc.proc.kill()
+    svc.proc.wait()
+    t0 = time.time()
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=60) == 0
+    took = time.time() - t0
+    print(f"worker without a server stopped in {took:.2f}s")
+    assert took < 15
+    svc.restart()
+    again, _ = start_worker(trainyard_bin, svc, tmp_path, name="again")
+    workers.append(again)
+    done, events = check_finished_once(svc, job["id"])
+    assert ("running", "queued", 1, "lease expired") in events
 
 
 # ---- datasets that break ---------------------------------------------------------------------
