@@ -211,6 +211,31 @@ def test_sigterm_stops_serve_in_bound_and_the_job_waits_queued(serve, slow_blobs
     assert attempts[0]["reason"].startswith("released by worker")
 
 
+def test_sigterm_bound_holds_with_a_worker_that_cannot_stop(serve, faulty_server):
+    """SIGTERM while the local worker is stuck in a stalled dataset download (which no signal
+    cuts short): while it stops, serve refuses submits and leases with a 503 problem, kills the
+    worker when the bound is near, and still exits 0 within --shutdown-seconds."""
+    _, base = faulty_server
+    svc = serve("--workers", "1", "--dataset-stall-seconds", "60", "--shutdown-seconds", "4")
+    job = submit(svc, {"dataset_url": f"{base}/stall.csv", "hyperparameters": {"epochs": 1}})
+    wait_for(svc, job.json()["id"], {"running"}, timeout=60)
+    t0 = time.time()
+    svc.proc.send_signal(signal.SIGTERM)
+    until(lambda: "stopping:" in svc.output(), 10, "serve to log that it stops")
+    refused = svc.http.post(f"{svc.url}/train", json=job_doc("http://127.0.0.1:9/x.csv"))
+    assert refused.status_code == 503, refused.text
+    assert refused.headers["Content-Type"].startswith("application/problem+json")
+    assert "stopping" in refused.json()["detail"]
+    lease = svc.http.post(f"{svc.url}/workers/{'0' * 32}/lease", params={"wait": 0})
+    assert lease.status_code == 503, lease.text
+    assert svc.proc.wait(timeout=30) == 0
+    took = time.time() - t0
+    print(f"serve with a stuck worker stopped in {took:.2f}s")
+    assert took < 4 + 2
+    assert "did not stop in time: killed" in svc.output()
+    assert integrity(svc) == "ok"
+
+
 def test_sigterm_to_a_worker_hands_its_job_back_at_once(serve, trainyard_bin, slow_blobs,
                                                         tmp_path, workers):
     """`trainyard worker` on SIGTERM: the job is queued again at once, not after its 60 s
