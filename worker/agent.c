@@ -537,7 +537,8 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
                               .dataset_allow = o->dataset_allow,
                               .dataset_stall_s = o->dataset_stall_s,
                               .resume_from = resuming ? resume : NULL,
-                              .checkpoint_seconds = o->checkpoint_seconds};
+                              .checkpoint_seconds = o->checkpoint_seconds,
+                              .stop_download = o->stop};
         trainer_hooks hooks = {.user = &b,
                                .on_log = hook_log,
                                .on_phase = hook_phase,

@@ -207,9 +207,20 @@ static int fetch_http_error(CURL *h, CURLcode c, const char *cerr, const char *s
         return err_set(err, -EINVAL, "bad URL %s: %s", shown, why);
     case CURLE_OUT_OF_MEMORY:
         return err_set(err, -ENOMEM, "out of memory downloading %s", shown);
+    case CURLE_ABORTED_BY_CALLBACK:
+        return err_set(err, -EINTR, "downloading %s: stopped (the worker is stopping)", shown);
     default:
         return err_set(err, -EIO, "downloading %s: %s", shown, why);
     }
+}
+
+/* curl's progress callback: nonzero (the stop flag is set) aborts the transfer. */
+static int fetch_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                          curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    volatile sig_atomic_t *stop = user;
+    return *stop != 0;
 }
 
 /* Downloads an http(s) URL into the sink; messages show the URL as shown. Redirects are
@@ -248,6 +259,11 @@ static int fetch_http(const char *url, const char *shown, const fetch_opts *o,
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
     curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, fetch_open_socket);
     curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, &g);
+    if (o->stop) {
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, fetch_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)o->stop);
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    }
 
     cur = strdup(url);
     if (!cur) {

@@ -17,6 +17,7 @@
 #ifndef TRAINYARD_WORKER_FETCH_H
 #define TRAINYARD_WORKER_FETCH_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,8 @@ typedef struct fetch_opts {
     const char *sha256;       /* expected hex digest of the downloaded bytes, or NULL */
     const char *allow;        /* comma-separated --dataset-allow patterns, or NULL for none */
     int allow_private;        /* 1: connect to private addresses without an allow pattern */
+    /* When *stop becomes nonzero the download ends with -EINTR; NULL: never. */
+    volatile sig_atomic_t *stop;
 } fetch_opts;
 
 typedef struct fetch_stats {
@@ -43,7 +46,8 @@ typedef struct fetch_stats {
  * outside the root, file:// without a root, a redirect to another scheme, a host not in the
  * allow list or a private address not allowed, -ENOENT no such file under the root,
  * -EFBIG over max_bytes, -ETIMEDOUT, -EIO transfer or HTTP error (the status is in err),
- * -EBADMSG checksum mismatch or corrupt gzip, -ENOMEM. opts and stats may be NULL (defaults;
+ * -EBADMSG checksum mismatch or corrupt gzip, -ENOMEM, -EINTR stopped by opts->stop (http(s)
+ * only: a file:// read is quick). opts and stats may be NULL (defaults;
  * no file://). Messages show the URL without credentials, query or fragment. */
 int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, fetch_stats *stats,
               char *err);

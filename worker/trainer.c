@@ -157,7 +157,8 @@ static int load_data(run *r, char *err)
                      .low_speed_timeout_s = r->opts->dataset_stall_s,
                      .sha256 = job->sha256,
                      .allow = r->opts->dataset_allow,
-                     .allow_private = r->opts->allow_private};
+                     .allow_private = r->opts->allow_private,
+                     .stop = r->opts->stop_download};
     phase(r, "downloading");
     int rc = fetch_url(job->dataset_url, &fo, &text, &len, &st, err);
     if (rc < 0)

@@ -211,14 +211,15 @@ def test_sigterm_stops_serve_in_bound_and_the_job_waits_queued(serve, slow_blobs
     assert attempts[0]["reason"].startswith("released by worker")
 
 
-def test_sigterm_bound_holds_with_a_worker_that_cannot_stop(serve, faulty_server):
-    """SIGTERM while the local worker is stuck in a stalled dataset download (which no signal
-    cuts short): while it stops, serve refuses submits and leases with a 503 problem, kills the
-    worker when the bound is near, and still exits 0 within --shutdown-seconds."""
-    _, base = faulty_server
-    svc = serve("--workers", "1", "--dataset-stall-seconds", "60", "--shutdown-seconds", "4")
-    job = submit(svc, {"dataset_url": f"{base}/stall.csv", "hyperparameters": {"epochs": 1}})
-    wait_for(svc, job.json()["id"], {"running"}, timeout=60)
+def test_sigterm_bound_holds_with_a_worker_that_cannot_stop(serve, slow_blobs):
+    """SIGTERM while the local worker is frozen (SIGSTOP: it cannot act on a signal): while it
+    stops, serve refuses submits and leases with a 503 problem, kills the worker when the bound
+    is near, and still exits 0 within --shutdown-seconds."""
+    svc = serve("--workers", "1", "--shutdown-seconds", "4")
+    job = submit(svc, slow_job(slow_blobs))
+    wait_epochs(svc, job.json()["id"], 1)
+    pid = int(re.findall(r"local worker 0 started \(pid (\d+)", svc.output())[-1])
+    os.kill(pid, signal.SIGSTOP)
     t0 = time.time()
     svc.proc.send_signal(signal.SIGTERM)
     until(lambda: "stopping:" in svc.output(), 10, "serve to log that it stops")
@@ -234,6 +235,25 @@ def test_sigterm_bound_holds_with_a_worker_that_cannot_stop(serve, faulty_server
     assert took < 4 + 2
     assert "did not stop in time: killed" in svc.output()
     assert integrity(svc) == "ok"
+
+
+def test_a_stalled_dataset_download_does_not_hold_up_a_stop(serve, faulty_server):
+    """SIGTERM while the local worker waits on a dataset server that sends nothing: the stop
+    cuts the download short, and the job is handed back (queued), not failed."""
+    _, base = faulty_server
+    svc = serve("--workers", "1", "--dataset-stall-seconds", "60")
+    job = submit(svc, {"dataset_url": f"{base}/stall.csv", "hyperparameters": {"epochs": 1}})
+    job_id = job.json()["id"]
+    until(lambda: svc.http.get(f"{svc.url}/jobs/{job_id}").json()["phase"] == "downloading",
+          60, "the download to start")
+    t0 = time.time()
+    svc.proc.send_signal(signal.SIGTERM)
+    assert svc.proc.wait(timeout=30) == 0
+    took = time.time() - t0
+    print(f"serve with a stalled download stopped in {took:.2f}s")
+    assert took < 5, svc.output()[-3000:]
+    last = history(svc, job_id)[-1]
+    assert last[:2] == ("running", "queued") and last[3].startswith("released by worker"), last
 
 
 def test_sigterm_to_a_worker_hands_its_job_back_at_once(serve, trainyard_bin, slow_blobs,
