@@ -65,6 +65,7 @@ int api_workers_list(http_req *r, void *app);
 int api_workers_lease(http_req *r, void *app);
 int api_workers_heartbeat(http_req *r, void *app);
 int api_workers_complete(http_req *r, void *app);
+int api_workers_release(http_req *r, void *app);
 /* api/service.c */
 int api_service_health(http_req *r, void *app);
 int api_service_devices(http_req *r, void *app);

@@ -29,6 +29,7 @@ typedef struct app {
     int max_queued_per_token;    /* queued jobs one token may have; 0: no limit */
     telemetry stats;             /* GET /metrics; telemetry_init() before serving */
     const char *version;
+    volatile int stopping; /* set by serve on SIGTERM/SIGINT: submits and leases get 503 */
     /* Where job transitions are logged, one line each; NULL: nowhere. */
     void (*log)(const char *line);
 } app;

@@ -229,10 +229,12 @@ static int body_file_open(http_req *r)
     return 0;
 }
 
-/* The status for failing to store an upload: the server's disk or setup, never the client. */
+/* The status for failing to store an upload: the server's disk or setup, never the client.
+ * EFBIG here is the server's own file-size limit (ulimit -f; the client's cap is checked
+ * before), so it is a storage problem like a full disk. */
 static int store_status(int rc)
 {
-    return rc == -ENOSPC || rc == -EDQUOT ? 507 : rc == -ENOMEM ? 503 : 500;
+    return rc == -ENOSPC || rc == -EDQUOT || rc == -EFBIG ? 507 : rc == -ENOMEM ? 503 : 500;
 }
 
 /* Takes n more body bytes: counts them, enforces the cap, stores them. MHD_NO closes. */

@@ -98,8 +98,9 @@ static json_t *api_job_links(const char *id)
     return api_json_pack(names, vals, 6);
 }
 
-/* The Job object with `document` given (a new reference, stolen; NULL means out of memory). */
-static json_t *api_job_with(const db_job *j, json_t *doc)
+/* The Job object with `document` given (a new reference, stolen; NULL means out of memory) and
+ * `attempts` when not NULL (stolen too). */
+static json_t *api_job_with(const db_job *j, json_t *doc, json_t *attempts)
 {
     static const char *const keys[] = {"id",         "name",
                                        "status",     "phase",
@@ -108,7 +109,8 @@ static json_t *api_job_with(const db_job *j, json_t *doc)
                                        "started_at", "finished_at",
                                        "error",      "device",
                                        "worker",     "cancel_requested",
-                                       "document",   "links"};
+                                       "document",   "links",
+                                       "attempts"};
     const char *phase = db_phase_name(j->phase);
     json_t *vals[] = {json_string(j->id),
                       json_string(j->name),
@@ -125,8 +127,10 @@ static json_t *api_job_with(const db_job *j, json_t *doc)
                       api_opt_string(j->worker_id),
                       json_boolean(j->cancel_requested),
                       doc,
-                      api_job_links(j->id)};
-    return api_json_pack(keys, vals, sizeof vals / sizeof vals[0]);
+                      api_job_links(j->id),
+                      attempts};
+    size_t n = sizeof vals / sizeof vals[0];
+    return api_json_pack(keys, vals, attempts ? n : n - 1);
 }
 
 json_t *api_job_json(const db_job *j)
@@ -136,19 +140,26 @@ json_t *api_job_json(const db_job *j)
         json_decref(doc);
         doc = NULL;
     }
-    return api_job_with(j, doc);
+    return api_job_with(j, doc, NULL);
 }
 
 char *api_job_text(const db_job *j, size_t *len)
+{
+    return api_job_text_with(j, NULL, len);
+}
+
+char *api_job_text_with(const db_job *j, json_t *attempts, size_t *len)
 {
     /* The stored document is compact JSON the server wrote itself at submit time; parsing and
      * printing it again on every GET was most of a GET's cost. The outer object is dumped with a
      * null in its place and the stored text spliced in. `"document":null` cannot occur inside a
      * string value (its quotes would be escaped there), so its one match is the member. */
     static const char hole[] = "\"document\":null";
-    if (!j->document || j->document[0] != '{')
+    if (!j->document || j->document[0] != '{') {
+        json_decref(attempts);
         return NULL;
-    json_t *o = api_job_with(j, json_null());
+    }
+    json_t *o = api_job_with(j, json_null(), attempts);
     char *outer = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     char *at = outer ? strstr(outer, hole) : NULL;
@@ -167,6 +178,56 @@ char *api_job_text(const db_job *j, size_t *len)
     }
     free(outer);
     return text;
+}
+
+/* "leased by worker <id> on <device>" (sched_job_lease's reason): the worker and the device. */
+static void api_lease_reason(const char *reason, json_t **worker, json_t **device)
+{
+    static const char prefix[] = "leased by worker ", on[] = " on ", none[] = "its device";
+    *worker = json_null();
+    *device = json_null();
+    if (strncmp(reason, prefix, sizeof prefix - 1) != 0)
+        return;
+    const char *id = reason + sizeof prefix - 1, *end = strchr(id, ' ');
+    size_t n = end ? (size_t)(end - id) : strlen(id);
+    if (n == 0)
+        return;
+    json_decref(*worker);
+    *worker = json_stringn(id, n);
+    if (end && strncmp(end, on, sizeof on - 1) == 0 && strcmp(end + sizeof on - 1, none) != 0) {
+        json_decref(*device);
+        *device = json_string(end + sizeof on - 1);
+    }
+}
+
+int api_attempts_add(json_t *attempts, const db_event *e)
+{
+    if (e->from == DB_QUEUED && e->to == DB_RUNNING) {
+        static const char *const keys[] = {"attempt",  "worker",  "device", "started_at",
+                                           "ended_at", "outcome", "reason"};
+        json_t *worker, *device;
+        api_lease_reason(e->reason, &worker, &device);
+        json_t *vals[] = {json_integer(e->attempt),
+                          worker,
+                          device,
+                          api_time_json(e->at),
+                          json_null(),
+                          json_null(),
+                          json_null()};
+        json_t *o = api_json_pack(keys, vals, 7);
+        return o && json_array_append_new(attempts, o) == 0 ? 0 : -ENOMEM;
+    }
+    if (e->from != DB_RUNNING || e->to == DB_RUNNING)
+        return 0; /* the submit, a cancel request: no attempt starts or ends */
+    json_t *last = json_array_get(attempts, json_array_size(attempts) - 1);
+    if (!last || !json_is_null(json_object_get(last, "ended_at")) ||
+        json_integer_value(json_object_get(last, "attempt")) != e->attempt)
+        return 0; /* an end without its start (history from before this rule): skipped */
+    const char *outcome = e->to == DB_QUEUED ? "requeued" : db_status_name(e->to);
+    int rc = json_object_set_new(last, "ended_at", api_time_json(e->at));
+    rc |= json_object_set_new(last, "outcome", json_string(outcome));
+    rc |= json_object_set_new(last, "reason", e->reason[0] ? json_string(e->reason) : json_null());
+    return rc == 0 ? 0 : -ENOMEM;
 }
 
 json_t *api_metric_json(const db_metric *m)

@@ -1,6 +1,6 @@
 /* job_json: the JSON the API answers with, built from database rows exactly as openapi.yaml
- * describes it (Job, EpochMetrics, Artifact, Worker, Lease), and the small text encodings the
- * handlers share (RFC 3339 times, base64, the list cursor).
+ * describes it (Job, Attempt, EpochMetrics, Artifact, Worker, Lease), and the small text
+ * encodings the handlers share (RFC 3339 times, base64, the list cursor).
  *
  * Rules the builders keep: every required property is present; a value that is unknown is
  * JSON null where the schema allows null and absent where it is optional and not nullable
@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "db/artifacts.h"
+#include "db/events.h"
 #include "db/jobs.h"
 #include "db/metrics.h"
 #include "db/workers.h"
@@ -44,6 +45,12 @@ json_t *api_job_json(const db_job *j);
  * in as it is rather than parsed and printed again; NULL when out of memory or the stored
  * document is not an object. */
 char *api_job_text(const db_job *j, size_t *len);
+/* The same with an `attempts` array (stolen, NULL: none), as GET /jobs/{id} answers. */
+char *api_job_text_with(const db_job *j, json_t *attempts, size_t *len);
+/* Folds one event of a job's history (oldest first) into `attempts`, an array of openapi's
+ * Attempt objects: a lease starts one, the end of a running attempt (requeue, release, finish)
+ * closes the last. Other events change nothing. 0, or -ENOMEM. */
+int api_attempts_add(json_t *attempts, const db_event *e);
 /* One EpochMetrics object. */
 json_t *api_metric_json(const db_metric *m);
 /* One Artifact object. */

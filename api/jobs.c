@@ -26,6 +26,7 @@
 
 #include "api/api_priv.h"
 #include "api/job_json.h"
+#include "db/events.h"
 #include "db/jobs.h"
 #include "scheduler/lifecycle.h"
 #include "util/sha256.h"
@@ -64,6 +65,10 @@ int api_jobs_submit(http_req *r, void *ctx)
     memset(&j, 0, sizeof j);
     int created = 0;
 
+    if (a->stopping)
+        return err_set(err, -ESHUTDOWN,
+                       "the service is stopping and takes no new jobs: submit again once it is "
+                       "back");
     const api_caller *caller = api_caller_of(r);
     const char *key = http_header(r, "Idempotency-Key");
     if (key && (!*key || api_utf8_chars(key) > API_IDEM_MAX))
@@ -266,6 +271,12 @@ static api_cached_job *api_job_slot(const char *id)
     return &t[h % API_JOB_CACHE];
 }
 
+/* db_event_list() callback: one event into the attempts array. */
+static int api_job_attempt(void *ctx, const db_event *e)
+{
+    return api_attempts_add(ctx, e);
+}
+
 int api_jobs_get(http_req *r, void *ctx)
 {
     app *a = ctx;
@@ -281,8 +292,15 @@ int api_jobs_get(http_req *r, void *ctx)
     int rc = api_job_find(r, a, &d, &j);
     if (rc < 0)
         return rc;
+    json_t *attempts = json_array();
+    rc = attempts ? db_event_list(d, j.seq, api_job_attempt, attempts, http_errbuf(r)) : -ENOMEM;
+    if (rc < 0) {
+        json_decref(attempts);
+        db_job_clear(&j);
+        return rc;
+    }
     size_t len = 0;
-    char *text = api_job_text(&j, &len);
+    char *text = api_job_text_with(&j, attempts, &len);
     char owner[DB_ID_LEN + 1];
     memcpy(owner, j.owner, sizeof owner);
     db_job_clear(&j);

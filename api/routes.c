@@ -57,6 +57,8 @@ static const http_route api_route_table[] = {
      1, API_WORKERS},
     {"POST", "/workers/{worker}/jobs/{id}/complete", api_workers_complete, HTTP_JSON_MAX_BODY, 0,
      API_WORKERS},
+    {"POST", "/workers/{worker}/jobs/{id}/release", api_workers_release, API_IGNORED_BODY, 0,
+     API_WORKERS},
 };
 
 const http_route *api_routes(size_t *n)

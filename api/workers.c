@@ -1,5 +1,6 @@
 /* workers: the worker protocol — POST /workers (register), GET /workers, and for a registered
- * worker POST .../lease (long poll), POST .../jobs/{id}/heartbeat, POST .../jobs/{id}/complete.
+ * worker POST .../lease (long poll), POST .../jobs/{id}/heartbeat, POST .../jobs/{id}/complete,
+ * POST .../jobs/{id}/release (a stopping worker hands its job back: queued again at once).
  * (Artifact uploads are in artifacts.c, checkpoints in checkpoints.c; a lease of a job whose
  * earlier attempt stored a checkpoint names it in "checkpoint".)
  *
@@ -136,6 +137,10 @@ int api_workers_lease(http_req *r, void *ctx)
      * receive (the job would sit out a whole lease): a woken poll checks its client first. */
     if (http_wakeups(r) > 0 && http_client_gone(r))
         return http_reply_empty(r, 204);
+    /* A stopping server hands out nothing: a job released by one of its workers would go to
+     * another that is stopping too, and wait out a lease. Workers back off and ask again. */
+    if (a->stopping)
+        return err_set(err, -ESHUTDOWN, "the service is stopping: ask again once it is back");
     db *d = api_db(r, a);
     if (!d)
         return -EIO;
@@ -230,6 +235,16 @@ int api_workers_heartbeat(http_req *r, void *ctx)
     return http_reply_json(r, 200, answer);
 }
 
+/* Answers 200 with job j as a Job, and clears j. */
+static int api_workers_reply_job(http_req *r, db_job *j)
+{
+    json_t *answer = api_job_json(j);
+    db_job_clear(j);
+    if (!answer)
+        return err_set(http_errbuf(r), -ENOMEM, "cannot build the job's JSON");
+    return http_reply_json(r, 200, answer);
+}
+
 int api_workers_complete(http_req *r, void *ctx)
 {
     app *a = ctx;
@@ -260,9 +275,22 @@ int api_workers_complete(http_req *r, void *ctx)
     else
         app_log(a, "job %s %s", j.id, db_status_name(j.status));
     api_raise(a->changed);
-    json_t *answer = api_job_json(&j);
-    db_job_clear(&j);
-    if (!answer)
-        return err_set(err, -ENOMEM, "cannot build the job's JSON");
-    return http_reply_json(r, 200, answer);
+    return api_workers_reply_job(r, &j);
+}
+
+int api_workers_release(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    char *err = http_errbuf(r);
+    db *d = api_db(r, a);
+    db_job j;
+    int rc = d ? sched_job_release(d, http_param(r, "id"), http_param(r, "worker"), time_wall_ms(),
+                                   &j, err)
+               : -EIO;
+    if (rc < 0)
+        return api_not_found(r, rc);
+    app_log(a, "job %s released by worker %s: queued again", j.id, http_param(r, "worker"));
+    api_raise(a->queued);
+    api_raise(a->changed);
+    return api_workers_reply_job(r, &j);
 }

@@ -3,8 +3,23 @@
  *
  * The main thread only sets things up, runs the scheduler's housekeeping once a second (lapsed
  * leases, runtime limits, workers gone quiet) and waits for SIGTERM/SIGINT; requests are served
- * by libmicrohttpd's thread pool. On a signal: workers are told to stop (their jobs go back to
- * the queue when their leases lapse), then the server closes. */
+ * by libmicrohttpd's thread pool.
+ *
+ * Stopping (SIGTERM/SIGINT), bounded by --shutdown-seconds: submits and leases get 503; the
+ * local workers get SIGTERM, and each finishes its epoch, uploads its checkpoint and hands the
+ * job back (POST .../release), so it is queued, not lost, and resumes from that checkpoint under
+ * the next serve; the HTTP server keeps answering them meanwhile. A worker still busy 3 s before
+ * the bound gets a second SIGTERM (stop at the next step, hand back the last checkpoint); one
+ * busy 1 s before it is killed (its lease then lapses as after a crash). Then the server
+ * closes and serve exits 0. Remote workers are told nothing: they keep training and re-attach
+ * when a serve is back on the same address (worker/agent.c).
+ *
+ * kill -9: nothing to do here by design. Every acknowledged change is committed (WAL,
+ * synchronous=FULL); local workers die with serve (--parent); remote ones re-attach; the
+ * restarted serve's sweeper requeues the jobs whose leases lapsed meanwhile.
+ *
+ * SIGXFSZ is ignored so that a file-size limit (ulimit -f) makes write() fail with EFBIG, which
+ * the upload path answers with a 507, instead of killing the server. */
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -63,6 +78,9 @@ static const char usage_text[] =
     "  --max-queued N       queued jobs one token may have at once; more submits get 429\n"
     "                       (default 10000; 0: no limit)\n"
     "  --threads N          HTTP threads (default 4)\n"
+    "  --shutdown-seconds N on SIGTERM/SIGINT, exit within this long: local workers\n"
+    "                       checkpoint their jobs and hand them back to the queue meanwhile\n"
+    "                       (default 10)\n"
     "\n"
     "Every API call but GET /healthz needs a token (Authorization: Bearer TOKEN). On first\n"
     "start serve makes an admin token and writes it to DATA-DIR/admin.token (mode 0600);\n"
@@ -165,7 +183,7 @@ int cmd_serve(int argc, char **argv)
 {
     const char *bind = "127.0.0.1", *data_dir = "./trainyard-data", *root = NULL;
     const char *tls_cert = NULL, *tls_key = NULL, *dataset_ca = NULL;
-    long port = 8080, workers = -1, lease = 30, stall = 0, threads = 4, every = 10;
+    long port = 8080, workers = -1, lease = 30, stall = 0, threads = 4, every = 10, bound = 10;
     long max_queued = 10000;
     uint64_t max_dataset = 0, max_artifact = 4ull << 30;
     const char *max_dataset_text = NULL;
@@ -215,6 +233,8 @@ int cmd_serve(int argc, char **argv)
             rc = parse_count(a, v, 100000000, &max_queued);
         else if (!strcmp(a, "--threads"))
             rc = parse_count(a, v, 256, &threads);
+        else if (!strcmp(a, "--shutdown-seconds"))
+            rc = parse_count(a, v, 3600, &bound);
         else {
             fprintf(stderr, "trainyard serve: unknown option '%s' (try --help)\n", a);
             return 2;
@@ -265,6 +285,7 @@ int cmd_serve(int argc, char **argv)
         return 1;
 
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
@@ -338,6 +359,7 @@ int cmd_serve(int argc, char **argv)
         workers = (long)ndev;
     supervisor *sup = NULL;
     int status = 0;
+    double t0 = 0;
     if (workers > 0 && ndev == 0) {
         log_line("no OpenCL device here: no local workers; jobs wait for a remote worker "
                  "(trainyard worker --server URL on a machine with one)");
@@ -389,10 +411,17 @@ int cmd_serve(int argc, char **argv)
         struct timespec ts = {1, 0};
         nanosleep(&ts, NULL); /* a signal cuts it short */
     }
-    log_line("stopping: workers first, then the server");
+    t0 = time_mono();
+    a.stopping = 1;
+    log_line("stopping: no new jobs; local workers hand their jobs back, then the server closes");
 out:
-    supervisor_stop(sup, 10000);
+    supervisor_stop(sup, bound > 1 ? (int)(bound - 1) * 1000 : 0);
     http_stop(a.http);
+    if (t0 > 0) {
+        char line[96];
+        snprintf(line, sizeof line, "stopped in %.1fs", time_mono() - t0);
+        log_line(line);
+    }
     free(devs);
     return status;
 }

@@ -117,7 +117,8 @@ static int token_args(int argc, char **argv, token_opts *o)
         return -1;
     }
     if (!strcmp(o->verb, "create") && db_role_parse(o->role) < 0) {
-        fprintf(stderr, "trainyard token create: --role is admin, user, worker or metrics, not '%s'\n",
+        fprintf(stderr,
+                "trainyard token create: --role is admin, user, worker or metrics, not '%s'\n",
                 o->role);
         return -1;
     }

@@ -1,12 +1,26 @@
 /* cmd_worker: `trainyard worker --server URL` runs a worker process: it registers its OpenCL
  * device with the server, leases jobs, trains them and reports back. `trainyard serve` starts
- * one per local device; on other GPU machines people start it by hand. */
+ * one per local device; on other GPU machines people start it by hand.
+ *
+ * SIGTERM/SIGINT: the current job's epoch is finished and checkpointed and the job handed back
+ * to the queue (agent.c), then the worker exits; a second signal cuts the epoch short.
+ *
+ * --parent PID (what serve passes its local workers) ties the worker's life to that process:
+ * when it dies, even by kill -9, the kernel sends the worker SIGKILL (PR_SET_PDEATHSIG), so no
+ * unsupervised worker goes on holding a device that the restarted serve gives to a new local
+ * worker. The job is not lost: its lease lapses in the database and the restarted serve
+ * requeues it to resume from its last checkpoint. A remote worker (no --parent) outlives its
+ * server instead and re-attaches when it is back. */
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "cli/cli.h"
 #include "util/err.h"
@@ -46,14 +60,34 @@ static const char usage_text[] =
     "  --max-dataset-bytes N\n"
     "                       refuse a dataset larger than N bytes (K, M, G suffixes; default\n"
     "                       2G)\n"
-    "  --max-jobs N         exit after N jobs (default: never)\n";
+    "  --max-jobs N         exit after N jobs (default: never)\n"
+    "  --parent PID         exit (SIGKILL) when process PID ends; serve passes its own pid to\n"
+    "                       its local workers. Without it the worker outlives its server and\n"
+    "                       goes on with its job when the server is back\n"
+    "\n"
+    "On SIGTERM/SIGINT the worker finishes the current epoch, uploads its checkpoint and\n"
+    "hands the job back to the queue, then exits; a second signal stops it at the next step\n"
+    "(the epochs after the last checkpoint are trained again by the next attempt).\n";
 
 static volatile sig_atomic_t stop_requested;
 
+/* The first signal stops after the current epoch, a second one at the next step (agent.h). */
 static void on_signal(int sig)
 {
     (void)sig;
-    stop_requested = 1;
+    if (stop_requested < 2)
+        stop_requested++;
+}
+
+/* Dies with process parent (see the top). 0, or -ESRCH when it is gone already. */
+static int follow_parent(pid_t parent)
+{
+#ifdef __linux__
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+        return -errno;
+#endif
+    /* The parent may have died before the prctl: then this process was reparented. */
+    return getppid() == parent ? 0 : -ESRCH;
 }
 
 int cmd_worker(int argc, char **argv)
@@ -95,6 +129,20 @@ int cmd_worker(int argc, char **argv)
             if (cli_bytes("worker", argv[i], argv[i + 1], &o.max_dataset_bytes) < 0)
                 return 2;
             i++;
+            continue;
+        }
+        if (!strcmp(argv[i], "--parent") && i + 1 < argc) {
+            char *end = NULL;
+            long pid = strtol(argv[++i], &end, 10);
+            if (end == argv[i] || *end || pid < 1 || pid > INT32_MAX) {
+                fprintf(stderr, "trainyard worker: --parent takes a process id, not '%s'\n",
+                        argv[i]);
+                return 2;
+            }
+            if (follow_parent((pid_t)pid) < 0) {
+                fprintf(stderr, "trainyard worker: process %ld is gone: not starting\n", pid);
+                return 1;
+            }
             continue;
         }
         if (!strcmp(argv[i], "--checkpoint-seconds") && i + 1 < argc) {

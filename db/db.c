@@ -202,6 +202,12 @@ int db_rows(db *d, sqlite3_stmt *st, int (*row)(void *ctx, sqlite3_stmt *st), vo
     return rc;
 }
 
+int db_row_int(void *ctx, sqlite3_stmt *st)
+{
+    *(int *)ctx = sqlite3_column_int(st, 0);
+    return 0;
+}
+
 /* ---- transactions ----------------------------------------------------------------------- */
 
 int db_begin(db *d, char *err)

@@ -57,6 +57,8 @@ int db_write(db *d, sqlite3_stmt *st, char *err);
 /* Steps bound st calling row(ctx, st) per row (a negative return stops and is returned, else the
  * last one is), step errors become db_fail(); st is always released with db_stmt_done(). */
 int db_rows(db *d, sqlite3_stmt *st, int (*row)(void *ctx, sqlite3_stmt *st), void *ctx, char *err);
+/* A db_rows() row callback for a one-integer query: stores column 0 in *(int *)ctx. */
+int db_row_int(void *ctx, sqlite3_stmt *st);
 
 /* BEGIN IMMEDIATE: takes the write lock now (first this process's writer mutex, then SQLite's
  * lock, waiting up to the busy timeout for other processes). */

@@ -66,3 +66,24 @@ int db_event_list(db *d, int64_t job_seq, db_event_fn fn, void *ctx, char *err)
     db_event_walk w = {fn, ctx};
     return db_rows(d, st, db_event_row, &w, err);
 }
+
+static const char SQL_EVENT_COUNT_RELEASED[] =
+    "SELECT count(*) FROM job_events WHERE job_seq = ? AND from_status = 'running'"
+    " AND to_status = 'queued' AND substr(reason, 1, ?) = ?";
+
+int db_event_count_released(db *d, int64_t job_seq, int *out, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_EVENT_COUNT_RELEASED, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, job_seq);
+    sqlite3_bind_int(st, 2, (int)strlen(DB_EVENT_RELEASED));
+    sqlite3_bind_text(st, 3, DB_EVENT_RELEASED, -1, SQLITE_STATIC);
+    int n = 0;
+    rc = db_rows(d, st, db_row_int, &n, err);
+    if (rc < 0)
+        return rc;
+    *out = n;
+    return 0;
+}

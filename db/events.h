@@ -28,5 +28,11 @@ int db_event_append(db *d, int64_t job_seq, int64_t at, int from, int to, int ph
                     const char *reason, char *err);
 /* The events of job_seq, oldest first. */
 int db_event_list(db *d, int64_t job_seq, db_event_fn fn, void *ctx, char *err);
+/* How many attempts of job_seq ended by a hand-back (running -> queued with a reason starting
+ * with DB_EVENT_RELEASED): they do not count against max_attempts. */
+int db_event_count_released(db *d, int64_t job_seq, int *out, char *err);
+
+/* The reason of a hand-back starts with this (sched_job_release). */
+#define DB_EVENT_RELEASED "released by worker"
 
 #endif

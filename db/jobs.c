@@ -475,12 +475,6 @@ int db_job_delete(db *d, int64_t seq, char *err)
 
 static const char SQL_JOB_CKPT_GET[] = "SELECT checkpoint_epoch FROM jobs WHERE seq = ?";
 
-static int db_job_int_row(void *ctx, sqlite3_stmt *st)
-{
-    *(int *)ctx = sqlite3_column_int(st, 0);
-    return 0;
-}
-
 int db_job_checkpoint_epoch(db *d, int64_t seq, int *out, char *err)
 {
     sqlite3_stmt *st = NULL;
@@ -489,7 +483,7 @@ int db_job_checkpoint_epoch(db *d, int64_t seq, int *out, char *err)
         return rc;
     sqlite3_bind_int64(st, 1, seq);
     int epoch = -1;
-    rc = db_rows(d, st, db_job_int_row, &epoch, err);
+    rc = db_rows(d, st, db_row_int, &epoch, err);
     if (rc < 0)
         return rc;
     if (epoch < 0)

@@ -207,6 +207,23 @@ out:
 
 /* ---- complete --------------------------------------------------------------------------- */
 
+/* What every end of a leased attempt of running job j shares once its row is written: the
+ * event, the worker freed and seen, the commit. j is consumed; on failure rolled back. */
+static int sched_attempt_end(db *d, db_job *j, const char *worker_id, int to, const char *reason,
+                             int64_t now, db_job *out, char *err)
+{
+    int rc = db_event_append(d, j->seq, now, DB_RUNNING, to, j->phase, j->attempt, reason, err);
+    if (rc >= 0)
+        rc = db_worker_release(d, worker_id, j->id, err);
+    if (rc >= 0)
+        rc = db_worker_seen(d, worker_id, now, err);
+    if (rc >= 0)
+        return sched_job_commit_reread(d, j, out, err);
+    db_rollback(d);
+    db_job_clear(j);
+    return rc;
+}
+
 int sched_job_complete(db *d, const char *job_id, const char *worker_id, int status,
                        const char *error, int64_t now, db_job *out, char *err)
 {
@@ -224,16 +241,8 @@ int sched_job_complete(db *d, const char *job_id, const char *worker_id, int sta
                           "completing", err);
     if (rc < 0)
         goto out;
-    rc = db_event_append(d, j.seq, now, DB_RUNNING, status, j.phase, j.attempt,
-                         error ? error : "reported by the worker", err);
-    if (rc < 0)
-        goto out;
-    rc = db_worker_release(d, worker_id, j.id, err);
-    if (rc >= 0)
-        rc = db_worker_seen(d, worker_id, now, err);
-    if (rc < 0)
-        goto out;
-    return sched_job_commit_reread(d, &j, out, err);
+    return sched_attempt_end(d, &j, worker_id, status, error ? error : "reported by the worker",
+                             now, out, err);
 out:
     db_rollback(d);
     db_job_clear(&j);
@@ -306,7 +315,7 @@ int sched_job_expire(db *d, int64_t seq, int64_t now, int *to, char *err)
     char reason[256];
     int next = -1;
     int64_t used = 0;
-    int over = 0, lapsed = 0;
+    int over = 0, lapsed = 0, released = 0;
     int rc = db_begin(d, err);
     if (rc < 0)
         return rc;
@@ -322,6 +331,9 @@ int sched_job_expire(db *d, int64_t seq, int64_t now, int *to, char *err)
     lapsed = j.lease_expires_at != 0 && j.lease_expires_at < now;
     if (!over && !lapsed)
         goto done;
+    rc = db_event_count_released(d, seq, &released, err);
+    if (rc < 0)
+        goto out;
     if (over) {
         next = DB_FAILED;
         snprintf(reason, sizeof reason, "exceeded max_runtime_seconds (%d s, over %d attempt%s)",
@@ -329,7 +341,7 @@ int sched_job_expire(db *d, int64_t seq, int64_t now, int *to, char *err)
     } else if (j.cancel_requested) {
         next = DB_CANCELLED;
         snprintf(reason, sizeof reason, "cancel requested and the worker stopped answering");
-    } else if (j.attempt < j.max_attempts) {
+    } else if (j.attempt - released < j.max_attempts) {
         next = DB_QUEUED;
         snprintf(reason, sizeof reason, "lease expired");
     } else {
@@ -355,6 +367,27 @@ done:
     if (rc == 0)
         *to = next;
     return rc;
+out:
+    db_rollback(d);
+    db_job_clear(&j);
+    return rc;
+}
+
+/* ---- release ---------------------------------------------------------------------------- */
+
+int sched_job_release(db *d, const char *job_id, const char *worker_id, int64_t now, db_job *out,
+                      char *err)
+{
+    char reason[DB_ID_LEN + 128];
+    db_job j;
+    int rc = sched_job_begin_leased(d, job_id, worker_id, &j, err);
+    if (rc < 0)
+        return rc;
+    rc = sched_expect_one(sched_job_requeue(d, &j, now, err), "releasing", err);
+    if (rc < 0)
+        goto out;
+    snprintf(reason, sizeof reason, DB_EVENT_RELEASED " %s: it is stopping", worker_id);
+    return sched_attempt_end(d, &j, worker_id, DB_QUEUED, reason, now, out, err);
 out:
     db_rollback(d);
     db_job_clear(&j);

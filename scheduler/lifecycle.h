@@ -30,6 +30,7 @@
  * | running → succeeded / failed / cancelled | sched_job_complete      |
  * | queued → cancelled; running: request     | sched_job_cancel        |
  * | running → queued / failed / cancelled    | sched_job_expire (**)   |
+ * | running → queued (worker hands it back)  | sched_job_release (**)  |
  * | terminal → deleted                       | sched_job_delete        |
  * | (every lapsed lease, silent worker)      | sched_sweep (sweeper.h) |
  *
@@ -38,12 +39,16 @@
  * (**) Requeueing deletes the metrics of epochs after the stored checkpoint's (jobs.
  *     checkpoint_epoch) and logs "attempt N resumes after epoch E": the next attempt resumes
  *     from that checkpoint and reports only the later epochs, so each epoch is stored once.
+ *     A release is the same requeue asked for by the lease holder (its worker is stopping):
+ *     at once instead of after the lease, and a released attempt does not count against
+ *     max_attempts (the job did nothing wrong), though the next lease still numbers it + 1.
  *
  * Rules:
  * - Terminal states never change: every write names the status it expects in its WHERE clause
  *   and the function checks that a row changed.
  * - A worker's explicit failure report is final: a bad dataset fails the same way every time.
- *   Only a lapsed lease (worker crashed, machine gone) retries, while attempts are left.
+ *   Only a lapsed lease (worker crashed, machine gone) retries, while attempts are left; a
+ *   release (worker stopping) always requeues and uses up no attempt.
  * - max_runtime_seconds bounds the running time summed over all attempts.
  * - Only the worker holding a running job's lease may heartbeat, upload or complete it;
  *   anyone else gets -EBUSY (409), and an unknown job -ENOENT (404).
@@ -115,6 +120,10 @@ int sched_job_cancel(db *d, const char *job_id, int64_t now, db_job *out, char *
  * passed max_runtime_seconds: back to queued while attempts are left, else failed; cancelled
  * when its cancellation was requested. *to is the new status, or -1 when nothing was due. */
 int sched_job_expire(db *d, int64_t seq, int64_t now, int *to, char *err);
+/* The lease holder of running job_id gives it back (its worker is stopping): back to queued at
+ * once, whatever attempts are left, resuming from its stored checkpoint. *out is the job. */
+int sched_job_release(db *d, const char *job_id, const char *worker_id, int64_t now, db_job *out,
+                      char *err);
 /* Deletes a finished job, its rows and <artifacts_dir>/<id>; -EBUSY while queued or running. */
 int sched_job_delete(db *d, const char *job_id, const char *artifacts_dir, char *err);
 

@@ -2,7 +2,14 @@
  *
  * Invariant: slot i is either running (pid > 0) or waiting to restart at restart_at; only the
  * watcher thread changes slots after start, under the mutex, so supervisor_pid() may read them
- * from any thread. */
+ * from any thread.
+ *
+ * Workers get `--parent <serve's pid>`: they die with serve, even by kill -9 (cmd_worker.c
+ * says why). The kernel's parent-death signal follows the THREAD that spawned a child, not the
+ * process: a worker the watcher thread restarted would be killed the moment that thread
+ * returns. So the watcher thread itself stops the workers (SIGTERM, grace, SIGKILL) before it
+ * returns, and the first workers are spawned by the thread that calls supervisor_start (serve's
+ * main thread, which lives as long as the process). */
 #include "scheduler/supervisor.h"
 
 #include <pthread.h>
@@ -23,6 +30,7 @@
 #define SUPERVISOR_MIN_DELAY 0.5
 #define SUPERVISOR_MAX_DELAY 30.0
 #define SUPERVISOR_HEALTHY_S 60.0
+#define SUPERVISOR_URGE_S    2.0 /* the second SIGTERM comes this long before the grace ends */
 
 extern char **environ;
 
@@ -38,7 +46,7 @@ struct supervisor {
     slot slots[SUPERVISOR_MAX_WORKERS];
     pthread_mutex_t mu;
     pthread_t thread;
-    int running, stopping;
+    int running, stopping, grace_ms;
 };
 
 static void say(supervisor *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -58,7 +66,7 @@ static void say(supervisor *s, const char *fmt, ...)
 
 static int spawn(supervisor *s, int i, char *err)
 {
-    char device[16], name[64], work[4200];
+    char device[16], name[64], work[4200], parent[24];
     snprintf(device, sizeof device, "%d", s->slots[i].device);
     snprintf(name, sizeof name, "local-%d", i);
     snprintf(work, sizeof work, "%s/worker-%d", s->work, i);
@@ -74,6 +82,9 @@ static int spawn(supervisor *s, int i, char *err)
     argv[n++] = name;
     argv[n++] = "--work-dir";
     argv[n++] = work;
+    snprintf(parent, sizeof parent, "%d", (int)getpid());
+    argv[n++] = "--parent";
+    argv[n++] = parent;
     const struct {
         const char *flag, *value; /* passed on when value is set */
     } optional[] = {{"--pin-cert", s->pin},
@@ -120,6 +131,51 @@ static void describe_exit(int status, char *out, size_t cap)
         snprintf(out, cap, "stopped");
 }
 
+/* Sends SIGTERM to every running worker (finish the epoch, checkpoint, hand the job back),
+ * a second one SUPERVISOR_URGE_S before grace_ms ends (stop at the next step: an epoch may be
+ * longer than the grace), then SIGKILLs what is left. Runs on the thread that spawned them
+ * (see the top). */
+static void terminate_all(supervisor *s, int grace_ms)
+{
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->o.count; i++)
+        if (s->slots[i].pid > 0)
+            kill(s->slots[i].pid, SIGTERM);
+    pthread_mutex_unlock(&s->mu);
+    double start = time_mono(), deadline = start + grace_ms / 1000.0;
+    double urge_at = grace_ms > 2000 * SUPERVISOR_URGE_S ? deadline - SUPERVISOR_URGE_S
+                                                         : start + grace_ms / 2000.0;
+    int urged = 0;
+    for (int i = 0; i < s->o.count; i++) {
+        slot *sl = &s->slots[i];
+        while (sl->pid > 0) {
+            pid_t gone = 0;
+            if (!urged && time_mono() >= urge_at) {
+                for (int k = i; k < s->o.count; k++)
+                    if (s->slots[k].pid > 0)
+                        kill(s->slots[k].pid, SIGTERM);
+                urged = 1;
+            }
+            if (waitpid(sl->pid, NULL, WNOHANG) == sl->pid) {
+                gone = sl->pid;
+            } else if (time_mono() >= deadline) {
+                say(s, "local worker %d (pid %d) did not stop in time: killed", i, (int)sl->pid);
+                kill(sl->pid, SIGKILL);
+                waitpid(sl->pid, NULL, 0);
+                gone = sl->pid;
+            } else {
+                struct timespec ts = {0, 20 * 1000000L};
+                nanosleep(&ts, NULL);
+            }
+            if (gone) {
+                pthread_mutex_lock(&s->mu);
+                sl->pid = 0;
+                pthread_mutex_unlock(&s->mu);
+            }
+        }
+    }
+}
+
 static void *watch(void *arg)
 {
     supervisor *s = arg;
@@ -127,7 +183,9 @@ static void *watch(void *arg)
     for (;;) {
         pthread_mutex_lock(&s->mu);
         if (s->stopping) {
+            int grace_ms = s->grace_ms;
             pthread_mutex_unlock(&s->mu);
+            terminate_all(s, grace_ms);
             break;
         }
         double now = time_mono();
@@ -219,28 +277,12 @@ void supervisor_stop(supervisor *s, int grace_ms)
         return;
     pthread_mutex_lock(&s->mu);
     s->stopping = 1;
+    s->grace_ms = grace_ms;
     pthread_mutex_unlock(&s->mu);
     if (s->running)
-        pthread_join(s->thread, NULL);
-    for (int i = 0; i < s->o.count; i++)
-        if (s->slots[i].pid > 0)
-            kill(s->slots[i].pid, SIGTERM);
-    double deadline = time_mono() + grace_ms / 1000.0;
-    for (int i = 0; i < s->o.count; i++) {
-        slot *sl = &s->slots[i];
-        while (sl->pid > 0) {
-            if (waitpid(sl->pid, NULL, WNOHANG) == sl->pid) {
-                sl->pid = 0;
-            } else if (time_mono() >= deadline) {
-                kill(sl->pid, SIGKILL);
-                waitpid(sl->pid, NULL, 0);
-                sl->pid = 0;
-            } else {
-                struct timespec ts = {0, 20 * 1000000L};
-                nanosleep(&ts, NULL);
-            }
-        }
-    }
+        pthread_join(s->thread, NULL); /* it stops the workers */
+    else
+        terminate_all(s, grace_ms);
     pthread_mutex_destroy(&s->mu);
     free(s->exe);
     free(s->url);

@@ -6,6 +6,8 @@
  * to the server only over HTTP, as remote ones do; the supervisor only starts and stops them.
  * They inherit the server's environment, which is how serve hands them their worker token
  * (TRAINYARD_TOKEN) without putting it on a command line.
+ * Each worker is tied to this process (`--parent`): when serve dies, even by kill -9, they die
+ * too, and their jobs resume from their checkpoints once the restarted serve lapses the leases.
  *
  * Ownership: supervisor_stop() ends the processes and frees everything; accepts NULL. */
 #ifndef TRAINYARD_SCHEDULER_SUPERVISOR_H
@@ -37,8 +39,9 @@ typedef struct supervisor_opts {
 int supervisor_start(const supervisor_opts *o, supervisor **out, char *err);
 /* The pid of worker slot i now (0 while it is being restarted). */
 pid_t supervisor_pid(supervisor *s, int i);
-/* Sends SIGTERM to every worker, waits up to grace_ms for them, then SIGKILLs the rest, and
- * frees the supervisor. Accepts NULL. */
+/* Sends SIGTERM to every worker (each checkpoints its job and hands it back to the queue),
+ * waits up to grace_ms for them, then SIGKILLs the rest, and frees the supervisor. The HTTP
+ * server must still answer meanwhile. Accepts NULL. */
 void supervisor_stop(supervisor *s, int grace_ms);
 
 #endif

@@ -9,6 +9,22 @@
  * When the server answers a heartbeat with 409/404 the lease is lost (the job was given to
  * another worker after a lapse): training stops and nothing is uploaded.
  *
+ * Re-attaching: a server that goes away (restarted, killed, network cut) does not stop a job.
+ * Training goes on; heartbeats are retried with a backoff capped at AGENT_BEAT_BACKOFF_MS (well
+ * under a lease) and keep what they carry queued; uploads and the completion are retried on
+ * network failures and 502/503/504 for up to AGENT_RETRY_S. A server back on the same address
+ * before the lease lapsed (the lapse is in its database) takes the next heartbeat as if nothing
+ * happened: the same attempt goes on. One back later answers 409 and the attempt is dropped.
+ *
+ * Stopping (SIGTERM/SIGINT, *o->stop): the trainer finishes the epoch it is in and checkpoints
+ * it (a second signal, *o->stop == 2, stops it at the next step instead, losing the epochs after
+ * the last checkpoint), the heartbeat thread flushes its queue and that checkpoint, and the job
+ * is handed back (POST .../release) so that it is queued again at once and resumes from the
+ * checkpoint: a stopping worker never fails its job and, given the time, loses no epoch. A job
+ * whose training had ended is uploaded and completed first. These wrap-up requests are not cut
+ * short by the stop (the stop aborts only the lease poll and downloads) and give up, together,
+ * AGENT_STOP_RETRY_S after the stop; then the lease lapses and the job is requeued all the same.
+ *
  * Checkpoints: the trainer writes one after an epoch every o->checkpoint_seconds; the hook
  * copies it to checkpoint.pending (on the trainer thread: a local copy of a few MB, no network)
  * and the heartbeat thread uploads it (PUT .../checkpoint) right after a heartbeat that carried
@@ -32,20 +48,24 @@
 
 #include "kernels/kernels.h"
 #include "util/err.h"
+#include "util/timeutil.h"
 #include "util/utf8.h"
 #include "worker/checkpoint.h"
 #include "worker/client.h"
 #include "worker/fetch.h"
 #include "worker/trainer.h"
 
-#define AGENT_LEASE_WAIT_S   30
-#define AGENT_MAX_LOG_QUEUE  10000
-#define AGENT_LINES_PER_BEAT 1000                 /* openapi Heartbeat.logs maxItems */
-#define AGENT_LINE_BYTES     1000                 /* and its maxLength: bytes bound characters */
-#define AGENT_CKPT_COPY      "checkpoint.copy"    /* the trainer thread's copy, being written */
-#define AGENT_CKPT_PENDING   "checkpoint.pending" /* the newest copy not yet sent */
-#define AGENT_CKPT_SENDING   "checkpoint.sending" /* the copy the heartbeat thread uploads */
-#define AGENT_CKPT_RESUME    "checkpoint.resume"  /* the server's checkpoint, downloaded */
+#define AGENT_LEASE_WAIT_S    30
+#define AGENT_BEAT_BACKOFF_MS 2000 /* heartbeat retries: from AGENT_HEARTBEAT_MS up to this */
+#define AGENT_RETRY_S         600  /* uploads and completion: retried this long while unanswered */
+#define AGENT_STOP_RETRY_S    5    /* ... and this long once the worker is stopping */
+#define AGENT_MAX_LOG_QUEUE   10000
+#define AGENT_LINES_PER_BEAT  1000                 /* openapi Heartbeat.logs maxItems */
+#define AGENT_LINE_BYTES      1000                 /* and its maxLength: bytes bound characters */
+#define AGENT_CKPT_COPY       "checkpoint.copy"    /* the trainer thread's copy, being written */
+#define AGENT_CKPT_PENDING    "checkpoint.pending" /* the newest copy not yet sent */
+#define AGENT_CKPT_SENDING    "checkpoint.sending" /* the copy the heartbeat thread uploads */
+#define AGENT_CKPT_RESUME     "checkpoint.resume"  /* the server's checkpoint, downloaded */
 
 static const char *const artifact_names[] = {"model.safetensors", "metrics.csv", "job.json",
                                              "train.log"};
@@ -74,6 +94,38 @@ static void say(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+}
+
+/* 1 when a request that failed (rc < 0: no answer; else the HTTP status) should be repeated:
+ * the server is away, restarting or overloaded, and the job's lease outlives a short absence. */
+static int agent_retryable(int rc, long status)
+{
+    return rc < 0 || status == 502 || status == 503 || status == 504;
+}
+
+/* Sleeps *backoff_ms (doubled for next time, up to 2 s) and returns 1 while before deadline
+ * (time_mono() seconds), else 0 without sleeping. */
+static int agent_retry_wait(double deadline, long *backoff_ms)
+{
+    if (time_mono() + *backoff_ms / 1000.0 > deadline)
+        return 0;
+    sleep_ms(*backoff_ms);
+    *backoff_ms = *backoff_ms * 2 > 2000 ? 2000 : *backoff_ms * 2;
+    return 1;
+}
+
+/* Until when a wrap-up request is retried: AGENT_RETRY_S from now, but once the worker is
+ * stopping, all of its wrap-up shares one AGENT_STOP_RETRY_S from the first time this saw the
+ * stop, so that a stopping worker exits in bounded time even with its server gone. Called by
+ * the main thread only. */
+static double agent_retry_deadline(const agent_opts *o)
+{
+    static double stop_by;
+    if (!*o->stop)
+        return time_mono() + AGENT_RETRY_S;
+    if (stop_by == 0)
+        stop_by = time_mono() + AGENT_STOP_RETRY_S;
+    return stop_by;
 }
 
 /* ---- the heartbeat thread ------------------------------------------------------------------ */
@@ -119,8 +171,9 @@ static void beat_send_checkpoint(beat *b, const char *sending, const char *pendi
     json_decref(reply);
 }
 
-/* Sends what is queued; on a network failure the items go back to the front of the queue. */
-static void beat_send(beat *b)
+/* Sends what is queued; on a network failure the items go back to the front of the queue and
+ * it returns 1 (retry after a backoff), else 0. */
+static int beat_send(beat *b)
 {
     pthread_mutex_lock(&b->mu);
     /* The server takes at most AGENT_LINES_PER_BEAT lines a heartbeat; the rest wait. */
@@ -151,6 +204,7 @@ static void beat_send(beat *b)
     json_t *reply = NULL;
     int rc = client_post_json(b->c, b->path, body, &status, &reply, err);
     json_decref(body);
+    int retry = 0;
     if (rc == 0 && status == 200) {
         if (json_is_true(json_object_get(reply, "cancel")))
             b->cancel = 1;
@@ -176,21 +230,26 @@ static void beat_send(beat *b)
         if (ckpt && !b->ckpt_pending && rename(sending, pending) == 0)
             b->ckpt_pending = 1; /* with its epochs, back to the queue */
         pthread_mutex_unlock(&b->mu);
+        retry = 1;
     }
     json_decref(sent_logs);
     json_decref(sent_epochs);
     json_decref(reply);
+    return retry;
 }
 
 static void *beat_main(void *arg)
 {
     beat *b = arg;
+    long backoff = 0; /* ms; nonzero after a heartbeat that went unanswered */
     for (;;) {
         pthread_mutex_lock(&b->mu);
-        if (!b->urgent && !b->done) {
+        if ((backoff || !b->urgent) && !b->done) {
             struct timespec until;
+            long wait = backoff ? backoff : AGENT_HEARTBEAT_MS;
             clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += AGENT_HEARTBEAT_MS * 1000000L;
+            until.tv_sec += wait / 1000;
+            until.tv_nsec += (wait % 1000) * 1000000L;
             until.tv_sec += until.tv_nsec / 1000000000L;
             until.tv_nsec %= 1000000000L;
             pthread_cond_timedwait(&b->cv, &b->mu, &until);
@@ -199,9 +258,13 @@ static void *beat_main(void *arg)
         pthread_mutex_unlock(&b->mu);
         if (b->lost)
             break;
-        beat_send(b); /* the last one flushes what the job left queued */
+        int retry = beat_send(b); /* the last one flushes what the job left queued */
         if (done)
             break;
+        backoff = !retry                                ? 0
+                  : backoff * 2 > AGENT_BEAT_BACKOFF_MS ? AGENT_BEAT_BACKOFF_MS
+                  : backoff                             ? backoff * 2
+                                                        : AGENT_HEARTBEAT_MS;
     }
     return NULL;
 }
@@ -262,10 +325,12 @@ static int hook_epoch(void *user, const trainer_epoch *e)
     return b->cancel || b->lost || *b->o->stop;
 }
 
+/* Polled between steps: a cancel or a lost lease stops at once, a first stop signal only at
+ * the end of the epoch (hook_epoch), so that its checkpoint loses nothing. */
 static int hook_stop(void *user)
 {
     beat *b = user;
-    return b->cancel || b->lost || *b->o->stop;
+    return b->cancel || b->lost || *b->o->stop > 1;
 }
 
 /* Copies src to dst; -errno on failure. */
@@ -337,15 +402,26 @@ static void remove_dir(const char *dir)
     rmdir(dir);
 }
 
-static int upload(client *c, const char *prefix, const char *dir, char *err)
+/* Uploads the artifacts, each retried while the server is away (agent_retryable). A refusal
+ * fails: 507 (the server's disk is full) as -ENOSPC, anything else -EIO. */
+static int upload(const agent_opts *o, client *c, const char *prefix, const char *dir, char *err)
 {
     for (size_t i = 0; i < sizeof artifact_names / sizeof artifact_names[0]; i++) {
         char file[4200], path[1024], why[512];
         snprintf(file, sizeof file, "%s/%s", dir, artifact_names[i]);
         snprintf(path, sizeof path, "%s/artifacts/%s", prefix, artifact_names[i]);
-        long status = 0;
+        long status = 0, backoff = 100;
         json_t *reply = NULL;
+        double deadline = agent_retry_deadline(o);
         int rc = client_put_file(c, path, file, &status, &reply, err);
+        while (agent_retryable(rc, status) && agent_retry_wait(deadline, &backoff)) {
+            say("uploading %s: %s, retrying", artifact_names[i],
+                rc < 0 ? err : "the server is unavailable");
+            json_decref(reply);
+            reply = NULL;
+            status = 0;
+            rc = client_put_file(c, path, file, &status, &reply, err);
+        }
         if (rc == 0 && status != 201) {
             client_problem(status, reply, why, sizeof why);
             rc = err_set(err, status == 507 ? -ENOSPC : -EIO, "uploading %s: %s", artifact_names[i],
@@ -358,27 +434,40 @@ static int upload(client *c, const char *prefix, const char *dir, char *err)
     return 0;
 }
 
-static void complete(client *c, const char *prefix, const char *status_word, const char *error)
+/* POSTs body (may be NULL) to prefix/<call>, retried while the server is away. */
+static void report(const agent_opts *o, client *c, const char *prefix, const char *call,
+                   json_t *body)
 {
     char path[1024], err[ERR_LEN];
-    snprintf(path, sizeof path, "%s/complete", prefix);
-    json_t *body = json_pack("{s:s}", "status", status_word);
-    if (error)
-        json_object_set_new(body, "error", json_text(error, 4096));
-    /* A completion must arrive: retry network failures a while (the lease outlives them). */
-    for (int attempt = 0; attempt < 20; attempt++) {
+    snprintf(path, sizeof path, "%s/%s", prefix, call);
+    long backoff = 100;
+    double deadline = agent_retry_deadline(o);
+    for (;;) {
         long status = 0;
         json_t *reply = NULL;
         int rc = client_post_json(c, path, body, &status, &reply, err);
         json_decref(reply);
-        if (rc == 0) {
+        if (!agent_retryable(rc, status)) {
             if (status != 200)
-                say("completion answered %ld", status);
+                say("%s answered %ld", call, status);
             break;
         }
-        say("completion failed, retrying: %s", err);
-        sleep_ms(500);
+        if (!agent_retry_wait(deadline, &backoff)) {
+            say("%s: giving up (%s); the lease lapses and the job is requeued", call,
+                rc < 0 ? err : "the server is unavailable");
+            break;
+        }
+        say("%s failed, retrying: %s", call, rc < 0 ? err : "the server is unavailable");
     }
+}
+
+static void complete(const agent_opts *o, client *c, const char *prefix, const char *status_word,
+                     const char *error)
+{
+    json_t *body = json_pack("{s:s}", "status", status_word);
+    if (error)
+        json_object_set_new(body, "error", json_text(error, 4096));
+    report(o, c, prefix, "complete", body);
     json_decref(body);
 }
 
@@ -435,7 +524,7 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
     if (job_from_json(doc, &job, &errs) < 0) {
         snprintf(err, sizeof err, "the server sent an invalid job: %s: %s", errs.items[0].field,
                  errs.items[0].message);
-        complete(c, prefix, "failed", err);
+        complete(o, c, prefix, "failed", err);
         return;
     }
 
@@ -464,7 +553,8 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
                               .dataset_stall_s = o->dataset_stall_s,
                               .max_dataset_bytes = o->max_dataset_bytes,
                               .resume_from = resuming ? resume : NULL,
-                              .checkpoint_seconds = o->checkpoint_seconds};
+                              .checkpoint_seconds = o->checkpoint_seconds,
+                              .stop_download = o->stop};
         trainer_hooks hooks = {.user = &b,
                                .on_log = hook_log,
                                .on_phase = hook_phase,
@@ -482,20 +572,30 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
         pthread_join(thread, NULL);
     }
 
+    /* The wrap-up must reach the server even when a stop aborts the lease poll (see top). */
+    client_set_abort(c, NULL);
+    int trained = rc == 0 && !res.stopped;
     if (b.lost) {
         say("job %s: lease lost, dropping the attempt", job_id);
-    } else if (rc < 0) {
-        complete(c, prefix, "failed", err);
     } else if (res.stopped && b.cancel) {
-        complete(c, prefix, "cancelled", NULL);
-    } else if (res.stopped) {
-        /* Stopped by a signal: the job is not this attempt's to fail. Its lease lapses and the
-         * scheduler hands it out again. */
-        say("job %s: stopping; it is retried once its lease lapses", job_id);
+        complete(o, c, prefix, "cancelled", NULL);
+    } else if (*o->stop && !trained) {
+        /* Stopped by a signal (which may also have cut a download short): the job is not this
+         * attempt's to fail. Its newest checkpoint went with the last heartbeat. */
+        say("job %s: stopping; handing it back to the queue", job_id);
+        report(o, c, prefix, "release", NULL);
+    } else if (rc < 0) {
+        complete(o, c, prefix, "failed", err);
     } else {
-        rc = upload(c, prefix, dir, err);
-        complete(c, prefix, rc == 0 ? "succeeded" : "failed", rc == 0 ? NULL : err);
+        rc = upload(o, c, prefix, dir, err);
+        if (rc < 0 && *o->stop && rc != -ENOSPC) {
+            say("job %s: stopping before its upload ended (%s); handing it back", job_id, err);
+            report(o, c, prefix, "release", NULL);
+        } else {
+            complete(o, c, prefix, rc == 0 ? "succeeded" : "failed", rc == 0 ? NULL : err);
+        }
     }
+    client_set_abort(c, o->stop);
     say("job %s finished", job_id);
     remove_dir(dir);
     client_free(b.c);

@@ -33,7 +33,8 @@ typedef struct agent_opts {
     uint64_t max_dataset_bytes;  /* refuse datasets larger than this; 0: the fetch default */
     int max_jobs;                /* stop after this many jobs; 0 = run until stopped */
     double checkpoint_seconds;   /* least time between checkpoints (trainer_opts); 0 every epoch */
-    volatile sig_atomic_t *stop; /* set by a signal handler: finish up and return */
+    volatile sig_atomic_t *stop; /* set by a signal handler: 1 finish the epoch, hand the job
+                                    back and return; 2 the same without finishing the epoch */
 } agent_opts;
 
 /* Runs the loop until *stop is set or max_jobs are done. Returns 0, or a negative code when the

@@ -214,9 +214,20 @@ static int fetch_http_error(CURL *h, CURLcode c, const char *cerr, const char *s
                        shown, why);
     case CURLE_SSL_CACERT_BADFILE:
         return err_set(err, -EKEYREJECTED, "%s: cannot use the dataset CA file: %s", shown, why);
+    case CURLE_ABORTED_BY_CALLBACK:
+        return err_set(err, -EINTR, "downloading %s: stopped (the worker is stopping)", shown);
     default:
         return err_set(err, -EIO, "downloading %s: %s", shown, why);
     }
+}
+
+/* curl's progress callback: nonzero (the stop flag is set) aborts the transfer. */
+static int fetch_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                          curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    volatile sig_atomic_t *stop = user;
+    return *stop != 0;
 }
 
 /* Downloads an http(s) URL into the sink; messages show the URL as shown. Redirects are
@@ -259,6 +270,11 @@ static int fetch_http(const char *url, const char *shown, const fetch_opts *o,
         /* this bundle alone: Debian's libcurl would also read /etc/ssl/certs */
         curl_easy_setopt(h, CURLOPT_CAINFO, o->ca_file);
         curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
+    }
+    if (o->stop) {
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, fetch_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)o->stop);
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
     }
 
     cur = strdup(url);

@@ -17,6 +17,7 @@
 #ifndef TRAINYARD_WORKER_FETCH_H
 #define TRAINYARD_WORKER_FETCH_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +32,8 @@ typedef struct fetch_opts {
     int allow_private;        /* 1: connect to private addresses without an allow pattern */
     const char *ca_file;      /* PEM CA bundle verifying https hosts instead of the system
                                  store (every hop of a redirect), or NULL */
+    /* When *stop becomes nonzero the download ends with -EINTR; NULL: never. */
+    volatile sig_atomic_t *stop;
 } fetch_opts;
 
 typedef struct fetch_stats {
@@ -46,7 +49,8 @@ typedef struct fetch_stats {
  * outside the root, file:// without a root, a redirect to another scheme, a host not in the
  * allow list or a private address not allowed, -ENOENT no such file under the root,
  * -EFBIG over max_bytes, -ETIMEDOUT, -EIO transfer or HTTP error (the status is in err),
- * -EBADMSG checksum mismatch or corrupt gzip, -ENOMEM. opts and stats may be NULL (defaults;
+ * -EBADMSG checksum mismatch or corrupt gzip, -ENOMEM, -EINTR stopped by opts->stop (http(s)
+ * only: a file:// read is quick). opts and stats may be NULL (defaults;
  * no file://). Messages show the URL without credentials, query or fragment. */
 int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, fetch_stats *stats,
               char *err);

@@ -158,7 +158,8 @@ static int load_data(run *r, char *err)
                      .sha256 = job->sha256,
                      .allow = r->opts->dataset_allow,
                      .ca_file = r->opts->dataset_ca,
-                     .allow_private = r->opts->allow_private};
+                     .allow_private = r->opts->allow_private,
+                     .stop = r->opts->stop_download};
     phase(r, "downloading");
     int rc = fetch_url(job->dataset_url, &fo, &text, &len, &st, err);
     if (rc < 0)

@@ -29,6 +29,7 @@
 #ifndef TRAINYARD_WORKER_TRAINER_H
 #define TRAINYARD_WORKER_TRAINER_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "kernels/kernels.h"
@@ -70,6 +71,7 @@ typedef struct trainer_opts {
     long dataset_stall_s;       /* abort a download stalled this long; 0: the fetch default */
     const char *resume_from;    /* a checkpoint to continue from, or NULL to start afresh */
     double checkpoint_seconds;  /* least time between checkpoints: 0 every epoch, < 0 none */
+    volatile sig_atomic_t *stop_download; /* nonzero ends the dataset download (-EINTR); NULL */
 } trainer_opts;
 
 typedef struct trainer_result {

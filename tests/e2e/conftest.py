@@ -10,8 +10,12 @@ import http.server
 import json
 import os
 import pathlib
+import re
+import socket
+import struct
 import subprocess
 import threading
+import time
 
 import pytest
 import requests
@@ -84,10 +88,24 @@ def blobs(data_server):
 
 
 class FaultyHandler(Handler):
-    """Serves files, plus /stall (sends headers and a few bytes, then nothing) and /garbage
-    (random bytes) for the dataset-failure tests."""
+    """Serves files, plus /stall (sends headers and a few bytes, then nothing), /garbage
+    (random bytes), /reset (half the promised body, then a TCP reset) and /truncate (half the
+    promised body, then an orderly close) for the dataset-failure tests."""
 
     def do_GET(self):
+        if self.path.startswith("/reset") or self.path.startswith("/truncate"):
+            self.send_response(200)
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            self.wfile.write(b"a,b,y\n" + b"1.0,2.0,0\n" * 5000)
+            self.wfile.flush()
+            if self.path.startswith("/reset"):
+                # SO_LINGER with a zero timeout: close() sends RST instead of FIN.
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                           struct.pack("ii", 1, 0))
+            self.close_connection = True
+            self.connection.close()
+            return
         if self.path.startswith("/stall"):
             self.send_response(200)
             self.send_header("Content-Length", "1000000")
@@ -127,29 +145,53 @@ class Service:
     Tests talk to it through `http`, a requests session that carries the credentials the
     service expects; processes a test starts against it (workers, the CLI) take `env()`."""
 
-    def __init__(self, binary, data_dir, args):
-        import re
-        import time
-        self.data_dir = data_dir
+    def __init__(self, binary, data_dir, args, preexec_fn=None):
+        self.binary, self.data_dir, self.args = binary, data_dir, tuple(args)
+        self.preexec_fn = preexec_fn
         self.http = requests.Session()
         self.log_path = data_dir.parent / (data_dir.name + ".log")
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([str(binary), "serve", "--port", "0", "--data-dir",
-                                      str(data_dir), *args], stdout=self.log,
-                                     stderr=subprocess.STDOUT, text=True)
+        self.url = None
+        self._start("0")
+
+    @property
+    def db_path(self):
+        return self.data_dir / "trainyard.db"
+
+    def _start(self, port):
+        start = self.log_path.stat().st_size
+        self.proc = subprocess.Popen([str(self.binary), "serve", "--data-dir", str(self.data_dir),
+                                      *self.args, "--port", port], stdout=self.log,
+                                     stderr=subprocess.STDOUT, text=True,
+                                     preexec_fn=self.preexec_fn)
         deadline = time.time() + 60
         while time.time() < deadline:
-            text = self.log_path.read_text()
+            text = self.log_path.read_text()[start:]
             m = re.search(r"listening on (https?://127\.0\.0\.1:\d+)", text)
             if m:
                 self.url = m.group(1)
-                self.admin_token = (data_dir / "admin.token").read_text().strip()
+                self.admin_token = (self.data_dir / "admin.token").read_text().strip()
                 self.http.headers["Authorization"] = f"Bearer {self.admin_token}"
                 return
             if self.proc.poll() is not None:
                 raise RuntimeError(f"serve exited {self.proc.returncode}:\n{text}")
             time.sleep(0.05)
-        raise RuntimeError("serve did not start:\n" + self.log_path.read_text())
+        raise RuntimeError("serve did not start:\n" + self.log_path.read_text()[start:])
+
+    def restart(self):
+        """Starts serve again on the same data directory and port (the old process must have
+        ended: a test kills or stops it first); the url stays the same."""
+        assert self.proc.poll() is not None, "stop or kill the running serve first"
+        port = self.url.rsplit(":", 1)[1]
+        deadline = time.time() + 30
+        while True:  # a port in TIME_WAIT or still held by a dying child is retried a while
+            try:
+                self._start(port)
+                return
+            except RuntimeError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def output(self):
         return self.log_path.read_text()
@@ -202,13 +244,14 @@ def serve(trainyard_bin, tmp_path):
     """Starts `trainyard serve` with extra arguments; every service is stopped at teardown.
 
     The datasets of these tests are on 127.0.0.1, which serve refuses by default (a private
-    address); allow_loopback=True passes --dataset-allow 127.0.0.1 for them."""
+    address); allow_loopback=True passes --dataset-allow 127.0.0.1 for them. preexec_fn runs in
+    the serve process before it starts (e.g. to set a resource limit)."""
     started = []
 
-    def start(*args, name="data", allow_loopback=True):
+    def start(*args, name="data", allow_loopback=True, preexec_fn=None):
         if allow_loopback:
             args = ("--dataset-allow", "127.0.0.1", *args)
-        svc = Service(trainyard_bin, tmp_path / name, args)
+        svc = Service(trainyard_bin, tmp_path / name, args, preexec_fn=preexec_fn)
         started.append(svc)
         return svc
 

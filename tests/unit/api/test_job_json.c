@@ -97,7 +97,7 @@ static void test_job_json_schema(void)
         return;
     }
     CHECK(n_req >= 16);
-    CHECK_INT(n_props, n_req);
+    CHECK_INT(n_props, n_req + 1); /* attempts: GET /jobs/{id} only */
 
     db_job j = sample_job();
     json_t *o = api_job_json(&j);
@@ -188,6 +188,81 @@ static void test_job_json_schema(void)
     CHECK(api_job_json(&j) == NULL);
     CHECK(api_job_text(&j, &len) == NULL);
     db_job_clear(&j);
+}
+
+/* One event of a job's history, as db_event_list hands it over. */
+static db_event event(int from, int to, int attempt, int64_t at, const char *reason)
+{
+    db_event e;
+    memset(&e, 0, sizeof e);
+    e.from = from;
+    e.to = to;
+    e.attempt = attempt;
+    e.at = at;
+    snprintf(e.reason, sizeof e.reason, "%s", reason);
+    return e;
+}
+
+static void test_attempts(void)
+{
+    const int64_t t = 1714566896789; /* 2024-05-01T12:34:56.789Z */
+    const db_event history[] = {
+        event(-1, DB_QUEUED, 0, t, "submitted"),
+        event(DB_QUEUED, DB_RUNNING, 1, t + 1000, "leased by worker aaaa on pocl-cpu x86"),
+        event(DB_RUNNING, DB_QUEUED, 1, t + 2000, "lease expired"),
+        event(DB_QUEUED, DB_RUNNING, 2, t + 3000, "leased by worker bbbb on its device"),
+        event(DB_RUNNING, DB_RUNNING, 2, t + 3500, "cancel requested"),
+        event(DB_RUNNING, DB_QUEUED, 2, t + 4000, "released by worker bbbb: it is stopping"),
+        event(DB_QUEUED, DB_RUNNING, 3, t + 5000, "leased by worker cccc on gpu0"),
+        event(DB_RUNNING, DB_FAILED, 3, t + 6000, "uploading model.safetensors: disk full"),
+    };
+    json_t *a = json_array();
+    for (size_t i = 0; i < sizeof history / sizeof history[0]; i++)
+        CHECK_INT(api_attempts_add(a, &history[i]), 0);
+    CHECK_INT(json_array_size(a), 3);
+    json_t *first = json_array_get(a, 0), *second = json_array_get(a, 1),
+           *third = json_array_get(a, 2);
+    CHECK_INT(json_object_size(first), 7);
+    CHECK_INT(json_integer_value(json_object_get(first, "attempt")), 1);
+    CHECK_STR(json_string_value(json_object_get(first, "worker")), "aaaa");
+    CHECK_STR(json_string_value(json_object_get(first, "device")), "pocl-cpu x86");
+    CHECK_STR(json_string_value(json_object_get(first, "started_at")), "2024-05-01T12:34:57.789Z");
+    CHECK_STR(json_string_value(json_object_get(first, "ended_at")), "2024-05-01T12:34:58.789Z");
+    CHECK_STR(json_string_value(json_object_get(first, "outcome")), "requeued");
+    CHECK_STR(json_string_value(json_object_get(first, "reason")), "lease expired");
+    CHECK_STR(json_string_value(json_object_get(second, "worker")), "bbbb");
+    CHECK(json_is_null(json_object_get(second, "device")));
+    CHECK_STR(json_string_value(json_object_get(second, "outcome")), "requeued");
+    CHECK_STR(json_string_value(json_object_get(second, "reason")),
+              "released by worker bbbb: it is stopping");
+    CHECK_INT(json_integer_value(json_object_get(third, "attempt")), 3);
+    CHECK_STR(json_string_value(json_object_get(third, "outcome")), "failed");
+    CHECK_STR(json_string_value(json_object_get(third, "reason")),
+              "uploading model.safetensors: disk full");
+
+    /* a running attempt is open; an end without a start is skipped */
+    json_t *b = json_array();
+    db_event lone = event(DB_RUNNING, DB_QUEUED, 4, t, "lease expired");
+    CHECK_INT(api_attempts_add(b, &lone), 0);
+    CHECK_INT(json_array_size(b), 0);
+    CHECK_INT(api_attempts_add(b, &history[1]), 0);
+    json_t *open = json_array_get(b, 0);
+    CHECK(json_is_null(json_object_get(open, "ended_at")));
+    CHECK(json_is_null(json_object_get(open, "outcome")));
+    CHECK(json_is_null(json_object_get(open, "reason")));
+
+    /* the Job text with attempts says what the object with them says */
+    db_job j = sample_job();
+    size_t len = 0;
+    char *text = api_job_text_with(&j, json_incref(a), &len);
+    json_t *back = text ? json_loadb(text, len, 0, NULL) : NULL;
+    CHECK(back != NULL && json_equal(json_object_get(back, "attempts"), a));
+    CHECK(json_is_object(json_object_get(back, "document")));
+    json_decref(back);
+    free(text);
+    db_job_clear(&j);
+    json_decref(a);
+    json_decref(b);
 }
 
 static void test_times(void)
@@ -410,6 +485,7 @@ static void test_bodies(void)
 int main(void)
 {
     test_job_json_schema();
+    test_attempts();
     test_times();
     test_small_objects();
     test_encodings();

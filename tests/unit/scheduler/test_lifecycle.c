@@ -436,6 +436,39 @@ static void test_failure_is_final(void)
     db_close(d);
 }
 
+/* A stopping worker hands its job back: queued at once, and the released attempt does not count
+ * against max_attempts (2 here: two lapses after the release, not one, fail the job). */
+static void test_release(void)
+{
+    db *d = fresh_db("release");
+    char err[ERR_LEN], w[DB_ID_LEN + 1], other[DB_ID_LEN + 1], id[DB_ID_LEN + 1];
+    char got[DB_ID_LEN + 1];
+    add_worker(d, "gpu", w);
+    add_worker(d, "gpu", other);
+    submit(d, "stop-me", 0, JOB_DEVICE_ANY, 2, 3600, T0, id);
+    CHECK_INT(lease(d, w, T0, got), 1);
+    db_job j;
+    CHECK_INT(sched_job_release(d, id, other, T0 + 1, &j, err), -EBUSY);
+    CHECK_INT(sched_job_release(d, "missing", w, T0 + 1, &j, err), -ENOENT);
+    CHECK_INT(sched_job_release(d, id, w, T0 + 2, &j, err), 0);
+    CHECK_INT(j.status, DB_QUEUED);
+    CHECK_INT(j.attempt, 1);
+    db_job_clear(&j);
+    CHECK_INT(sched_job_release(d, id, w, T0 + 3, &j, err), -EBUSY); /* not running any more */
+    /* the first lapse after the release leaves one attempt */
+    CHECK_INT(lease(d, other, T0 + 4, got), 1);
+    CHECK_INT(sweep(d, T0 + 5 + LEASE * 1000), 1);
+    CHECK_INT(job_status(d, id), DB_QUEUED);
+    /* that lapse was a real attempt: the next one's lapse fails the job */
+    CHECK_INT(lease(d, w, T0 + 6 + LEASE * 1000, got), 1);
+    CHECK_INT(sweep(d, T0 + 7 + 2 * LEASE * 1000), 1);
+    CHECK_INT(job_status(d, id), DB_FAILED);
+    CHECK_STR(events_of(d, id),
+              "->queued queued>running running>queued queued>running running>queued "
+              "queued>running running>failed");
+    db_close(d);
+}
+
 static void test_max_runtime(void)
 {
     db *d = fresh_db("runtime");
@@ -740,6 +773,7 @@ int main(void)
     test_order_and_fit();
     test_lapsed_leases();
     test_failure_is_final();
+    test_release();
     test_max_runtime();
     test_cancel();
     test_idempotent_submit();
