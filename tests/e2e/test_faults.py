@@ -366,12 +366,13 @@ def test_a_full_disk_on_upload_fails_the_job_clearly_and_serve_stays_healthy(
 BURST = 1000
 
 
-async def one_submit(port, i, body, outcome):
+async def one_submit(port, token, i, body, outcome):
     """Sends one POST /train; every fourth client sends half its body and hangs up, every
     fourth after it sends everything and hangs up without reading. outcome[i] becomes
     (kind, status, job id or None)."""
     kind = ("cut", "deaf", "full", "full")[i % 4]
     head = (f"POST /train HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {token}\r\n"
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 60)
@@ -401,9 +402,9 @@ async def one_submit(port, i, body, outcome):
         writer.close()
 
 
-async def burst(port, bodies):
+async def burst(port, token, bodies):
     outcome = [None] * len(bodies)
-    await asyncio.gather(*(one_submit(port, i, b, outcome) for i, b in enumerate(bodies)))
+    await asyncio.gather(*(one_submit(port, token, i, b, outcome) for i, b in enumerate(bodies)))
     return outcome
 
 
@@ -416,7 +417,7 @@ def test_a_thousand_concurrent_submits_some_cut_off(serve):
                           "hyperparameters": {"epochs": 1}}).encode() for i in range(BURST)]
     port = int(svc.url.rsplit(":", 1)[1])
     t0 = time.time()
-    outcome = asyncio.run(burst(port, bodies))
+    outcome = asyncio.run(burst(port, svc.admin_token, bodies))
     took = time.time() - t0
 
     acked = {o[2]: i for i, o in enumerate(outcome) if o[2]}
