@@ -68,6 +68,9 @@ int api_workers_complete(http_req *r, void *app);
 int api_service_health(http_req *r, void *app);
 int api_service_devices(http_req *r, void *app);
 int api_service_openapi(http_req *r, void *app);
+/* api/web.c: the dashboard's files (GET /, GET /web/{name}) */
+int api_web_index(http_req *r, void *app);
+int api_web_file_get(http_req *r, void *app);
 
 /* ---- helpers (api/app.c) ---------------------------------------------------------------- */
 
