@@ -431,6 +431,12 @@
 
   const SERIES_CLASSES = ['train', 'validation'];
 
+  /* A tick label that fits the margin: three significant digits, exponent form when tiny. */
+  function tick(v) {
+    const a = Math.abs(v);
+    return a !== 0 && (a < 0.01 || a >= 1e5) ? v.toExponential(1) : String(+v.toPrecision(3));
+  }
+
   /* A figure with a canvas drawing series [[key, label], ...] of EpochMetrics against epoch.
    * The canvas carries data-points (epochs drawn) for tests and assistive text for people. */
   function chart(id, label, series) {
@@ -488,7 +494,7 @@
       for (let i = 0; i <= 4; i++) {
         const v = lo + (hi - lo) * i / 4, y = py(v);
         g.beginPath(); g.moveTo(pad.l, y); g.lineTo(w - pad.r, y); g.stroke();
-        g.fillText(v.toPrecision(3), pad.l - 6, y);
+        g.fillText(tick(v), pad.l - 6, y);
       }
       /* x ticks: epochs */
       g.textAlign = 'center';
