@@ -74,6 +74,9 @@ int api_service_openapi(http_req *r, void *app);
 int64_t api_live_since(const app *a);
 /* api/prometheus.c */
 int api_prometheus_scrape(http_req *r, void *app);
+/* api/web.c: the dashboard's files (GET /, GET /web/{name}) */
+int api_web_index(http_req *r, void *app);
+int api_web_file_get(http_req *r, void *app);
 
 /* ---- helpers (api/app.c) ---------------------------------------------------------------- */
 

@@ -179,6 +179,9 @@ int http_reply_empty(http_req *r, int status);
  * returns the code for the handler to return: -ENOENT when missing (404), else -EIO (logged)
  * or -EMFILE/-ENFILE/-ENOMEM (503). */
 int http_reply_file(http_req *r, const char *path, const char *content_type, const char *etag);
+/* 1 when an If-None-Match list matches tag, a quoted ETag (weak comparison: W/ ignored on both
+ * sides; "*" matches anything; a malformed list matches nothing). */
+int http_etag_match(const char *list, const char *tag);
 /* problem+json: type "about:blank"; title NULL takes the error table's title for status;
  * detail may be NULL; errs (may be NULL) becomes the `errors` list of {field, message}. Every
  * string is made valid UTF-8 (invalid bytes become '?'). A 401 gets WWW-Authenticate: Bearer

@@ -78,8 +78,7 @@ static int range_parse(const char *h, uint64_t size, uint64_t *first, uint64_t *
     return RANGE_OK;
 }
 
-/* Whether the If-None-Match list matches tag (weak comparison: W/ ignored on both sides). */
-static int etag_list_match(const char *list, const char *tag)
+int http_etag_match(const char *list, const char *tag)
 {
     const char *t = strncmp(tag, "W/", 2) == 0 ? tag + 2 : tag;
     size_t tl = strlen(t);
@@ -147,7 +146,7 @@ int http_reply_file(http_req *r, const char *path, const char *content_type, con
     size = (uint64_t)st.st_size;
 
     inm = http_header(r, "If-None-Match");
-    if (tag[0] && inm && etag_list_match(inm, tag)) {
+    if (tag[0] && inm && http_etag_match(inm, tag)) {
         close(fd);
         http_header_add(r, "ETag", tag);
         return http_reply_empty(r, 304);

@@ -11,7 +11,7 @@
  * Access: who may call each route (api/auth.c): API_USERS (admin and user tokens; a user sees
  * only its own jobs), API_WORKERS (admin and worker tokens: the worker protocol), API_ADMIN,
  * API_ANY_TOKEN, API_SCRAPERS (admin and metrics tokens: GET /metrics), and API_PUBLIC for the
- * health check alone.
+ * health check and the dashboard's static files.
  *
  * Keep this table and openapi.yaml in step: the end-to-end test walks every operation of the
  * YAML against the server. */
@@ -41,6 +41,9 @@ static const http_route api_route_table[] = {
     {"GET", "/healthz", api_service_health, 0, 0, API_PUBLIC},
     {"GET", "/openapi.yaml", api_service_openapi, 0, 0, API_ANY_TOKEN},
     {"GET", "/metrics", api_prometheus_scrape, 0, 0, API_SCRAPERS},
+    /* the dashboard (api/web.c): public files; the data they fetch needs a token */
+    {"GET", "/", api_web_index, 0, 0, API_PUBLIC},
+    {"GET", "/web/{name}", api_web_file_get, 0, 0, API_PUBLIC},
     /* tokens */
     {"POST", "/tokens", api_tokens_create, HTTP_JSON_MAX_BODY, 0, API_ADMIN},
     {"GET", "/tokens", api_tokens_list, 0, 0, API_ADMIN},

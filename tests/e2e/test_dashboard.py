@@ -1,0 +1,217 @@
+"""The dashboard (web/, served at / by api/web.c), in a real headless Chromium driven by
+Selenium: the token form, the live jobs table, a job page whose curves grow as the event stream
+brings epochs, its log, its artifacts downloaded with the token in a header, cancelling from the
+button, the workers page; and, with plain requests, the static files' headers (CSP, ETag, 304).
+
+Needs Debian's chromium, chromium-driver and python3-selenium (.ci/run installs them); without
+them the browser tests skip and say so."""
+import hashlib
+import pathlib
+import re
+import shutil
+import time
+
+import pytest
+import requests
+from helpers import TERMINAL, job_doc, submit, wait_for, write_blobs
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+WEB = ROOT / "web"
+
+
+def test_static_files_are_public_with_csp_and_etag(serve):
+    svc = serve("--workers", "0")
+    index = requests.get(f"{svc.url}/")
+    assert index.status_code == 200
+    assert index.headers["Content-Type"].startswith("text/html")
+    csp = index.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+    assert "default-src 'none'" in csp and "connect-src 'self'" in csp
+    assert index.headers["Cache-Control"] == "no-cache"
+    # No inline script for the CSP to block: every <script> has a src, and no on* handlers.
+    assert all('src="' in tag for tag in re.findall(r"<script[^>]*>", index.text))
+    assert not re.search(r"\son[a-z]+=", index.text)
+
+    names = sorted(p.name for p in WEB.iterdir() if p.is_file())
+    assert {"index.html", "app.js", "style.css"} <= set(names)
+    for name in names:  # every file of web/ is embedded, byte for byte
+        r = requests.get(f"{svc.url}/web/{name}")
+        assert r.status_code == 200, name
+        assert r.content == (WEB / name).read_bytes(), name
+        etag = f'"{hashlib.sha256(r.content).hexdigest()}"'
+        assert r.headers["ETag"] == etag
+        assert "Content-Security-Policy" in r.headers
+        again = requests.get(f"{svc.url}/web/{name}", headers={"If-None-Match": etag})
+        assert again.status_code == 304 and again.content == b""
+        assert requests.get(f"{svc.url}/web/{name}",
+                            headers={"If-None-Match": '"other"'}).status_code == 200
+    assert requests.get(f"{svc.url}/web/app.js").headers["Content-Type"].startswith(
+        "text/javascript")
+    assert requests.get(f"{svc.url}/web/style.css").headers["Content-Type"].startswith("text/css")
+    assert requests.head(f"{svc.url}/").status_code == 200
+    missing = requests.get(f"{svc.url}/web/nope.js")
+    assert missing.status_code == 404
+    assert missing.headers["Content-Type"].startswith("application/problem+json")
+    # The data behind the page still needs the token.
+    assert requests.get(f"{svc.url}/jobs").status_code == 401
+
+
+# ---- the browser ------------------------------------------------------------------------------
+
+def find_chromium():
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@pytest.fixture
+def browser(tmp_path):
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service as DriverService
+    except ImportError:
+        pytest.skip("python3-selenium is not installed (.ci/run installs it)")
+    chromium, driver_path = find_chromium(), shutil.which("chromedriver")
+    if not chromium or not driver_path:
+        pytest.skip("chromium and chromium-driver are not installed (.ci/run installs them)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,1000", f"--user-data-dir={tmp_path / 'chromium'}"):
+        opts.add_argument(arg)
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    opts.add_experimental_option("prefs", {"download.default_directory": str(downloads),
+                                           "download.prompt_for_download": False})
+    driver = webdriver.Chrome(service=DriverService(executable_path=driver_path), options=opts)
+    driver.downloads = downloads
+    try:
+        driver.execute_cdp_cmd("Page.setDownloadBehavior",
+                               {"behavior": "allow", "downloadPath": str(downloads)})
+        yield driver
+    finally:
+        driver.quit()
+
+
+def until(what, fn, timeout=30):
+    """Polls fn until it returns something true; fails naming what it waited for."""
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = fn()
+            if last:
+                return last
+        except Exception as e:  # an element replaced under us: look again
+            last = e
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def css(driver, selector):
+    from selenium.webdriver.common.by import By
+    return driver.find_elements(By.CSS_SELECTOR, selector)
+
+
+def sign_in(driver, svc, token):
+    driver.get(f"{svc.url}/")
+    field = until("the token form", lambda: [e for e in css(driver, "#token-input")
+                                             if e.is_displayed()])[0]
+    field.send_keys(token)
+    css(driver, "#login-form button")[0].click()
+
+
+def points(driver, chart):
+    found = css(driver, f"#{chart}")
+    return int(found[0].get_attribute("data-points")) if found else -1
+
+
+def test_a_wrong_token_shows_the_servers_message(serve, browser):
+    svc = serve("--workers", "0")
+    sign_in(browser, svc, "ty_" + "0" * 40)
+    message = until("the 401 message", lambda: css(browser, "#login-error")[0].text)
+    assert "not valid" in message
+    assert css(browser, "#login")[0].is_displayed()
+    # The right one then opens the jobs table, and "forget token" asks again.
+    css(browser, "#token-input")[0].send_keys(svc.admin_token)
+    css(browser, "#login-form button")[0].click()
+    until("the jobs table", lambda: css(browser, "#jobs-table"))
+    assert browser.execute_script("return sessionStorage.getItem('trainyard.token')") == \
+        svc.admin_token
+    css(browser, "#forget")[0].click()
+    until("the token form again", lambda: css(browser, "#login")[0].is_displayed())
+    assert browser.execute_script("return sessionStorage.getItem('trainyard.token')") is None
+
+
+def test_jobs_curves_logs_artifacts_cancel_and_workers(serve, data_server, blobs, browser):
+    folder, base = data_server
+    write_blobs(folder, "dash-blobs.csv", rows=20000, seed=7)
+    long_doc = job_doc(f"{base}/dash-blobs.csv", epochs=200, name="long")
+    long_doc["hyperparameters"]["batch_size"] = 4  # about 0.25 s an epoch
+    svc = serve("--workers", "1")
+    short = submit(svc, job_doc(blobs, epochs=3, name="short")).json()
+    long_job = submit(svc, long_doc).json()
+
+    sign_in(browser, svc, svc.admin_token)
+    until("both jobs in the table", lambda: len(css(browser, "#jobs-body tr[data-id]")) == 2)
+    assert wait_for(svc, short["id"], TERMINAL)["status"] == "succeeded"
+    # The table follows without a reload.
+    until("the short job shown succeeded", lambda: css(
+        browser, f'#jobs-body tr[data-id="{short["id"]}"][data-status="succeeded"]'))
+
+    # A finished job: its curves hold every epoch, its artifacts download with the token.
+    css(browser, f'#jobs-body tr[data-id="{short["id"]}"] a')[0].click()
+    until("the short job's three epochs", lambda: points(browser, "loss-chart") == 3)
+    assert points(browser, "accuracy-chart") == 3
+    rows = until("the artifacts", lambda: css(browser, "#artifacts-body tr[data-name]"))
+    assert {"model.safetensors", "metrics.csv", "train.log", "job.json"} <= {
+        r.get_attribute("data-name") for r in rows}
+    css(browser, '#artifacts-body tr[data-name="metrics.csv"] button')[0].click()
+    got = until("metrics.csv downloaded", lambda: [
+        p for p in browser.downloads.glob("metrics.csv") if p.stat().st_size > 0])
+    want = svc.http.get(f"{svc.url}/jobs/{short['id']}/artifacts/metrics.csv").content
+    assert got[0].read_bytes() == want
+    assert '"name": "short"' in css(browser, "#job-document")[0].text
+
+    # A running job: the curve grows while we watch, the log follows.
+    browser.get(f"{svc.url}/#/jobs/{long_job['id']}")
+    first = until("the long job's first epochs", lambda: points(browser, "loss-chart") >= 2
+                  and points(browser, "loss-chart"))
+    grown = until("the curve to grow", lambda: points(browser, "loss-chart") >= first + 3
+                  and points(browser, "loss-chart"))
+    assert grown >= first + 3
+    assert svc.http.get(f"{svc.url}/jobs/{long_job['id']}").json()["status"] == "running"
+    until("log lines", lambda: "epoch" in css(browser, "#logs")[0].text)
+    assert css(browser, "#job-status")[0].text.startswith("running")
+
+    # A queued job (no GPU worker here; with one, it waits behind the long job) appears in the
+    # table by itself and is cancelled from its page's button.
+    queued = submit(svc, job_doc(blobs, epochs=3, name="queued",
+                                 resources={"device": "gpu"})).json()
+    browser.get(f"{svc.url}/#/jobs")
+    until("the new job in the table", lambda: css(
+        browser, f'#jobs-body tr[data-id="{queued["id"]}"]'))
+    css(browser, f'#jobs-body tr[data-id="{queued["id"]}"] a')[0].click()
+    button = until("an enabled cancel button", lambda: [
+        b for b in css(browser, "#cancel") if b.is_enabled()])[0]
+    button.click()
+    assert wait_for(svc, queued["id"], TERMINAL, timeout=10)["status"] == "cancelled"
+    until("the page to show it cancelled",
+          lambda: css(browser, "#job-status")[0].text == "cancelled")
+    assert not css(browser, "#cancel")[0].is_enabled()
+
+    # The running one too: the worker stops within a second and the stream says so.
+    browser.get(f"{svc.url}/#/jobs/{long_job['id']}")
+    until("an enabled cancel button", lambda: [
+        b for b in css(browser, "#cancel") if b.is_enabled()])[0].click()
+    assert wait_for(svc, long_job["id"], TERMINAL, timeout=20)["status"] == "cancelled"
+    until("the page to show it cancelled",
+          lambda: css(browser, "#job-status")[0].text == "cancelled")
+
+    # Workers and devices.
+    css(browser, 'a[data-nav="workers"]')[0].click()
+    until("the local worker", lambda: len(css(browser, "#workers-body tr")) == 1
+          and css(browser, "#workers-body td")[0].text)
+    until("its device", lambda: css(browser, "#devices-body td")[0].text)
