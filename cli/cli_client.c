@@ -92,7 +92,7 @@ int cli_conn_open(cli_conn *o, client **out)
 int cli_no_answer(const cli_conn *o, int rc, const char *err)
 {
     if (rc == -EINTR) {
-        fprintf(stderr, "\ntrainyard %s: interrupted\n", o->cmd);
+        fprintf(stderr, "trainyard %s: interrupted\n", o->cmd);
         return CLI_EXIT_INTERRUPTED;
     }
     if (rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -EIO || rc == -EKEYREJECTED) {

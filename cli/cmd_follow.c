@@ -221,12 +221,21 @@ static int follow_stream(follow *f, client *c, const char *path)
         json_decref(reply);
         if (f->job && terminal(cli_str(f->job, "status")))
             return 0;
-        if (rc == -EINTR || cli_interrupted || tries == FOLLOW_RECONNECTS)
-            return rc < 0 ? cli_no_answer(f->o, rc, err) : CLI_EXIT_FAILED;
+        if (f->drawn) { /* end the line drawn in place before saying anything */
+            putchar('\n');
+            f->drawn = 0;
+        }
+        if (rc == -EINTR || cli_interrupted)
+            return cli_no_answer(f->o, -EINTR, err);
+        if (tries == FOLLOW_RECONNECTS && rc < 0)
+            return cli_no_answer(f->o, rc, err);
+        if (tries == FOLLOW_RECONNECTS) {
+            fprintf(stderr, "trainyard %s: the event stream kept ending before the job did\n",
+                    f->o->cmd);
+            return CLI_EXIT_FAILED;
+        }
         if (rc < 0 && !f->o->json)
-            fprintf(stderr, "%strainyard %s: %s; reconnecting\n", f->drawn ? "\n" : "", f->o->cmd,
-                    err);
-        f->drawn = 0;
+            fprintf(stderr, "trainyard %s: %s; reconnecting\n", f->o->cmd, err);
         f->lines.len = 0;
         f->data_len = 0;
         sleep(1);

@@ -7,6 +7,7 @@ import os
 import pty
 import re
 import select
+import signal
 import subprocess
 import time
 
@@ -169,6 +170,16 @@ def test_status_list_cancel_in_text_and_json(serve, blobs, tmp_path):
     # Following a cancelled job ends at once with exit status 1.
     follow = cli(svc, "status", jid, "--follow", check_rc=1)
     assert re.search(r"^status: +cancelled$", follow.stdout, re.M)
+
+    # Ctrl-C ends a follow cleanly with 130; the job is left alone.
+    watch = subprocess.Popen([str(BIN), "logs", ids["third"], "-f"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=svc.env())
+    time.sleep(1.5)
+    watch.send_signal(signal.SIGINT)
+    _, stderr = watch.communicate(timeout=30)
+    assert sanitizer_reports(stderr) is None, stderr
+    assert watch.returncode == 130 and "interrupted" in stderr, (watch.returncode, stderr)
+    assert svc.http.get(f"{svc.url}/jobs/{ids['third']}").json()["status"] == "queued"
 
     # A retried submit with the same key is the same job.
     job = write_job(tmp_path, job_doc(blobs, name="keyed"))
