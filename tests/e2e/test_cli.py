@@ -13,6 +13,7 @@ import time
 
 from conftest import BIN, sanitizer_reports
 from helpers import job_doc, wait_for
+from test_tls import pki, serve_tls  # noqa: F401 (pki is a fixture)
 
 CLIENT_COMMANDS = ["submit", "status", "list", "logs", "cancel", "download", "workers"]
 
@@ -282,3 +283,13 @@ def test_follow_on_a_terminal_draws_one_line_in_place(serve, blobs, tmp_path):
     assert "\r[####################] epoch 5/5" in text, text
     assert not epoch_lines(text.replace("\r\n", "\n"))  # no plain epoch lines on a terminal
     assert "status:    succeeded" in text
+
+
+def test_https_with_a_private_ca(serve, pki):
+    svc = serve_tls(serve, pki, "--workers", "0")
+    env = svc.env()
+    env.pop("TRAINYARD_CA", None)
+    refused = cli(svc, "list", env=env, check_rc=3)
+    assert "certificate failed verification" in refused.stderr and "--ca FILE" in refused.stderr
+    assert cli(svc, "list", "--ca", str(pki["ca"]), env=env, check_rc=0).stdout.startswith("ID")
+    assert cli(svc, "list", env={**env, "TRAINYARD_CA": str(pki["ca"])}, check_rc=0)
