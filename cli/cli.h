@@ -1,6 +1,7 @@
 /* cli: the subcommands of the `trainyard` binary. Each takes the arguments after its name
  * (argv[0] is the subcommand) and returns the process exit status: 0 success, 1 failure,
- * 2 bad usage or an invalid job document. */
+ * 2 bad usage or an invalid job document; the API client commands add 3 (no answer from the
+ * server) and 130 (Ctrl-C), see cli_client.h. */
 #ifndef TRAINYARD_CLI_CLI_H
 #define TRAINYARD_CLI_CLI_H
 
