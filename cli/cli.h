@@ -1,6 +1,7 @@
 /* cli: the subcommands of the `trainyard` binary. Each takes the arguments after its name
  * (argv[0] is the subcommand) and returns the process exit status: 0 success, 1 failure,
- * 2 bad usage or an invalid job document. */
+ * 2 bad usage or an invalid job document; the API client commands add 3 (no answer from the
+ * server) and 130 (Ctrl-C), see cli_client.h. */
 #ifndef TRAINYARD_CLI_CLI_H
 #define TRAINYARD_CLI_CLI_H
 
@@ -20,6 +21,24 @@ int cmd_serve(int argc, char **argv);
 
 /* trainyard token create|list|revoke: API tokens, through the server or its data dir. */
 int cmd_token(int argc, char **argv);
+
+/* Client commands of the public API (cli_client.h: flags, exit statuses). */
+/* trainyard submit JOB.json [--follow]: queues a job, optionally waits for it. */
+int cmd_submit(int argc, char **argv);
+/* trainyard status ID [--follow]: one job. */
+int cmd_status(int argc, char **argv);
+/* trainyard list [--status S] [--name N]: jobs, newest first. */
+int cmd_list(int argc, char **argv);
+/* trainyard logs ID [-f]: a job's log, optionally followed. */
+int cmd_logs(int argc, char **argv);
+/* trainyard cancel ID: cancels a job. */
+int cmd_cancel(int argc, char **argv);
+/* trainyard download ID [NAME] [-o PATH]: an artifact, resumed and checked. */
+int cmd_download(int argc, char **argv);
+/* trainyard workers: the server's workers. */
+int cmd_workers(int argc, char **argv);
+/* trainyard devices --remote: the devices of the server's workers. */
+int cmd_devices_remote(int argc, char **argv);
 
 /* Writes secret and a newline to path, created or truncated with mode 0600 and synced; -1 with
  * errno on failure. */

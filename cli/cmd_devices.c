@@ -25,14 +25,20 @@ static json_t *device_json(const ocl_device *d)
 int cmd_devices(int argc, char **argv)
 {
     int as_json = 0;
+    for (int i = 1; i < argc; i++) /* the server's devices instead (cmd_workers.c) */
+        if (!strcmp(argv[i], "--remote") || !strcmp(argv[i], "--server"))
+            return cmd_devices_remote(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             as_json = 1;
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: trainyard devices [--json]\n\n"
+            printf("usage: trainyard devices [--json]\n"
+                   "       trainyard devices --remote [--server URL] [--json]\n\n"
                    "Lists every OpenCL platform and device: index, type, name, compute units,\n"
                    "global memory and OpenCL C version. A job's resources.device (gpu, cpu, any)\n"
-                   "picks among them; TRAINYARD_DEVICE=<index> forces one.\n");
+                   "picks among them; TRAINYARD_DEVICE=<index> forces one.\n"
+                   "With --remote (or --server URL) it lists instead the devices of the server's\n"
+                   "workers: see `trainyard devices --remote --help`.\n");
             return 0;
         } else {
             fprintf(stderr, "trainyard devices: unknown argument '%s' (try --help)\n", argv[i]);

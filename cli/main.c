@@ -10,8 +10,16 @@ static const struct {
     const char *summary;
 } commands[] = {
     {"serve", cmd_serve, "run the service: API, job queue and local workers"},
+    {"submit", cmd_submit, "send a job to the server: submit JOB.json [--follow]"},
+    {"status", cmd_status, "show one job: status ID [--follow]"},
+    {"list", cmd_list, "list jobs, newest first: list [--status S] [--name N]"},
+    {"logs", cmd_logs, "print a job's log: logs ID [-f]"},
+    {"cancel", cmd_cancel, "cancel a queued or running job: cancel ID"},
+    {"download", cmd_download, "download an artifact, resumable: download ID [NAME] [-o PATH]"},
+    {"workers", cmd_workers, "list the server's workers"},
     {"train", cmd_train, "run a training job in this process: train JOB.json --out DIR"},
-    {"devices", cmd_devices, "list the OpenCL devices trainyard can train on"},
+    {"devices", cmd_devices,
+     "list this machine's OpenCL devices (--remote: the server's workers' devices)"},
     {"worker", cmd_worker, "lease and train jobs for a server: worker --server URL"},
     {"token", cmd_token, "make, list and revoke API tokens: token create --name N --role R"},
 };
@@ -21,7 +29,12 @@ static void usage(FILE *to)
     fprintf(to, "usage: trainyard COMMAND [ARGS]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(to, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(to, "\n`trainyard COMMAND --help` tells more about one command.\n");
+    fprintf(to,
+            "\n`trainyard COMMAND --help` tells more about one command. The client commands\n"
+            "(submit ... workers, devices --remote) take --server URL, --token TOKEN, --ca FILE\n"
+            "(or TRAINYARD_URL, TRAINYARD_TOKEN, TRAINYARD_CA) and --json, and exit with 0\n"
+            "on success, 1 when refused or the job failed, 2 on bad usage, 3 when the server\n"
+            "cannot be reached, 130 on Ctrl-C.\n");
 }
 
 int main(int argc, char **argv)

@@ -1,6 +1,7 @@
 /* client: requests to a trainyard server with libcurl (see client.h). Answers are read into a
  * growing buffer capped at CLIENT_MAX_REPLY (API answers are small JSON; artifacts go through
- * client_download, which streams to a file). */
+ * client_download, which streams to a file, and streams through client_get_stream, which hands
+ * the body to the caller as it arrives and keeps only an error answer's body). */
 #include "worker/client.h"
 
 #include <curl/curl.h>
@@ -20,6 +21,7 @@ struct client {
     char cerr[CURL_ERROR_SIZE]; /* curl's own sentence for the last failure */
     long timeout_s;
     volatile sig_atomic_t *abort_flag;
+    char next[512]; /* a header line for the next request only (client_next_header) */
 };
 
 typedef struct reply_buf {
@@ -135,17 +137,33 @@ static int curl_failure(const client *c, CURLcode cc, const char *url, char *err
     return err_set(err, code, "%s: %s", url, why);
 }
 
+/* The URL of path into url, and the headers every request carries (the token, a line from
+ * client_next_header, which is used up) added to *headers. On failure *headers is freed. */
+static int request_start(client *c, const char *path, char url[4096], struct curl_slist **headers,
+                         char *err)
+{
+    if ((size_t)snprintf(url, 4096, "%s%s", c->base, path) >= 4096) {
+        curl_slist_free_all(*headers);
+        *headers = NULL;
+        return err_set(err, -EINVAL, "URL too long: %s%s", c->base, path);
+    }
+    if (*c->auth)
+        *headers = curl_slist_append(*headers, c->auth);
+    if (*c->next)
+        *headers = curl_slist_append(*headers, c->next);
+    c->next[0] = '\0';
+    return 0;
+}
+
 /* Performs one request on the prepared handle; fills status and a parsed JSON reply. */
 static int perform(client *c, const char *method, const char *path, struct curl_slist *headers,
                    long *status, json_t **reply, char *err)
 {
     char url[4096];
     reply_buf b = {0};
-    int rc = 0;
-    if ((size_t)snprintf(url, sizeof url, "%s%s", c->base, path) >= sizeof url)
-        return err_set(err, -EINVAL, "URL too long: %s%s", c->base, path);
-    if (*c->auth)
-        headers = curl_slist_append(headers, c->auth);
+    int rc = request_start(c, path, url, &headers, err);
+    if (rc < 0)
+        return rc;
     CURL *h = c->curl;
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
@@ -263,6 +281,78 @@ int client_download(client *c, const char *path, const char *file, long *status,
     curl_slist_free_all(headers);
     if (fclose(f) != 0 && rc == 0)
         rc = err_set(err, -EIO, "writing %s failed", file);
+    return rc;
+}
+
+void client_next_header(client *c, const char *line)
+{
+    snprintf(c->next, sizeof c->next, "%s", line);
+}
+
+typedef struct stream_state {
+    client *c;
+    client_sink sink;
+    void *ctx;
+    long status;   /* read once the first piece of the body arrives */
+    int stopped;   /* sink's nonzero answer */
+    reply_buf bad; /* the body of a non-2xx answer */
+} stream_state;
+
+static size_t on_stream(char *ptr, size_t size, size_t n, void *user)
+{
+    stream_state *s = user;
+    if (s->status == 0)
+        curl_easy_getinfo(s->c->curl, CURLINFO_RESPONSE_CODE, &s->status);
+    if (s->status < 200 || s->status > 299)
+        return on_data(ptr, size, n, &s->bad);
+    int r = s->sink(s->ctx, s->status, ptr, size * n);
+    if (r != 0) {
+        s->stopped = r;
+        return 0; /* short count: curl ends the transfer */
+    }
+    return size * n;
+}
+
+int client_get_stream(client *c, const char *path, client_sink sink, void *ctx, long *status,
+                      json_t **reply, char *err)
+{
+    char url[4096];
+    stream_state s = {.c = c, .sink = sink, .ctx = ctx};
+    struct curl_slist *headers = NULL;
+    int rc = request_start(c, path, url, &headers, err);
+    if (rc < 0)
+        return rc;
+    CURL *h = c->curl;
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, NULL);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 0L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "trainyard/" TRAINYARD_VERSION);
+    c->cerr[0] = '\0';
+    CURLcode cc = curl_easy_perform(h);
+    if (s.stopped < 0) {
+        rc = err_set(err, s.stopped, "%s: the transfer stopped", url);
+        goto out;
+    }
+    if (cc != CURLE_OK && !s.stopped) {
+        rc = curl_failure(c, cc, url, err);
+        goto out;
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    if (reply) {
+        *reply = NULL;
+        if (s.bad.len > 0)
+            *reply = json_loadb(s.bad.data, s.bad.len, 0, NULL);
+    }
+out:
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+    curl_slist_free_all(headers);
+    free(s.bad.data);
     return rc;
 }
 

@@ -47,6 +47,20 @@ int client_put_file(client *c, const char *path, const char *file, long *status,
 /* GET path into a file (created or truncated). */
 int client_download(client *c, const char *path, const char *file, long *status, char *err);
 
+/* Adds one header line ("Idempotency-Key: k", "Range: bytes=10-") to the next request only. */
+void client_next_header(client *c, const char *line);
+
+/* Takes the body of a 2xx answer (status: 200, 206, ...) piece by piece as it arrives: 0 goes
+ * on, a positive value ends the transfer early (not an error), a negative code ends it as a
+ * failure. */
+typedef int (*client_sink)(void *ctx, long status, const char *data, size_t len);
+/* GET path without a time limit (streams, large downloads), handing a 2xx answer's body to
+ * sink as it arrives; any other answer's JSON body lands in *reply instead. Returns 0 when an
+ * answer arrived (also when sink ended it early), sink's negative code, or a transfer failure
+ * as the other calls. */
+int client_get_stream(client *c, const char *path, client_sink sink, void *ctx, long *status,
+                      json_t **reply, char *err);
+
 /* One sentence from a problem+json reply ("404 Not found: no job abc"), written into out. */
 void client_problem(long status, const json_t *reply, char *out, size_t cap);
 

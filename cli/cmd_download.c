@@ -1,0 +1,296 @@
+/* cmd_download: `trainyard download ID [NAME] [-o PATH]` — one artifact of a job, resumable and
+ * checked.
+ *
+ * The bytes go to PATH.part; only when all of them are there and their SHA-256 equals the one
+ * the artifact listing (GET /jobs/{id}/artifacts) gives is PATH.part renamed onto PATH. A
+ * PATH.part left by an interrupted run is resumed: its bytes are hashed again and the rest is
+ * asked for with "Range: bytes=N-" (a server that answers 200 instead of 206 sends it all, and
+ * the file starts over). On a mismatch nothing the user had is removed: PATH is untouched, and
+ * a PATH.part that existed before this run stays for the user to look at (one this run made
+ * from nothing is removed). Ctrl-C leaves PATH.part to resume from. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/cli_client.h"
+#include "util/err.h"
+#include "util/sha256.h"
+
+static const char download_help[] =
+    "usage: trainyard download ID [NAME] [-o PATH] [options]\n"
+    "\n"
+    "Downloads the artifact NAME of job ID (default model.safetensors) to PATH (default NAME\n"
+    "in the current directory; a directory PATH gets NAME inside it). The bytes land in\n"
+    "PATH.part first, which a later run resumes (an HTTP Range request); PATH appears only\n"
+    "once the SHA-256 matches the server's. A mismatch exits 1 and leaves PATH alone.\n"
+    "A progress bar shows on a terminal.\n"
+    "\n"
+    "options:\n"
+    "  -o, --output PATH   where to write the artifact\n";
+
+typedef struct dl {
+    const cli_conn *o;
+    const char *name;
+    FILE *f;
+    sha256_ctx sha;
+    uint64_t have, size; /* bytes in the file; the artifact's size */
+    double drawn_at;     /* when the bar was last drawn */
+    int write_errno;
+} dl;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void dl_draw(dl *d, int last)
+{
+    double t = now_s();
+    if (!d->o->tty || (!last && t - d->drawn_at < 0.1))
+        return;
+    char bar[31], have[24], size[24];
+    double frac = d->size ? (double)d->have / (double)d->size : 1;
+    cli_bar(frac, 30, bar);
+    cli_size(d->have, have);
+    cli_size(d->size, size);
+    printf("\r%s [%s] %3.0f%%  %s of %s\033[K%s", d->name, bar, frac * 100, have, size,
+           last ? "\n" : "");
+    fflush(stdout);
+    d->drawn_at = t;
+}
+
+static int dl_sink(void *ctx, long status, const char *data, size_t len)
+{
+    dl *d = ctx;
+    if (status == 200 && d->have > 0) { /* the server ignored the range: start over */
+        if (fflush(d->f) != 0 || ftruncate(fileno(d->f), 0) != 0 || fseek(d->f, 0, SEEK_SET))
+            goto fail;
+        sha256_init(&d->sha);
+        d->have = 0;
+    }
+    if (d->have + len > d->size) /* more than the listing said: stop, the check will fail */
+        return 1;
+    if (fwrite(data, 1, len, d->f) != len)
+        goto fail;
+    sha256_update(&d->sha, data, len);
+    d->have += len;
+    dl_draw(d, 0);
+    return 0;
+fail:
+    d->write_errno = errno ? errno : EIO;
+    return -EIO;
+}
+
+/* Hashes what path already holds into d->sha; d->have is its size. */
+static int dl_hash_part(dl *d, const char *part)
+{
+    char buf[1 << 16];
+    size_t n;
+    rewind(d->f);
+    while ((n = fread(buf, 1, sizeof buf, d->f)) > 0) {
+        sha256_update(&d->sha, buf, n);
+        d->have += n;
+    }
+    if (ferror(d->f)) {
+        fprintf(stderr, "trainyard download: cannot read %s: %s\n", part, strerror(errno));
+        return CLI_EXIT_FAILED;
+    }
+    return 0;
+}
+
+/* Finds name in the job's artifact listing: size and hex SHA-256 into the out parameters. */
+static int dl_lookup(const cli_conn *o, client *c, const char *id, const char *name, uint64_t *size,
+                     char sha[65])
+{
+    char path[600];
+    json_t *list = NULL;
+    int rc = cli_job_path(o, id, "/artifacts", path, sizeof path);
+    if (rc == 0)
+        rc = cli_get(o, c, path, &list);
+    if (rc != 0)
+        return rc;
+    json_t *arts = json_object_get(list, "artifacts"), *a;
+    size_t i;
+    rc = CLI_EXIT_FAILED;
+    json_array_foreach (arts, i, a) {
+        if (strcmp(cli_str(a, "name"), name) != 0)
+            continue;
+        *size = (uint64_t)json_integer_value(json_object_get(a, "size"));
+        snprintf(sha, 65, "%s", cli_str(a, "sha256"));
+        rc = 0;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "trainyard download: job %s has no artifact %s (it has:", id, name);
+        json_array_foreach (arts, i, a)
+            fprintf(stderr, " %s", cli_str(a, "name"));
+        fprintf(stderr, "%s)\n", json_array_size(arts) ? "" : " none yet");
+    }
+    json_decref(list);
+    return rc;
+}
+
+int cmd_download(int argc, char **argv)
+{
+    cli_conn o;
+    const char *id = NULL, *name = NULL, *out = NULL;
+    cli_conn_init(&o, "download");
+    for (int i = 1; i < argc; i++) {
+        const char *w = argv[i];
+        if (!strcmp(w, "--help") || !strcmp(w, "-h")) {
+            fputs(download_help, stdout);
+            fputs("\n" CLI_CONN_HELP, stdout);
+            return 0;
+        }
+        int taken = cli_conn_flag(&o, argc, argv, &i);
+        if (taken < 0)
+            return CLI_EXIT_USAGE;
+        if (taken)
+            continue;
+        if (!strcmp(w, "-o") || !strcmp(w, "--output")) {
+            if (i + 1 >= argc)
+                return cli_usage_error(&o, "a path is needed after", w);
+            out = argv[++i];
+        } else if (w[0] == '-' && w[1]) {
+            return cli_usage_error(&o, "unknown option", w);
+        } else if (!id) {
+            id = w;
+        } else if (!name) {
+            name = w;
+        } else {
+            return cli_usage_error(&o, "unexpected argument", w);
+        }
+    }
+    if (!id) {
+        fprintf(stderr, "trainyard download: say which job: its ID (try --help)\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (!name)
+        name = "model.safetensors";
+    if (strchr(name, '/') || name[0] == '.') {
+        fprintf(stderr, "trainyard download: '%s' is not an artifact name\n", name);
+        return CLI_EXIT_USAGE;
+    }
+
+    char target[4096], part[4200], want[65], got[65], apath[600], esc[300], err[ERR_LEN];
+    struct stat st;
+    if (!out)
+        snprintf(target, sizeof target, "%s", name);
+    else if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(target, sizeof target, "%s/%s", out, name);
+    else
+        snprintf(target, sizeof target, "%s", out);
+    snprintf(part, sizeof part, "%s.part", target);
+
+    client *c = NULL;
+    dl d = {.o = &o, .name = name};
+    json_t *reply = NULL;
+    int made_part = 0;
+    int rc = cli_conn_open(&o, &c);
+    if (rc != 0)
+        return rc;
+    rc = dl_lookup(&o, c, id, name, &d.size, want);
+    if (rc != 0)
+        goto out;
+    made_part = access(part, F_OK) != 0;
+    d.f = fopen(part, "a+b");
+    if (!d.f) {
+        fprintf(stderr, "trainyard download: cannot write %s: %s\n", part, strerror(errno));
+        rc = CLI_EXIT_FAILED;
+        goto out;
+    }
+    sha256_init(&d.sha);
+    rc = dl_hash_part(&d, part);
+    if (rc != 0)
+        goto out;
+    uint64_t resumed = d.have;
+    if (d.have < d.size) {
+        char range[64];
+        long status = 0;
+        if (d.have > 0) {
+            snprintf(range, sizeof range, "Range: bytes=%llu-", (unsigned long long)d.have);
+            client_next_header(c, range);
+        }
+        cli_escape(name, esc, sizeof esc);
+        snprintf(apath, sizeof apath, "/artifacts/%s", esc);
+        char full[1200];
+        rc = cli_job_path(&o, id, apath, full, sizeof full);
+        if (rc != 0)
+            goto out;
+        dl_draw(&d, 0);
+        rc = client_get_stream(c, full, dl_sink, &d, &status, &reply, err);
+        if (o.tty && d.drawn_at > 0)
+            dl_draw(&d, 1);
+        if (rc == -EIO && d.write_errno) {
+            fprintf(stderr, "trainyard download: writing %s failed: %s\n", part,
+                    strerror(d.write_errno));
+            rc = CLI_EXIT_FAILED;
+            goto out;
+        }
+        if (rc < 0) {
+            rc = cli_no_answer(&o, rc, err);
+            if (rc == CLI_EXIT_INTERRUPTED)
+                fprintf(stderr,
+                        "trainyard download: %s keeps the %llu bytes so far; the same "
+                        "command resumes\n",
+                        part, (unsigned long long)d.have);
+            goto out;
+        }
+        if (status != 200 && status != 206) {
+            rc = cli_refused(&o, status, reply);
+            goto out;
+        }
+    }
+    if (fflush(d.f) != 0 || fsync(fileno(d.f)) != 0) {
+        fprintf(stderr, "trainyard download: writing %s failed: %s\n", part, strerror(errno));
+        rc = CLI_EXIT_FAILED;
+        goto out;
+    }
+    uint8_t digest[32];
+    sha256_final(&d.sha, digest);
+    sha256_hex(digest, got);
+    if (d.have != d.size || strcmp(got, want) != 0) {
+        fprintf(stderr,
+                "trainyard download: %s does not match the server's artifact (%llu bytes, "
+                "sha-256 %s; expected %llu bytes, sha-256 %s); %s was left as it was.\n",
+                part, (unsigned long long)d.have, got, (unsigned long long)d.size, want, target);
+        if (made_part)
+            unlink(part);
+        else
+            fprintf(stderr, "trainyard download: remove %s and download again\n", part);
+        rc = CLI_EXIT_FAILED;
+        goto out;
+    }
+    if (rename(part, target) != 0) {
+        fprintf(stderr, "trainyard download: cannot rename %s to %s: %s\n", part, target,
+                strerror(errno));
+        rc = CLI_EXIT_FAILED;
+        goto out;
+    }
+    if (o.json) {
+        json_t *doc =
+            json_pack("{s:s, s:s, s:I, s:s, s:I}", "name", name, "path", target, "size",
+                      (json_int_t)d.size, "sha256", got, "resumed_from", (json_int_t)resumed);
+        cli_json_print(doc);
+        json_decref(doc);
+    } else {
+        char size[24];
+        cli_size(d.size, size);
+        printf("%s: %s, sha-256 %s verified%s\n", target, size, got, resumed ? " (resumed)" : "");
+    }
+    rc = 0;
+out:
+    if (d.f)
+        fclose(d.f);
+    if (rc != 0 && made_part && d.have == 0)
+        unlink(part); /* nothing came: leave no empty file behind */
+    json_decref(reply);
+    client_free(c);
+    return rc;
+}
