@@ -257,6 +257,15 @@ int cli_follow(const cli_conn *o, client *c, const char *id)
         fprintf(stderr, "trainyard %s: job %s goes on; `trainyard cancel %s` stops it\n", o->cmd,
                 id, id);
     } else if (rc == 0) {
+        /* The stream's last job is the listing's form; the job itself also has its attempts. */
+        json_t *whole = NULL;
+        cli_job_path(o, id, "", path, sizeof path);
+        if (cli_get(o, c, path, &whole) == 0 && json_is_object(whole)) {
+            json_decref(f.job);
+            f.job = whole;
+        } else {
+            json_decref(whole);
+        }
         const char *status = cli_str(f.job, "status");
         if (!strcmp(status, "succeeded")) {
             cli_job_path(o, id, "/artifacts", path, sizeof path);
