@@ -183,6 +183,17 @@ int db_write(db *d, sqlite3_stmt *st, char *err)
     return rc;
 }
 
+int db_count(db *d, sqlite3_stmt *st, int64_t *out, char *err)
+{
+    int rc = 0, src = sqlite3_step(st);
+    if (src == SQLITE_ROW)
+        *out = sqlite3_column_int64(st, 0);
+    else
+        rc = db_fail(d, src, err);
+    db_stmt_done(st);
+    return rc;
+}
+
 int db_rows(db *d, sqlite3_stmt *st, int (*row)(void *ctx, sqlite3_stmt *st), void *ctx, char *err)
 {
     int rc = 0;
@@ -320,25 +331,32 @@ void db_close(db *d)
 
 /* ---- ids and columns -------------------------------------------------------------------- */
 
-int db_id_new(char out[DB_ID_LEN + 1], char *err)
+int db_random_hex(char *out, size_t n, char *err)
 {
-    uint8_t raw[DB_ID_LEN / 2];
+    uint8_t raw[64];
     size_t got = 0;
-    while (got < sizeof raw) {
-        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
-        if (n < 0 && errno == EINTR)
+    if (n > sizeof raw)
+        return err_set(err, -EINVAL, "at most %zu random bytes at once", sizeof raw);
+    while (got < n) {
+        ssize_t r = getrandom(raw + got, n - got, 0);
+        if (r < 0 && errno == EINTR)
             continue;
-        if (n < 0)
+        if (r < 0)
             return err_set(err, -errno, "getrandom: %s", strerror(errno));
-        got += (size_t)n;
+        got += (size_t)r;
     }
     static const char hex[] = "0123456789abcdef";
-    for (size_t i = 0; i < sizeof raw; i++) {
+    for (size_t i = 0; i < n; i++) {
         out[2 * i] = hex[raw[i] >> 4];
         out[2 * i + 1] = hex[raw[i] & 15];
     }
-    out[DB_ID_LEN] = '\0';
+    out[2 * n] = '\0';
     return 0;
+}
+
+int db_id_new(char out[DB_ID_LEN + 1], char *err)
+{
+    return db_random_hex(out, DB_ID_LEN / 2, err);
 }
 
 void db_col_copy(sqlite3_stmt *st, int col, char *buf, size_t cap)

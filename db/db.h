@@ -54,6 +54,8 @@ void db_stmt_done(sqlite3_stmt *st);
 int db_run(db *d, const char *sql, char *err);
 /* Steps bound st, a write with no rows: the rows it changed or db_fail(); st is released. */
 int db_write(db *d, sqlite3_stmt *st, char *err);
+/* Steps bound st, a query of one integer (a count), into *out; st is released. */
+int db_count(db *d, sqlite3_stmt *st, int64_t *out, char *err);
 /* Steps bound st calling row(ctx, st) per row (a negative return stops and is returned, else the
  * last one is), step errors become db_fail(); st is always released with db_stmt_done(). */
 int db_rows(db *d, sqlite3_stmt *st, int (*row)(void *ctx, sqlite3_stmt *st), void *ctx, char *err);
@@ -86,6 +88,8 @@ int db_migrate(db *d, char *err);
 
 /* A new public id: DB_ID_LEN lowercase hex digits of getrandom() and a NUL. */
 int db_id_new(char out[DB_ID_LEN + 1], char *err);
+/* n random bytes from getrandom() as 2n lowercase hex digits and a NUL into out. */
+int db_random_hex(char *out, size_t n, char *err);
 
 /* ---- column and binding helpers for the query modules -------------------------------------- */
 

@@ -321,13 +321,7 @@ int db_job_count(db *d, int status, int64_t *out, char *err)
     if (rc < 0)
         return rc;
     sqlite3_bind_text(st, 1, db_status_name(status), -1, SQLITE_STATIC);
-    int src = sqlite3_step(st);
-    if (src == SQLITE_ROW)
-        *out = sqlite3_column_int64(st, 0);
-    else
-        rc = db_fail(d, src, err);
-    db_stmt_done(st);
-    return rc;
+    return db_count(d, st, out, err);
 }
 
 static const char SQL_JOB_COUNT_OWNER[] =
@@ -341,13 +335,7 @@ int db_job_count_owned(db *d, const char *owner, int status, int64_t *out, char 
         return rc;
     sqlite3_bind_text(st, 1, owner, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, db_status_name(status), -1, SQLITE_STATIC);
-    int src = sqlite3_step(st);
-    if (src == SQLITE_ROW)
-        *out = sqlite3_column_int64(st, 0);
-    else
-        rc = db_fail(d, src, err);
-    db_stmt_done(st);
-    return rc;
+    return db_count(d, st, out, err);
 }
 
 /* ---- state writes ---------------------------------------------------------------------- */

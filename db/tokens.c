@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "util/sha256.h"
 
@@ -52,23 +51,10 @@ void db_token_hash(const char *secret, char hash[DB_TOKEN_HASH_LEN + 1])
 int db_token_secret_new(char secret[DB_TOKEN_SECRET_LEN + 1], char hash[DB_TOKEN_HASH_LEN + 1],
                         char *err)
 {
-    uint8_t raw[20];
-    size_t got = 0;
-    while (got < sizeof raw) {
-        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return err_set(err, -errno, "getrandom: %s", strerror(errno));
-        got += (size_t)n;
-    }
-    static const char hex[] = "0123456789abcdef";
     memcpy(secret, "ty_", 3);
-    for (size_t i = 0; i < sizeof raw; i++) {
-        secret[3 + 2 * i] = hex[raw[i] >> 4];
-        secret[3 + 2 * i + 1] = hex[raw[i] & 15];
-    }
-    secret[DB_TOKEN_SECRET_LEN] = '\0';
+    int rc = db_random_hex(secret + 3, (DB_TOKEN_SECRET_LEN - 3) / 2, err);
+    if (rc < 0)
+        return rc;
     db_token_hash(secret, hash);
     return 0;
 }
@@ -213,11 +199,5 @@ int db_token_count(db *d, int role, int64_t *out, char *err)
     if (rc < 0)
         return rc;
     sqlite3_bind_text(st, 1, db_role_name(role), -1, SQLITE_STATIC);
-    int src = sqlite3_step(st);
-    if (src == SQLITE_ROW)
-        *out = sqlite3_column_int64(st, 0);
-    else
-        rc = db_fail(d, src, err);
-    db_stmt_done(st);
-    return rc;
+    return db_count(d, st, out, err);
 }

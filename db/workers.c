@@ -156,13 +156,7 @@ int db_worker_count_live(db *d, int64_t since, int64_t *out, char *err)
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, since);
-    int src = sqlite3_step(st);
-    if (src == SQLITE_ROW)
-        *out = sqlite3_column_int64(st, 0);
-    else
-        rc = db_fail(d, src, err);
-    db_stmt_done(st);
-    return rc;
+    return db_count(d, st, out, err);
 }
 
 int db_worker_seen(db *d, const char *id, int64_t now, char *err)
