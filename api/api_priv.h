@@ -96,6 +96,9 @@ int api_job_find(http_req *r, app *a, db **d, db_job *out);
  * early; the storing transaction checks again). what names the upload in messages. */
 int api_upload_begin(http_req *r, app *a, const char *what, const char **tmp, uint64_t *len,
                      db **d);
+/* The same check without the row: the thread's database into *d when the {id} job exists and
+ * the caller may see it; -ENOENT with a sentence otherwise. */
+int api_job_mine(http_req *r, app *a, db **d);
 /* Names job id in a 404's sentence when rc is -ENOENT; returns rc. */
 int api_no_job(http_req *r, int rc, const char *id);
 /* Answers 200 {key: list} (list stolen); with rc < 0 drops list and returns rc. */

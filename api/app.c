@@ -109,6 +109,15 @@ int api_job_find(http_req *r, app *a, db **d, db_job *out)
     return 0;
 }
 
+int api_job_mine(http_req *r, app *a, db **d)
+{
+    db_job j;
+    int rc = api_job_find(r, a, d, &j);
+    if (rc == 0)
+        db_job_clear(&j);
+    return rc;
+}
+
 int api_reply_list(http_req *r, const char *key, json_t *list, int rc)
 {
     if (rc < 0) {

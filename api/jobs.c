@@ -325,11 +325,10 @@ int api_jobs_cancel(http_req *r, void *ctx)
     app *a = ctx;
     const char *id = http_param(r, "id");
     db *d = NULL;
-    db_job j;
-    int rc = api_job_find(r, a, &d, &j); /* the caller's job, or 404 */
+    int rc = api_job_mine(r, a, &d); /* the caller's job, or 404 */
     if (rc < 0)
         return rc;
-    db_job_clear(&j);
+    db_job j;
     rc = sched_job_cancel(d, id, time_wall_ms(), &j, http_errbuf(r));
     if (rc < 0)
         return api_no_job(r, rc, id);
@@ -345,11 +344,9 @@ int api_jobs_delete(http_req *r, void *ctx)
     app *a = ctx;
     const char *id = http_param(r, "id");
     db *d = NULL;
-    db_job j;
-    int rc = api_job_find(r, a, &d, &j); /* the caller's job, or 404 */
+    int rc = api_job_mine(r, a, &d); /* the caller's job, or 404 */
     if (rc < 0)
         return rc;
-    db_job_clear(&j);
     rc = sched_job_delete(d, id, a->artifacts_dir, http_errbuf(r));
     if (rc < 0)
         return api_no_job(r, rc, id);
