@@ -52,7 +52,7 @@ struct http_server {
     int port;
     int listen_fd;            /* returned by MHD_quiesce_daemon(); closed after MHD_stop_daemon() */
     char *tls_cert, *tls_key; /* copies of the PEM texts (NULL: plain HTTP) */
-    char start_msg[256];      /* libmicrohttpd's first complaint while starting (under lock) */
+    char start_msg[512];      /* libmicrohttpd's first complaint while starting (under lock) */
     int starting;
 
     pthread_mutex_t lock;
