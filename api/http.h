@@ -185,7 +185,8 @@ int http_etag_match(const char *list, const char *tag);
 /* problem+json: type "about:blank"; title NULL takes the error table's title for status;
  * detail may be NULL; errs (may be NULL) becomes the `errors` list of {field, message}. Every
  * string is made valid UTF-8 (invalid bytes become '?'). A 401 gets WWW-Authenticate: Bearer
- * unless the handler added its own. */
+ * unless the handler added its own, a 503 Retry-After: HTTP_RETRY_AFTER seconds. */
+#define HTTP_RETRY_AFTER "5"
 int http_reply_problem(http_req *r, int status, const char *title, const char *detail,
                        const job_errors *errs);
 /* problem+json for a negative code through the error table (api/api_error.h), detail from

@@ -277,6 +277,8 @@ int http_reply_problem(http_req *r, int status, const char *title, const char *d
     }
     if (status == 401 && !header_added(r, "WWW-Authenticate"))
         http_header_add(r, "WWW-Authenticate", "Bearer");
+    if (status == 503 && !header_added(r, "Retry-After"))
+        http_header_add(r, "Retry-After", HTTP_RETRY_AFTER);
     return reply_json_as(r, status, doc, "application/problem+json");
 fail:
     json_decref(doc);

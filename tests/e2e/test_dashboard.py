@@ -34,6 +34,11 @@ def test_static_files_are_public_with_csp_and_etag(serve):
 
     names = sorted(p.name for p in WEB.iterdir() if p.is_file())
     assert {"index.html", "app.js", "style.css"} <= set(names)
+    # openapi.yaml names each file (schemathesis asks for exactly those): the list must be whole
+    import yaml
+    spec = yaml.safe_load((ROOT / "openapi.yaml").read_text())
+    param = spec["paths"]["/web/{name}"]["get"]["parameters"][0]
+    assert sorted(param["schema"]["enum"]) == names, "openapi.yaml's /web/{name} list is stale"
     for name in names:  # every file of web/ is embedded, byte for byte
         r = requests.get(f"{svc.url}/web/{name}")
         assert r.status_code == 200, name

@@ -227,6 +227,7 @@ def test_sigterm_bound_holds_with_a_worker_that_cannot_stop(serve, slow_blobs):
     assert refused.status_code == 503, refused.text
     assert refused.headers["Content-Type"].startswith("application/problem+json")
     assert "stopping" in refused.json()["detail"]
+    assert refused.headers["Retry-After"] == "5"
     lease = svc.http.post(f"{svc.url}/workers/{'0' * 32}/lease", params={"wait": 0})
     assert lease.status_code == 503, lease.text
     assert svc.proc.wait(timeout=30) == 0
