@@ -109,8 +109,8 @@ static json_t *api_job_with(const db_job *j, json_t *doc, json_t *attempts)
                                        "started_at", "finished_at",
                                        "error",      "device",
                                        "worker",     "cancel_requested",
-                                       "document",   "links",
-                                       "attempts"};
+                                       "owner",      "document",
+                                       "links",      "attempts"};
     const char *phase = db_phase_name(j->phase);
     json_t *vals[] = {json_string(j->id),
                       json_string(j->name),
@@ -126,6 +126,7 @@ static json_t *api_job_with(const db_job *j, json_t *doc, json_t *attempts)
                       api_opt_string(j->device),
                       api_opt_string(j->worker_id),
                       json_boolean(j->cancel_requested),
+                      api_opt_string(j->owner),
                       doc,
                       api_job_links(j->id),
                       attempts};

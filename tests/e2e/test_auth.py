@@ -80,6 +80,10 @@ def test_two_users_cannot_see_each_others_jobs(serve, blobs):
     every = svc.http.get(f"{svc.url}/jobs").json()["jobs"]
     assert {j["id"] for j in every} == {jid, b_job["id"]}
     assert alice.get(f"{svc.url}/jobs/{jid}").json()["status"] == "queued"
+    # Each job names the token that submitted it; the admin can tell whose it is.
+    tokens = {t["id"]: t["name"] for t in svc.http.get(f"{svc.url}/tokens").json()["tokens"]}
+    assert tokens[svc.http.get(f"{svc.url}/jobs/{jid}").json()["owner"]] == "alice"
+    assert tokens[b_job["owner"]] == "bob"
     # The same Idempotency-Key from two users makes two jobs; a retry finds one's own.
     key = {"Idempotency-Key": "nightly-1"}
     a1 = alice.post(f"{svc.url}/train", json=job_doc(blobs), headers=key)
