@@ -26,17 +26,20 @@
 #define API_ANY_TOKEN   (API_USERS | API_WORKERS)
 #define API_SCRAPERS    (API_ROLE_BIT(DB_ROLE_ADMIN) | API_ROLE_BIT(DB_ROLE_METRICS))
 
-/* The caller of a request that passed api_authorize (zeroed on public routes). */
+/* The caller of a request that passed api_authorize; all zero (not authenticated) on public
+ * routes and without an authorize hook. */
 typedef struct api_caller {
+    int authenticated;
     char token_id[DB_ID_LEN + 1];
-    int role; /* enum db_role */
+    int role; /* enum db_role; meaningful only when authenticated */
 } api_caller;
 
 /* http_config.authorize: the bearer token, its role against access, a worker's token. */
 int api_authorize(http_req *r, void *app, unsigned access);
 const api_caller *api_caller_of(http_req *r);
 /* 1 when the caller may see a job owned by token owner ("" for none): admins and workers see
- * every job (workers only through their leases), users only their own. */
+ * every job (workers only through their leases), users only their own, a caller that is not
+ * authenticated none. */
 int api_may_see(http_req *r, const char *owner);
 int api_tokens_create(http_req *r, void *app);
 int api_tokens_list(http_req *r, void *app);

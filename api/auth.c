@@ -51,7 +51,7 @@ const api_caller *api_caller_of(http_req *r)
 int api_may_see(http_req *r, const char *owner)
 {
     const api_caller *c = api_caller_of(r);
-    return c->role != DB_ROLE_USER || strcmp(c->token_id, owner) == 0;
+    return c->authenticated && (c->role != DB_ROLE_USER || strcmp(c->token_id, owner) == 0);
 }
 
 /* Which roles an access mask admits, as words for a 403's sentence. */
@@ -117,6 +117,7 @@ static int api_caller_find(http_req *r, app *a, const char *hash, api_caller *ou
     memset(out, 0, sizeof *out);
     memcpy(out->token_id, t.id, sizeof out->token_id);
     out->role = t.role;
+    out->authenticated = 1;
     memcpy(e->hash, hash, sizeof e->hash);
     e->who = *out;
     e->generation = generation;

@@ -188,8 +188,9 @@ int api_jobs_list(http_req *r, void *ctx)
         return api_reply_bad_param(r, "cursor",
                                    "is not a cursor this server made: pass next_cursor as is");
     f.limit = (int)lim + 1;
-    if (api_caller_of(r)->role == DB_ROLE_USER)
-        f.owner = api_caller_of(r)->token_id;
+    const api_caller *caller = api_caller_of(r);
+    if (!caller->authenticated || caller->role == DB_ROLE_USER)
+        f.owner = caller->token_id; /* "" when not authenticated: no job */
 
     db *d = api_db(r, a);
     if (!d)
