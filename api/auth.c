@@ -134,13 +134,15 @@ static int api_worker_owned(http_req *r, app *a, const api_caller *c)
     db *d = api_db(r, a);
     if (!d)
         return -EIO;
-    char token_id[DB_ID_LEN + 1];
-    int rc = db_worker_token(d, worker, token_id, http_errbuf(r));
+    db_worker w;
+    int rc = db_worker_get(d, worker, &w, http_errbuf(r));
     if (rc == -ENOENT)
         return 0; /* the handler answers 404: register again */
     if (rc < 0)
         return rc;
-    if (strcmp(token_id, c->token_id) != 0)
+    int mine = strcmp(w.token_id, c->token_id) == 0;
+    db_worker_clear(&w);
+    if (!mine)
         return err_set(http_errbuf(r), -EACCES,
                        "worker %s was registered with another token: register this worker "
                        "again (POST /workers) with yours",

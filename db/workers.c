@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DB_WORKER_COLS "id, name, devices, kinds, registered_at, last_seen_at, gone, job_id"
+#define DB_WORKER_COLS                                                                             \
+    "id, name, devices, kinds, registered_at, last_seen_at, gone, job_id, token_id"
 
-static const char SQL_WORKER_INSERT[] = "INSERT INTO workers (" DB_WORKER_COLS ", token_id)"
+static const char SQL_WORKER_INSERT[] = "INSERT INTO workers (" DB_WORKER_COLS ")"
                                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
-static const char SQL_WORKER_TOKEN[] = "SELECT coalesce(token_id, '') FROM workers WHERE id = ?";
 static const char SQL_WORKER_GET[] = "SELECT " DB_WORKER_COLS " FROM workers WHERE id = ?";
 static const char SQL_WORKER_LIST[] =
     "SELECT " DB_WORKER_COLS " FROM workers ORDER BY registered_at, id";
@@ -68,6 +68,7 @@ static int db_worker_read(sqlite3_stmt *st, db_worker *out, char *err)
     w.last_seen_at = db_col_int(st, 5);
     w.gone = sqlite3_column_int(st, 6);
     db_col_copy(st, 7, w.job_id, sizeof w.job_id);
+    db_col_copy(st, 8, w.token_id, sizeof w.token_id);
     *out = w;
     return 0;
 }
@@ -82,24 +83,6 @@ int db_worker_get(db *d, const char *id, db_worker *out, char *err)
     int src = sqlite3_step(st);
     if (src == SQLITE_ROW)
         rc = db_worker_read(st, out, err);
-    else if (src == SQLITE_DONE)
-        rc = err_set(err, -ENOENT, "no such worker: register again (POST /workers)");
-    else
-        rc = db_fail(d, src, err);
-    db_stmt_done(st);
-    return rc;
-}
-
-int db_worker_token(db *d, const char *id, char token_id[DB_ID_LEN + 1], char *err)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = db_stmt(d, SQL_WORKER_TOKEN, &st, err);
-    if (rc < 0)
-        return rc;
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
-    int src = sqlite3_step(st);
-    if (src == SQLITE_ROW)
-        db_col_copy(st, 0, token_id, DB_ID_LEN + 1);
     else if (src == SQLITE_DONE)
         rc = err_set(err, -ENOENT, "no such worker: register again (POST /workers)");
     else

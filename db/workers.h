@@ -23,7 +23,7 @@ typedef struct db_worker {
     int64_t registered_at, last_seen_at;
     int gone;
     char job_id[DB_ID_LEN + 1];   /* "" when idle */
-    char token_id[DB_ID_LEN + 1]; /* the token that registered it; written, not read back */
+    char token_id[DB_ID_LEN + 1]; /* the token that registered it; "" for none */
 } db_worker;
 
 /* Called per worker; w is valid during the call only. A negative return stops the walk. */
@@ -35,8 +35,6 @@ void db_worker_clear(db_worker *w);
 int db_worker_insert(db *d, const db_worker *w, char *err);
 /* The worker with id; -ENOENT when none. */
 int db_worker_get(db *d, const char *id, db_worker *out, char *err);
-/* The id of the token that registered worker id ("" for none); -ENOENT when no such worker. */
-int db_worker_token(db *d, const char *id, char token_id[DB_ID_LEN + 1], char *err);
 /* Every worker, oldest registration first. */
 int db_worker_list(db *d, db_worker_fn fn, void *ctx, char *err);
 /* Workers not gone and seen at or after since. */
