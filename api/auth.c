@@ -179,14 +179,6 @@ int api_authorize(http_req *r, void *ctx, unsigned access)
 
 /* ---- POST /tokens, GET /tokens, DELETE /tokens/{id} ------------------------------------- */
 
-static json_t *api_token_json(const db_token *t)
-{
-    static const char *const keys[] = {"id", "name", "role", "created_at", "revoked_at"};
-    json_t *vals[] = {json_string(t->id), json_string(t->name), json_string(db_role_name(t->role)),
-                      api_time_json(t->created_at), api_time_json(t->revoked_at)};
-    return api_json_pack(keys, vals, 5);
-}
-
 int api_tokens_create(http_req *r, void *ctx)
 {
     app *a = ctx;

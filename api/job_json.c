@@ -342,3 +342,11 @@ int api_cursor_decode(const char *cursor, int64_t *seq)
     *seq = v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
     return 0;
 }
+
+json_t *api_token_json(const db_token *t)
+{
+    static const char *const keys[] = {"id", "name", "role", "created_at", "revoked_at"};
+    json_t *vals[] = {json_string(t->id), json_string(t->name), json_string(db_role_name(t->role)),
+                      api_time_json(t->created_at), api_time_json(t->revoked_at)};
+    return api_json_pack(keys, vals, 5);
+}

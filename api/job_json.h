@@ -23,6 +23,7 @@
 #include "db/events.h"
 #include "db/jobs.h"
 #include "db/metrics.h"
+#include "db/tokens.h"
 #include "db/workers.h"
 
 #define API_TIME_LEN   32 /* bytes for an RFC 3339 time and its NUL */
@@ -55,6 +56,8 @@ int api_attempts_add(json_t *attempts, const db_event *e);
 json_t *api_metric_json(const db_metric *m);
 /* One Artifact object. */
 json_t *api_artifact_json(const db_artifact *a);
+/* One Token object (never the secret, which the table does not hold). */
+json_t *api_token_json(const db_token *t);
 /* One Worker object: status is gone when marked so or unseen since gone_before (ms), busy
  * when it holds a job, else idle. */
 json_t *api_worker_json(const db_worker *w, int64_t gone_before, int lease_seconds);

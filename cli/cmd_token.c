@@ -129,18 +129,6 @@ static int token_args(int argc, char **argv, token_opts *o)
     return 0;
 }
 
-/* A token row as JSON, the shape GET /tokens answers with. */
-static json_t *token_json(const db_token *t)
-{
-    char created[API_TIME_LEN] = "", revoked[API_TIME_LEN] = "";
-    api_time_format(t->created_at, created);
-    if (t->revoked_at)
-        api_time_format(t->revoked_at, revoked);
-    return json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", t->id, "name", t->name, "role",
-                     db_role_name(t->role), "created_at", created, "revoked_at",
-                     t->revoked_at ? json_string(revoked) : json_null());
-}
-
 static void print_created(const token_opts *o, json_t *t, const char *secret)
 {
     if (o->json) {
@@ -179,7 +167,7 @@ static void print_list(const token_opts *o, json_t *tokens)
 
 static int collect(void *ctx, const db_token *t)
 {
-    json_t *o = token_json(t);
+    json_t *o = api_token_json(t);
     return o && json_array_append_new(ctx, o) == 0 ? 0 : -ENOMEM;
 }
 
@@ -205,7 +193,7 @@ static int token_local(const token_opts *o)
         char secret[DB_TOKEN_SECRET_LEN + 1];
         rc = db_token_create(d, o->name, db_role_parse(o->role), now, &t, secret, err);
         if (rc == 0) {
-            json_t *j = token_json(&t);
+            json_t *j = api_token_json(&t);
             print_created(o, j, secret);
             json_decref(j);
         }
