@@ -490,13 +490,17 @@ static void stats_count(http_server *s, const http_req *r)
 void http_stats(http_server *s, http_stat_fn fn, void *ctx)
 {
     for (size_t row = 0; row <= s->cfg.n_routes; row++) {
-        const http_route *route = row < s->cfg.n_routes ? &s->cfg.routes[row] : NULL;
-        uint64_t bytes = atomic_load_explicit(&s->stat_bytes[row], memory_order_relaxed);
+        http_route_stats rs = {.route = row < s->cfg.n_routes ? &s->cfg.routes[row] : NULL};
+        rs.bytes = atomic_load_explicit(&s->stat_bytes[row], memory_order_relaxed);
         for (int col = 0; col <= HTTP_STAT_CODES; col++) {
             uint64_t n = atomic_load_explicit(&s->stat_count[row][col], memory_order_relaxed);
-            if (n)
-                fn(ctx, route, col < HTTP_STAT_CODES ? http_stat_codes[col] : -1, n, bytes);
+            if (!n)
+                continue;
+            rs.by_status[rs.n].status = col < HTTP_STAT_CODES ? http_stat_codes[col] : -1;
+            rs.by_status[rs.n++].count = n;
         }
+        if (rs.n)
+            fn(ctx, &rs);
     }
 }
 

@@ -96,12 +96,20 @@ void http_stop(http_server *s);
 /* How many of each status are counted on their own; others share one count (status -1). */
 #define HTTP_STAT_CODES 24
 
-/* Called per (route, status) that has been answered at least once since start: route NULL for
- * requests that matched no route, status 0 for requests that ended unanswered (the client
- * left, the server stopped), -1 for statuses not counted on their own; bytes is what the
- * route's answers sent in all (the same for each status of a route). */
-typedef void (*http_stat_fn)(void *ctx, const http_route *route, int status, uint64_t count,
-                             uint64_t bytes);
+/* What one route has answered since start. */
+typedef struct http_route_stats {
+    const http_route *route; /* NULL: the requests that matched no route */
+    uint64_t bytes;          /* sent in its answers, in all */
+    size_t n;                /* statuses answered at least once, in by_status */
+    struct {
+        int status; /* 0: the request ended unanswered (the client left, the server stopped);
+                       -1: the statuses not counted on their own */
+        uint64_t count;
+    } by_status[HTTP_STAT_CODES + 1];
+} http_route_stats;
+
+/* Called once per route that has had a request since start. */
+typedef void (*http_stat_fn)(void *ctx, const http_route_stats *rs);
 /* Walks the counters (atomic reads: a concurrent request may or may not be counted yet). */
 void http_stats(http_server *s, http_stat_fn fn, void *ctx);
 

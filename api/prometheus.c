@@ -48,33 +48,33 @@ static int prom_worker(void *ctx, const db_worker *w)
     return 0;
 }
 
+/* A family's samples must be together: the requests go in one walk, the bytes in another. */
 typedef struct prom_http {
     FILE *f;
-    int pass; /* 0: requests by status; 1: bytes per route */
-    const http_route *last;
+    int bytes_pass;
     uint64_t artifact_bytes;
 } prom_http;
 
-static void prom_http_row(void *ctx, const http_route *route, int status, uint64_t count,
-                          uint64_t bytes)
+static void prom_http_route(void *ctx, const http_route_stats *rs)
 {
     prom_http *p = ctx;
-    const char *method = route ? route->method : "", *pattern = route ? route->pattern : "";
-    if (p->pass == 0) {
-        char code[16];
-        snprintf(code, sizeof code, status < 0 ? "other" : "%d", status);
-        fprintf(p->f,
-                "trainyard_http_requests_total{method=\"%s\",route=\"%s\",status=\"%s\"} %llu\n",
-                method, pattern, code, (unsigned long long)count);
+    const char *method = rs->route ? rs->route->method : "";
+    const char *pattern = rs->route ? rs->route->pattern : "";
+    if (p->bytes_pass) {
+        fprintf(p->f, "trainyard_http_response_bytes_total{method=\"%s\",route=\"%s\"} %llu\n",
+                method, pattern, (unsigned long long)rs->bytes);
+        if (rs->route && !strcmp(pattern, "/jobs/{id}/artifacts/{name}"))
+            p->artifact_bytes += rs->bytes;
         return;
     }
-    if (route == p->last && p->last)
-        return; /* bytes are per route: once */
-    p->last = route;
-    fprintf(p->f, "trainyard_http_response_bytes_total{method=\"%s\",route=\"%s\"} %llu\n", method,
-            pattern, (unsigned long long)bytes);
-    if (route && !strcmp(route->pattern, "/jobs/{id}/artifacts/{name}"))
-        p->artifact_bytes += bytes;
+    for (size_t i = 0; i < rs->n; i++) {
+        char code[16];
+        snprintf(code, sizeof code, rs->by_status[i].status < 0 ? "other" : "%d",
+                 rs->by_status[i].status);
+        fprintf(p->f,
+                "trainyard_http_requests_total{method=\"%s\",route=\"%s\",status=\"%s\"} %llu\n",
+                method, pattern, code, (unsigned long long)rs->by_status[i].count);
+    }
 }
 
 int api_prometheus_scrape(http_req *r, void *ctx)
@@ -122,11 +122,11 @@ int api_prometheus_scrape(http_req *r, void *ctx)
     if (a->http) {
         prom_head(f, "trainyard_http_requests_total", "counter",
                   "HTTP requests answered, by route and status (status 0: no answer).");
-        http_stats(a->http, prom_http_row, &p);
-        p.pass = 1;
+        http_stats(a->http, prom_http_route, &p);
+        p.bytes_pass = 1;
         prom_head(f, "trainyard_http_response_bytes_total", "counter",
                   "Bytes sent in answers, by route.");
-        http_stats(a->http, prom_http_row, &p);
+        http_stats(a->http, prom_http_route, &p);
     }
     prom_head(f, "trainyard_artifact_bytes_served_total", "counter",
               "Artifact bytes sent to clients (GET /jobs/{id}/artifacts/{name}).");

@@ -11,6 +11,9 @@ def scrape(svc, session=None):
     assert r.status_code == 200, r.text
     assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
     families = {f.name: f for f in text_string_to_metric_families(r.text)}
+    for family in families.values():  # each series once (the parser does not check)
+        series = [(s.name, tuple(sorted(s.labels.items()))) for s in family.samples]
+        assert len(series) == len(set(series)), family
     return families
 
 
@@ -37,6 +40,9 @@ def test_metrics_scrape_cleanly_and_follow_the_service(serve, blobs):
     assert wait_for(svc, job["id"], TERMINAL)["status"] == "succeeded"
     model = svc.http.get(f"{svc.url}/jobs/{job['id']}/artifacts/model.safetensors")
     assert model.status_code == 200
+    # requests that match no route, with two statuses: one series of bytes for them
+    assert svc.http.get(f"{svc.url}/no/such/path").status_code == 404
+    assert svc.http.delete(f"{svc.url}/healthz").status_code == 405
     after = scrape(svc)
 
     assert value(after, "trainyard_jobs", status="succeeded") == 1
@@ -56,6 +62,8 @@ def test_metrics_scrape_cleanly_and_follow_the_service(serve, blobs):
                  status="202") == 1
     assert value(after, "trainyard_http_requests", method="GET",
                  route="/jobs/{id}/artifacts/{name}", status="200") == 1
+    assert value(after, "trainyard_http_requests", method="", route="", status="404") >= 1
+    assert value(after, "trainyard_http_requests", method="", route="", status="405") >= 1
 
 
 def test_only_admin_and_metrics_tokens_may_scrape(serve):
