@@ -1,4 +1,4 @@
-/* cli_client: what the API client commands (submit, status, list, logs, cancel, download,
+/* cli_client: what the API client commands (submit, status, list, logs, cancel, download, token,
  * workers, devices --remote) share: the connection flags and their environment defaults, one
  * exit status per kind of outcome, Ctrl-C, terminal detection, and text helpers (progress bar,
  * durations, sizes, stream lines).

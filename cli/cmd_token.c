@@ -19,6 +19,7 @@
 
 #include "api/job_json.h"
 #include "cli/cli.h"
+#include "cli/cli_client.h"
 #include "db/db.h"
 #include "db/tokens.h"
 #include "util/err.h"
@@ -35,16 +36,15 @@ static const char usage_text[] =
     "a metrics token may only scrape GET /metrics.\n"
     "`create` prints the new token alone on stdout; it is shown this once.\n"
     "\n"
-    "options:\n"
-    "  --server URL     the server (default $TRAINYARD_URL, else http://127.0.0.1:8080)\n"
-    "  --token TOKEN    an admin token (default $TRAINYARD_TOKEN)\n"
+    "Through the server, with an admin token (the connection flags below); or:\n"
     "  --data-dir DIR   work on the server's data directory directly instead (for the first\n"
     "                   tokens, or when the server is down)\n"
-    "  --json           print JSON\n";
+    "\n" CLI_CONN_HELP;
 
 typedef struct token_opts {
-    const char *verb, *name, *role, *id, *server, *token, *data_dir;
-    int json, revoked;
+    cli_conn conn; /* --server, --token, --ca, --json */
+    const char *verb, *name, *role, *id, *data_dir;
+    int revoked;
 } token_opts;
 
 int cli_secret_write(const char *path, const char *secret)
@@ -64,28 +64,24 @@ int cli_secret_write(const char *path, const char *secret)
 static int token_args(int argc, char **argv, token_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->server = getenv("TRAINYARD_URL");
-    o->token = getenv("TRAINYARD_TOKEN");
-    if (!o->server || !*o->server)
-        o->server = "http://127.0.0.1:8080";
+    cli_conn_init(&o->conn, "token");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(usage_text, stdout);
             return 1;
         }
-        if (!strcmp(a, "--json")) {
-            o->json = 1;
+        int taken = cli_conn_flag(&o->conn, argc, argv, &i);
+        if (taken < 0)
+            return -1;
+        if (taken)
             continue;
-        }
         if (!strcmp(a, "--revoked")) {
             o->revoked = 1;
             continue;
         }
         const char **slot = !strcmp(a, "--name")       ? &o->name
                             : !strcmp(a, "--role")     ? &o->role
-                            : !strcmp(a, "--server")   ? &o->server
-                            : !strcmp(a, "--token")    ? &o->token
                             : !strcmp(a, "--data-dir") ? &o->data_dir
                                                        : NULL;
         if (slot) {
@@ -131,7 +127,7 @@ static int token_args(int argc, char **argv, token_opts *o)
 
 static void print_created(const token_opts *o, json_t *t, const char *secret)
 {
-    if (o->json) {
+    if (o->conn.json) {
         json_object_set_new(t, "token", json_string(secret));
         json_dumpf(t, stdout, JSON_INDENT(2));
         putchar('\n');
@@ -146,7 +142,7 @@ static void print_created(const token_opts *o, json_t *t, const char *secret)
 
 static void print_list(const token_opts *o, json_t *tokens)
 {
-    if (o->json) {
+    if (o->conn.json) {
         json_t *doc = json_pack("{s:O}", "tokens", tokens);
         json_dumpf(doc, stdout, JSON_INDENT(2));
         putchar('\n');
@@ -217,15 +213,15 @@ static int token_local(const token_opts *o)
 /* Through the API. */
 static int token_remote(const token_opts *o)
 {
-    char err[ERR_LEN], why[512];
+    char err[ERR_LEN];
     client *c = NULL;
-    if (client_new(o->server, o->token, &c, err) < 0) {
-        fprintf(stderr, "trainyard token: %s\n", err);
-        return 1;
-    }
+    cli_conn conn = o->conn;
+    int rc = cli_conn_open(&conn, &c);
+    if (rc != 0)
+        return rc;
     long status = 0;
     json_t *reply = NULL;
-    int rc, ok;
+    int ok;
     if (!strcmp(o->verb, "create")) {
         json_t *body = json_pack("{s:s, s:s}", "name", o->name, "role", o->role);
         rc = client_post_json(c, "/tokens", body, &status, &reply, err);
@@ -252,15 +248,12 @@ static int token_remote(const token_opts *o)
         if (ok)
             fprintf(stderr, "token %s revoked\n", o->id);
     }
-    if (rc < 0) {
-        fprintf(stderr, "trainyard token: %s\n", err);
-    } else if (!ok) {
-        client_problem(status, reply, why, sizeof why);
-        fprintf(stderr, "trainyard token: %s\n", why);
-    }
+    rc = rc < 0 ? cli_no_answer(&conn, rc, err)
+         : ok   ? CLI_EXIT_OK
+                : cli_refused(&conn, status, reply);
     json_decref(reply);
     client_free(c);
-    return rc == 0 && ok ? 0 : 1;
+    return rc;
 }
 
 int cmd_token(int argc, char **argv)
