@@ -250,7 +250,8 @@ void model_free(model *m)
 
 static int kfail(model *m, char *err)
 {
-    return err_set(err, -EIO, "%s", kern_last_error(m->k));
+    err_set(err, -EIO, "%s", kern_last_error(m->k));
+    return -EIO; /* a constant the compiler sees: callers' outputs are set whenever this is not */
 }
 
 /* The stream offset of a dropout layer for the current step: distinct per step and layer. */
@@ -370,14 +371,16 @@ int model_backprop(model *m, int rows, cl_mem x, cl_mem targets, char *err)
 {
     cl_mem logits;
     int rc = check_rows(m, rows, err);
-    if (rc == 0)
-        rc = forward(m, rows, x, 1, &logits, err);
+    if (rc < 0)
+        return rc;
+    rc = forward(m, rows, x, 1, &logits, err);
+    if (rc < 0)
+        return rc;
     /* The loss gradient goes straight into the first ping-pong buffer that backward reads. */
-    if (rc == 0)
-        rc = loss(m, rows, logits, targets, m->dbuf[0], MODEL_TRAIN_LOSS, err);
-    if (rc == 0)
-        rc = backward(m, rows, x, err);
-    return rc;
+    rc = loss(m, rows, logits, targets, m->dbuf[0], MODEL_TRAIN_LOSS, err);
+    if (rc < 0)
+        return rc;
+    return backward(m, rows, x, err);
 }
 
 int model_train_step(model *m, int rows, cl_mem x, cl_mem targets, char *err)
@@ -392,11 +395,12 @@ int model_evaluate(model *m, int rows, cl_mem x, cl_mem targets, char *err)
 {
     cl_mem logits;
     int rc = check_rows(m, rows, err);
-    if (rc == 0)
-        rc = forward(m, rows, x, 0, &logits, err);
-    if (rc == 0)
-        rc = loss(m, rows, logits, targets, NULL, MODEL_VAL_LOSS, err);
-    return rc;
+    if (rc < 0)
+        return rc;
+    rc = forward(m, rows, x, 0, &logits, err);
+    if (rc < 0)
+        return rc;
+    return loss(m, rows, logits, targets, NULL, MODEL_VAL_LOSS, err);
 }
 
 int model_forward(model *m, int rows, cl_mem x, cl_mem *out, char *err)
