@@ -29,6 +29,7 @@
 #include "db/events.h"
 #include "db/jobs.h"
 #include "scheduler/lifecycle.h"
+#include "util/json_out.h"
 #include "util/sha256.h"
 #include "util/timeutil.h"
 #include "worker/job.h"
@@ -94,7 +95,7 @@ int api_jobs_submit(http_req *r, void *ctx)
         goto out;
     }
     resolved = job_to_json(spec);
-    doc = resolved ? json_dumps(resolved, JSON_COMPACT) : NULL;
+    doc = resolved ? json_out_dumps(resolved, JSON_COMPACT) : NULL;
     if (!doc) {
         rc = err_set(err, -ENOMEM, "out of memory");
         goto out;

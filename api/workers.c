@@ -24,6 +24,7 @@
 #include "api/job_json.h"
 #include "db/workers.h"
 #include "scheduler/lifecycle.h"
+#include "util/json_out.h"
 #include "util/timeutil.h"
 
 #define API_LEASE_WAIT_DEFAULT 30
@@ -79,7 +80,7 @@ int api_workers_register(http_req *r, void *ctx)
     if (rc < 0)
         goto out;
     snprintf(w.name, sizeof w.name, "%s", reg.name);
-    w.devices = json_dumps(reg.devices, JSON_COMPACT);
+    w.devices = json_out_dumps(reg.devices, JSON_COMPACT);
     if (!w.devices) {
         rc = err_set(err, -ENOMEM, "out of memory");
         goto out;
