@@ -584,8 +584,8 @@ static json_t *model_config(run *r)
     for (size_t i = 0; i < r->m->n_layers; i++) {
         const model_layer *l = &r->m->layers[i];
         if (l->type == JOB_LAYER_DROPOUT) {
-            json_array_append_new(
-                layers, json_pack("{s:s, s:f}", "type", "dropout", "rate", json_out_float(l->rate)));
+            json_array_append_new(layers, json_pack("{s:s, s:f}", "type", "dropout", "rate",
+                                                    json_out_float(l->rate)));
             module++;
             continue;
         }
