@@ -265,7 +265,7 @@ static void jo_object(jo_buf *b, const json_t *v, size_t flags, int depth)
          it = json_object_iter_next((json_t *)v, it), i++)
         m[i] = (jo_member){json_object_iter_key(it), json_object_iter_key_len(it),
                            json_object_iter_value(it)};
-    if (flags & JSON_SORT_KEYS)
+    if ((flags & JSON_SORT_KEYS) && i > 1)
         qsort(m, i, sizeof *m, jo_member_cmp);
     jo_put(b, "{", 1);
     if (i > 0)
