@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from conftest import BIN
+from conftest import BIN, sanitizer_reports
 from helpers import job_doc, submit, wait_for, write_blobs
 
 USER, PASSWORD = "alice-u7", "pw-Zq8xK2vN-secret"
@@ -140,6 +140,7 @@ def test_train_redacts_its_outputs(auth_server, tmp_path, trainyard_bin):
     proc = subprocess.run([str(BIN), "train", str(job), "--out", str(out)], capture_output=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
+    assert sanitizer_reports(proc.stderr.decode()) is None, proc.stderr.decode()
     assert handler.good == ["/blobs.csv"]
     assert_no_secret("train's output", proc.stdout + proc.stderr)
     files = [p for p in out.rglob("*") if p.is_file()]

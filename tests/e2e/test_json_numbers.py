@@ -5,6 +5,7 @@ import json
 import re
 import struct
 
+from conftest import sanitizer_reports
 from helpers import job_doc, submit, wait_for
 
 LONG_FORM = re.compile(r"\d\.\d*0000000000\d|\d\.\d*9999999999\d")
@@ -57,6 +58,7 @@ def test_service_answers_and_artifacts_print_shortest_reals(serve, blobs):
 def test_train_writes_shortest_reals(train, blobs):
     proc, out = train(numbers_doc(blobs))
     assert proc.returncode == 0, proc.stderr
+    assert sanitizer_reports(proc.stderr) is None, proc.stderr
     check_text((out / "job.json").read_text(), sep=": ")
     meta = safetensors_metadata((out / "model.safetensors").read_bytes())
     check_text(meta["trainyard.job"])
