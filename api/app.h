@@ -12,6 +12,7 @@
 
 #include "api/http.h"
 #include "api/telemetry.h"
+#include "util/secret.h"
 
 struct db;
 
@@ -20,6 +21,8 @@ typedef struct app {
     char db_path[4200];       /* <data_dir>/trainyard.db */
     char artifacts_dir[4200]; /* <data_dir>/artifacts: one folder per job id */
     char tmp_dir[4200];       /* <data_dir>/tmp: uploads in flight */
+    /* Seals dataset credentials in the database: <data_dir>/credentials.key */
+    uint8_t credentials_key[SECRET_KEY_LEN];
     http_server *http;
     http_signal *queued;     /* raised when a job becomes queued: wakes lease long-polls */
     http_signal *changed;    /* raised when any job's status, phase, metrics or logs change */

@@ -15,6 +15,7 @@
 #include "api/api_error.h"
 #include "api/http.h"
 #include "api/http_priv.h"
+#include "util/json_out.h"
 #include "util/utf8.h"
 
 #define HTTP_DETAIL_MAX 1024 /* bytes of a problem's detail or message kept */
@@ -193,7 +194,7 @@ static int reply_json_as(http_req *r, int status, json_t *body, const char *cont
     rc = -EINVAL;
     if (!body)
         goto out;
-    text = json_dumps(body, JSON_COMPACT);
+    text = json_out_dumps(body, JSON_COMPACT);
     rc = -ENOMEM;
     if (!text)
         goto out;

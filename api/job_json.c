@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/json_out.h"
 #include "worker/job.h"
 
 /* ---- scalars ---------------------------------------------------------------------------- */
@@ -161,7 +162,7 @@ char *api_job_text_with(const db_job *j, json_t *attempts, size_t *len)
         return NULL;
     }
     json_t *o = api_job_with(j, json_null(), attempts);
-    char *outer = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    char *outer = o ? json_out_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     char *at = outer ? strstr(outer, hole) : NULL;
     if (!at) {

@@ -29,8 +29,10 @@
 #include "db/events.h"
 #include "db/jobs.h"
 #include "scheduler/lifecycle.h"
+#include "util/json_out.h"
 #include "util/sha256.h"
 #include "util/timeutil.h"
+#include "util/url.h"
 #include "worker/job.h"
 
 #define API_LIST_DEFAULT 50
@@ -60,7 +62,7 @@ int api_jobs_submit(http_req *r, void *ctx)
     char *err = http_errbuf(r);
     json_t *body = NULL, *resolved = NULL;
     job_spec *spec = NULL;
-    char *doc = NULL;
+    char *doc = NULL, *sealed = NULL;
     db_job j;
     memset(&j, 0, sizeof j);
     int created = 0;
@@ -94,7 +96,7 @@ int api_jobs_submit(http_req *r, void *ctx)
         goto out;
     }
     resolved = job_to_json(spec);
-    doc = resolved ? json_dumps(resolved, JSON_COMPACT) : NULL;
+    doc = resolved ? json_out_dumps(resolved, JSON_COMPACT) : NULL;
     if (!doc) {
         rc = err_set(err, -ENOMEM, "out of memory");
         goto out;
@@ -107,6 +109,15 @@ int api_jobs_submit(http_req *r, void *ctx)
     sha256_final(&sc, digest);
     sha256_hex(digest, hash);
 
+    /* The dataset URL's userinfo is kept apart, sealed; the document shows ***@ instead. */
+    char *userinfo = url_userinfo_dup(spec->dataset_url);
+    if (userinfo) {
+        rc = secret_text_seal(a->credentials_key, userinfo, &sealed, err);
+        explicit_bzero(userinfo, strlen(userinfo));
+        free(userinfo);
+        if (rc < 0)
+            goto out;
+    }
     sched_new_job nj = {.name = spec->name,
                         .document = doc,
                         .device_kind = spec->device,
@@ -116,7 +127,8 @@ int api_jobs_submit(http_req *r, void *ctx)
                         .idem_key = key ? scoped_key : NULL,
                         .body_hash = hash,
                         .owner = caller->token_id,
-                        .max_queued = a->max_queued_per_token};
+                        .max_queued = a->max_queued_per_token,
+                        .credentials = sealed};
     rc = sched_job_submit(d, &nj, time_wall_ms(), &j, &created, err);
     if (rc < 0)
         goto out;
@@ -129,6 +141,7 @@ int api_jobs_submit(http_req *r, void *ctx)
 out:
     db_job_clear(&j);
     free(doc);
+    free(sealed);
     json_decref(resolved);
     job_free(spec);
     json_decref(body);

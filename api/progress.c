@@ -27,6 +27,7 @@
 #include "db/jobs.h"
 #include "db/logs.h"
 #include "db/metrics.h"
+#include "util/json_out.h"
 #include "util/timeutil.h"
 
 #define API_LOG_BATCH        64  /* lines read per pull (at most 64 × 4 KiB pending) */
@@ -198,7 +199,7 @@ static void api_sse_stream_free(void *p)
 /* Queues "event: <name>\ndata: <json>\n\n", stealing v. */
 static int api_sse_event(api_sse_stream *s, const char *name, json_t *v)
 {
-    char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    char *text = v ? json_out_dumps(v, JSON_COMPACT) : NULL;
     json_decref(v);
     if (!text)
         return -ENOMEM;

@@ -24,6 +24,7 @@
 #include "api/job_json.h"
 #include "db/workers.h"
 #include "scheduler/lifecycle.h"
+#include "util/json_out.h"
 #include "util/timeutil.h"
 
 #define API_LEASE_WAIT_DEFAULT 30
@@ -79,7 +80,7 @@ int api_workers_register(http_req *r, void *ctx)
     if (rc < 0)
         goto out;
     snprintf(w.name, sizeof w.name, "%s", reg.name);
-    w.devices = json_dumps(reg.devices, JSON_COMPACT);
+    w.devices = json_out_dumps(reg.devices, JSON_COMPACT);
     if (!w.devices) {
         rc = err_set(err, -ENOMEM, "out of memory");
         goto out;
@@ -124,6 +125,26 @@ int api_workers_list(http_req *r, void *ctx)
     return api_reply_list(r, "workers", l.arr, rc);
 }
 
+/* Adds the job's dataset credentials, unsealed, to a lease answer: only the worker holding
+ * the lease ever sees them. One that cannot be unsealed (the data directory's key was
+ * replaced) is left out with a log line; the fetch then fails on the dataset server's 401. */
+static void api_lease_add_credentials(app *a, db *d, const db_job *j, json_t *body)
+{
+    char *sealed = NULL, *plain = NULL, err[ERR_LEN];
+    if (db_job_credentials(d, j->seq, &sealed, err) < 0 || !sealed) {
+        free(sealed);
+        return;
+    }
+    if (secret_text_open(a->credentials_key, sealed, &plain, err) < 0)
+        app_log(a, "job %s: its dataset credentials cannot be used: %s", j->id, err);
+    else
+        json_object_set_new(body, "dataset_credentials", json_string(plain));
+    if (plain)
+        explicit_bzero(plain, strlen(plain));
+    free(plain);
+    free(sealed);
+}
+
 int api_workers_lease(http_req *r, void *ctx)
 {
     app *a = ctx;
@@ -164,6 +185,8 @@ int api_workers_lease(http_req *r, void *ctx)
             snprintf(path, sizeof path, "/workers/%s/jobs/%s/checkpoint", worker, j.id);
             json_object_set_new(body, "checkpoint", json_string(path));
         }
+        if (body)
+            api_lease_add_credentials(a, d, &j, body);
         db_job_clear(&j);
         if (!body)
             return err_set(err, -ENOMEM, "out of memory");

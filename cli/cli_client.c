@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "util/err.h"
+#include "util/json_out.h"
 
 volatile sig_atomic_t cli_interrupted;
 
@@ -170,7 +171,7 @@ int cli_job_path(const cli_conn *o, const char *id, const char *rest, char *out,
 
 void cli_json_print(const json_t *j)
 {
-    json_dumpf(j, stdout, JSON_INDENT(2));
+    json_out_dumpf(j, stdout, JSON_INDENT(2));
     putchar('\n');
 }
 

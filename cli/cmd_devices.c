@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "kernels/ocl.h"
 #include "util/err.h"
+#include "util/json_out.h"
 #include "worker/agent.h"
 
 /* The API's Device object plus what only a person at this machine needs. */
@@ -58,7 +59,7 @@ int cmd_devices(int argc, char **argv)
         for (size_t i = 0; i < n; i++)
             json_array_append_new(arr, device_json(&list[i]));
         json_t *doc = json_pack("{s:o}", "devices", arr);
-        char *text = json_dumps(doc, JSON_INDENT(2));
+        char *text = json_out_dumps(doc, JSON_INDENT(2));
         printf("%s\n", text);
         free(text);
         json_decref(doc);

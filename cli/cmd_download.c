@@ -4,10 +4,16 @@
  * The bytes go to PATH.part; only when all of them are there and their SHA-256 equals the one
  * the artifact listing (GET /jobs/{id}/artifacts) gives is PATH.part renamed onto PATH. A
  * PATH.part left by an interrupted run is resumed: its bytes are hashed again and the rest is
- * asked for with "Range: bytes=N-" (a server that answers 200 instead of 206 sends it all, and
- * the file starts over). On a mismatch nothing the user had is removed: PATH is untouched, and
- * a PATH.part that existed before this run stays for the user to look at (one this run made
- * from nothing is removed). Ctrl-C leaves PATH.part to resume from. */
+ * asked for with "Range: bytes=N-".
+ *
+ * Invariants: d.have is the number of bytes in PATH.part and d.sha their hash so far. The file
+ * starts over (truncated, hash reset) at most once per response, at its first byte, when the
+ * answer is a 200 (a server that ignores Range sends everything); a 206 continues at d.have.
+ * A PATH.part longer than the artifact, or one whose resumed result does not hash to the
+ * listing's SHA-256 (its first bytes were not this artifact's), is downloaded again whole,
+ * once: the .part file is this command's scratch space, never the user's data. On a mismatch
+ * after that PATH is untouched and PATH.part is removed. Ctrl-C leaves PATH.part to resume
+ * from. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +47,8 @@ typedef struct dl {
     uint64_t have, size; /* bytes in the file; the artifact's size */
     double drawn_at;     /* when the bar was last drawn */
     int write_errno;
+    int answered;     /* the current response's first bytes have arrived */
+    int started_over; /* a 200 answered a Range request: the file began again */
 } dl;
 
 static double now_s(void)
@@ -66,14 +74,26 @@ static void dl_draw(dl *d, int last)
     d->drawn_at = t;
 }
 
+/* Empties the .part file: the download starts again from byte 0. */
+static int dl_restart(dl *d)
+{
+    if (fflush(d->f) != 0 || ftruncate(fileno(d->f), 0) != 0 || fseek(d->f, 0, SEEK_SET) != 0)
+        return -errno;
+    sha256_init(&d->sha);
+    d->have = 0;
+    return 0;
+}
+
 static int dl_sink(void *ctx, long status, const char *data, size_t len)
 {
     dl *d = ctx;
-    if (status == 200 && d->have > 0) { /* the server ignored the range: start over */
-        if (fflush(d->f) != 0 || ftruncate(fileno(d->f), 0) != 0 || fseek(d->f, 0, SEEK_SET))
-            goto fail;
-        sha256_init(&d->sha);
-        d->have = 0;
+    if (!d->answered) {
+        d->answered = 1;
+        if (status == 200 && d->have > 0) { /* the range was ignored */
+            if (dl_restart(d) < 0)
+                goto fail;
+            d->started_over = 1;
+        }
     }
     if (d->have + len > d->size) /* more than the listing said: stop, the check will fail */
         return 1;
@@ -98,11 +118,50 @@ static int dl_hash_part(dl *d, const char *part)
         sha256_update(&d->sha, buf, n);
         d->have += n;
     }
-    if (ferror(d->f)) {
+    if (ferror(d->f) || fseek(d->f, 0, SEEK_END) != 0) { /* a write may follow the reads */
         fprintf(stderr, "trainyard download: cannot read %s: %s\n", part, strerror(errno));
         return CLI_EXIT_FAILED;
     }
     return 0;
+}
+
+/* Asks for the artifact's bytes from d->have on (all of them when it is 0) and appends them to
+ * the .part file; 0 or a CLI exit status, with the reason printed. */
+static int dl_get(const cli_conn *o, client *c, const char *id, dl *d, const char *part)
+{
+    char esc[300], apath[600], full[1200], range[64], err[ERR_LEN];
+    long status = 0;
+    json_t *reply = NULL;
+    cli_escape(d->name, esc, sizeof esc);
+    snprintf(apath, sizeof apath, "/artifacts/%s", esc);
+    int rc = cli_job_path(o, id, apath, full, sizeof full);
+    if (rc != 0)
+        return rc;
+    if (d->have > 0) {
+        snprintf(range, sizeof range, "Range: bytes=%llu-", (unsigned long long)d->have);
+        client_next_header(c, range);
+    }
+    d->answered = 0;
+    dl_draw(d, 0);
+    rc = client_get_stream(c, full, dl_sink, d, &status, &reply, err);
+    if (o->tty && d->drawn_at > 0)
+        dl_draw(d, 1);
+    if (rc == -EIO && d->write_errno) {
+        fprintf(stderr, "trainyard download: writing %s failed: %s\n", part,
+                strerror(d->write_errno));
+        rc = CLI_EXIT_FAILED;
+    } else if (rc < 0) {
+        rc = cli_no_answer(o, rc, err);
+        if (rc == CLI_EXIT_INTERRUPTED)
+            fprintf(stderr,
+                    "trainyard download: %s keeps the %llu bytes so far; the same command "
+                    "resumes\n",
+                    part, (unsigned long long)d->have);
+    } else if (status != 200 && status != 206) {
+        rc = cli_refused(o, status, reply);
+    }
+    json_decref(reply);
+    return rc;
 }
 
 /* Finds name in the job's artifact listing: size and hex SHA-256 into the out parameters. */
@@ -178,7 +237,7 @@ int cmd_download(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
 
-    char target[4096], part[4200], want[65], got[65], apath[600], esc[300], err[ERR_LEN];
+    char target[4096], part[4200], want[65], got[65];
     struct stat st;
     if (!out)
         snprintf(target, sizeof target, "%s", name);
@@ -190,7 +249,6 @@ int cmd_download(int argc, char **argv)
 
     client *c = NULL;
     dl d = {.o = &o, .name = name};
-    json_t *reply = NULL;
     int made_part = 0;
     int rc = cli_conn_open(&o, &c);
     if (rc != 0)
@@ -199,7 +257,7 @@ int cmd_download(int argc, char **argv)
     if (rc != 0)
         goto out;
     made_part = access(part, F_OK) != 0;
-    d.f = fopen(part, "a+b");
+    d.f = fopen(part, made_part ? "w+b" : "r+b");
     if (!d.f) {
         fprintf(stderr, "trainyard download: cannot write %s: %s\n", part, strerror(errno));
         rc = CLI_EXIT_FAILED;
@@ -210,60 +268,46 @@ int cmd_download(int argc, char **argv)
     if (rc != 0)
         goto out;
     uint64_t resumed = d.have;
-    if (d.have < d.size) {
-        char range[64];
-        long status = 0;
-        if (d.have > 0) {
-            snprintf(range, sizeof range, "Range: bytes=%llu-", (unsigned long long)d.have);
-            client_next_header(c, range);
+    for (;;) {
+        if (d.have < d.size) {
+            rc = dl_get(&o, c, id, &d, part);
+            if (rc != 0)
+                goto out;
+            if (d.started_over)
+                resumed = 0;
         }
-        cli_escape(name, esc, sizeof esc);
-        snprintf(apath, sizeof apath, "/artifacts/%s", esc);
-        char full[1200];
-        rc = cli_job_path(&o, id, apath, full, sizeof full);
-        if (rc != 0)
-            goto out;
-        dl_draw(&d, 0);
-        rc = client_get_stream(c, full, dl_sink, &d, &status, &reply, err);
-        if (o.tty && d.drawn_at > 0)
-            dl_draw(&d, 1);
-        if (rc == -EIO && d.write_errno) {
-            fprintf(stderr, "trainyard download: writing %s failed: %s\n", part,
-                    strerror(d.write_errno));
+        uint8_t digest[32];
+        sha256_ctx fin = d.sha; /* a copy: a second pass starts from a fresh context anyway */
+        sha256_final(&fin, digest);
+        sha256_hex(digest, got);
+        if (resumed == 0 || (d.have == d.size && strcmp(got, want) == 0))
+            break;
+        /* The bytes kept from before were not this artifact's first bytes (or the artifact
+         * changed since): they cannot be resumed from, so it is fetched whole, once. */
+        fprintf(stderr,
+                "trainyard download: the %llu bytes already in %s are not the start of %s; "
+                "downloading it whole\n",
+                (unsigned long long)resumed, part, name);
+        if (dl_restart(&d) < 0) {
+            fprintf(stderr, "trainyard download: cannot empty %s: %s\n", part, strerror(errno));
             rc = CLI_EXIT_FAILED;
             goto out;
         }
-        if (rc < 0) {
-            rc = cli_no_answer(&o, rc, err);
-            if (rc == CLI_EXIT_INTERRUPTED)
-                fprintf(stderr,
-                        "trainyard download: %s keeps the %llu bytes so far; the same "
-                        "command resumes\n",
-                        part, (unsigned long long)d.have);
-            goto out;
-        }
-        if (status != 200 && status != 206) {
-            rc = cli_refused(&o, status, reply);
-            goto out;
-        }
+        resumed = 0;
     }
     if (fflush(d.f) != 0 || fsync(fileno(d.f)) != 0) {
         fprintf(stderr, "trainyard download: writing %s failed: %s\n", part, strerror(errno));
         rc = CLI_EXIT_FAILED;
         goto out;
     }
-    uint8_t digest[32];
-    sha256_final(&d.sha, digest);
-    sha256_hex(digest, got);
     if (d.have != d.size || strcmp(got, want) != 0) {
         fprintf(stderr,
                 "trainyard download: %s does not match the server's artifact (%llu bytes, "
-                "sha-256 %s; expected %llu bytes, sha-256 %s); %s was left as it was.\n",
-                part, (unsigned long long)d.have, got, (unsigned long long)d.size, want, target);
-        if (made_part)
-            unlink(part);
-        else
-            fprintf(stderr, "trainyard download: remove %s and download again\n", part);
+                "sha-256 %s; expected %llu bytes, sha-256 %s); %s was left as it was and %s "
+                "removed: run the command again.\n",
+                part, (unsigned long long)d.have, got, (unsigned long long)d.size, want, target,
+                part);
+        unlink(part); /* every byte in it came from this run */
         rc = CLI_EXIT_FAILED;
         goto out;
     }
@@ -290,7 +334,6 @@ out:
         fclose(d.f);
     if (rc != 0 && made_part && d.have == 0)
         unlink(part); /* nothing came: leave no empty file behind */
-    json_decref(reply);
     client_free(c);
     return rc;
 }

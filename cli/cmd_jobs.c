@@ -18,6 +18,7 @@
 #include "cli/cli.h"
 #include "cli/cli_client.h"
 #include "util/err.h"
+#include "util/json_out.h"
 
 typedef struct job_args {
     cli_conn conn;
@@ -384,7 +385,7 @@ static int logs_line(void *ctx, const char *line, size_t len)
     json_t *s = json_stringn(line, len);
     if (!s)
         s = json_string("");
-    json_dumpf(s, stdout, JSON_ENCODE_ANY);
+    json_out_dumpf(s, stdout, JSON_ENCODE_ANY);
     putchar('\n');
     fflush(stdout);
     json_decref(s);

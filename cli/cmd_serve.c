@@ -283,6 +283,12 @@ int cmd_serve(int argc, char **argv)
     snprintf(a.tmp_dir, sizeof a.tmp_dir, "%s/tmp", a.data_dir);
     if (make_dir(a.artifacts_dir) < 0 || make_dir(a.tmp_dir) < 0)
         return 1;
+    char key_path[4200], key_err[ERR_LEN];
+    snprintf(key_path, sizeof key_path, "%s/credentials.key", a.data_dir);
+    if (secret_key_load(key_path, a.credentials_key, key_err) < 0) {
+        fprintf(stderr, "trainyard serve: %s\n", key_err);
+        return 1;
+    }
 
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN);

@@ -23,6 +23,7 @@
 #include "db/db.h"
 #include "db/tokens.h"
 #include "util/err.h"
+#include "util/json_out.h"
 #include "util/timeutil.h"
 #include "worker/client.h"
 
@@ -129,7 +130,7 @@ static void print_created(const token_opts *o, json_t *t, const char *secret)
 {
     if (o->conn.json) {
         json_object_set_new(t, "token", json_string(secret));
-        json_dumpf(t, stdout, JSON_INDENT(2));
+        json_out_dumpf(t, stdout, JSON_INDENT(2));
         putchar('\n');
         return;
     }
@@ -144,7 +145,7 @@ static void print_list(const token_opts *o, json_t *tokens)
 {
     if (o->conn.json) {
         json_t *doc = json_pack("{s:O}", "tokens", tokens);
-        json_dumpf(doc, stdout, JSON_INDENT(2));
+        json_out_dumpf(doc, stdout, JSON_INDENT(2));
         putchar('\n');
         json_decref(doc);
         return;

@@ -19,7 +19,8 @@
 #include <string.h>
 #include <math.h>
 #include <pthread.h>
-#include <sys/random.h>
+
+#include "util/secret.h"
 
 #define DB_STMT_SLOTS 128
 
@@ -334,17 +335,11 @@ void db_close(db *d)
 int db_random_hex(char *out, size_t n, char *err)
 {
     uint8_t raw[64];
-    size_t got = 0;
     if (n > sizeof raw)
         return err_set(err, -EINVAL, "at most %zu random bytes at once", sizeof raw);
-    while (got < n) {
-        ssize_t r = getrandom(raw + got, n - got, 0);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return err_set(err, -errno, "getrandom: %s", strerror(errno));
-        got += (size_t)r;
-    }
+    int rc = secret_random(raw, n, err);
+    if (rc < 0)
+        return rc;
     static const char hex[] = "0123456789abcdef";
     for (size_t i = 0; i < n; i++) {
         out[2 * i] = hex[raw[i] >> 4];

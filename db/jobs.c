@@ -399,7 +399,7 @@ static const char SQL_JOB_FINISH[] =
     "UPDATE jobs SET status = ?3, error = ?4, finished_at = ?5, phase = NULL,"
     " lease_expires_at = NULL,"
     " runtime_ms = runtime_ms + max(0, ?5 - coalesce(attempt_started_at, ?5)),"
-    " attempt_started_at = NULL"
+    " attempt_started_at = NULL, dataset_credentials = NULL"
     " WHERE seq = ?1 AND status = 'running' AND (?2 IS NULL OR worker_id = ?2)";
 
 int db_job_set_finished(db *d, int64_t seq, const char *worker_id, int status, const char *error,
@@ -419,7 +419,8 @@ int db_job_set_finished(db *d, int64_t seq, const char *worker_id, int status, c
     return db_write(d, st, err);
 }
 
-static const char SQL_JOB_CANCEL[] = "UPDATE jobs SET status = 'cancelled', finished_at = ?2"
+static const char SQL_JOB_CANCEL[] = "UPDATE jobs SET status = 'cancelled', finished_at = ?2,"
+                                     " dataset_credentials = NULL"
                                      " WHERE seq = ?1 AND status = 'queued'";
 
 int db_job_set_cancelled(db *d, int64_t seq, int64_t now, char *err)
@@ -490,6 +491,51 @@ int db_job_set_checkpoint_epoch(db *d, int64_t seq, int epoch, char *err)
         return rc;
     sqlite3_bind_int64(st, 1, seq);
     sqlite3_bind_int(st, 2, epoch);
+    rc = db_write(d, st, err);
+    return rc < 0 ? rc : 0;
+}
+
+/* ---- dataset credentials --------------------------------------------------------------- */
+
+static const char SQL_JOB_CRED_GET[] = "SELECT dataset_credentials FROM jobs WHERE seq = ?";
+
+/* A db_rows() row callback: a malloc'd copy of text column 0 (NULL stays NULL) in *ctx. */
+static int db_row_text_dup(void *ctx, sqlite3_stmt *st)
+{
+    const char *text = (const char *)sqlite3_column_text(st, 0);
+    char **out = ctx;
+    free(*out);
+    *out = text ? strdup(text) : NULL;
+    return text && !*out ? -ENOMEM : 0;
+}
+
+int db_job_credentials(db *d, int64_t seq, char **out, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    char *text = NULL;
+    int rc = db_stmt(d, SQL_JOB_CRED_GET, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, seq);
+    rc = db_rows(d, st, db_row_text_dup, &text, err);
+    if (rc < 0) {
+        free(text);
+        return rc == -ENOMEM ? err_set(err, rc, "out of memory") : rc;
+    }
+    *out = text;
+    return 0;
+}
+
+static const char SQL_JOB_CRED_SET[] = "UPDATE jobs SET dataset_credentials = ?2 WHERE seq = ?1";
+
+int db_job_set_credentials(db *d, int64_t seq, const char *sealed, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_CRED_SET, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, seq);
+    sqlite3_bind_text(st, 2, sealed, -1, SQLITE_TRANSIENT);
     rc = db_write(d, st, err);
     return rc < 0 ? rc : 0;
 }

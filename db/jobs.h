@@ -118,6 +118,11 @@ int db_job_delete(db *d, int64_t seq, char *err);
 int db_job_checkpoint_epoch(db *d, int64_t seq, int *out, char *err);
 /* Records that job seq's stored checkpoint is after epoch. */
 int db_job_set_checkpoint_epoch(db *d, int64_t seq, int epoch, char *err);
+/* Stores job seq's dataset credentials, sealed (util/secret.h); NULL removes them. They are
+ * removed anyway when the job finishes or is cancelled, and never read into a db_job. */
+int db_job_set_credentials(db *d, int64_t seq, const char *sealed, char *err);
+/* Job seq's sealed dataset credentials, malloc'd, into *out (NULL when it has none). */
+int db_job_credentials(db *d, int64_t seq, char **out, char *err);
 /* Stores log_lines as job seq's count of log lines (after a db_log_append outside a lease). */
 int db_job_set_log_lines(db *d, int64_t seq, int log_lines, char *err);
 

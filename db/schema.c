@@ -22,7 +22,11 @@
  * Every child table references jobs(seq) ON DELETE CASCADE: deleting a job removes its rows.
  *
  * v2: jobs.checkpoint_epoch, the last finished epoch of the checkpoint the server keeps for the
- * job (0: none), which a requeued attempt resumes from. */
+ * job (0: none), which a requeued attempt resumes from.
+ *
+ * v4: jobs.dataset_credentials, the userinfo of the job's dataset URL sealed under the data
+ * directory's key (util/secret.h): the stored document shows the URL with ***@ instead, and
+ * the column is handed only to the worker holding the lease and cleared when the job ends. */
 #include <stdio.h>
 
 #include "db/db.h"
@@ -127,6 +131,8 @@ static const char *const db_migrations[] = {
     "CREATE INDEX jobs_owner_seq ON jobs (owner, seq);"
     "CREATE INDEX jobs_owner_status ON jobs (owner, status);"
     "ALTER TABLE workers ADD COLUMN token_id TEXT;",
+    /* v4: a job's dataset credentials, sealed; NULL when none or once the job has ended */
+    "ALTER TABLE jobs ADD COLUMN dataset_credentials TEXT;",
 };
 
 #define DB_N_MIGRATIONS ((int)(sizeof db_migrations / sizeof db_migrations[0]))

@@ -76,10 +76,11 @@ typedef struct sched_new_job {
     const char *document; /* the resolved job document, JSON text */
     int device_kind;      /* enum job_device */
     int max_attempts, max_runtime_seconds, priority;
-    const char *idem_key;  /* Idempotency-Key, or NULL */
-    const char *body_hash; /* hex SHA-256 of document; used with idem_key */
-    const char *owner;     /* id of the submitting token, or NULL */
-    int max_queued;        /* > 0: refuse (-EUSERS) when owner already has this many queued */
+    const char *idem_key;    /* Idempotency-Key, or NULL */
+    const char *body_hash;   /* hex SHA-256 of document; used with idem_key */
+    const char *owner;       /* id of the submitting token, or NULL */
+    int max_queued;          /* > 0: refuse (-EUSERS) when owner already has this many queued */
+    const char *credentials; /* the dataset URL's userinfo, sealed (util/secret.h), or NULL */
 } sched_new_job;
 
 /* What one heartbeat reports; everything is borrowed and optional. */

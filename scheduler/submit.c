@@ -108,6 +108,8 @@ static void sched_submit_one(db *d, sched_submit_req *q)
         }
     }
     rc = db_job_insert(d, &j, nj->idem_key, nj->body_hash, q->err);
+    if (rc == 0 && nj->credentials)
+        rc = db_job_set_credentials(d, j.seq, nj->credentials, q->err);
     if (rc < 0)
         goto undo;
     rc = db_event_append(d, j.seq, q->now, -1, DB_QUEUED, DB_PHASE_NONE, 0, "submitted", q->err);

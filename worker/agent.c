@@ -49,6 +49,7 @@
 #include "kernels/kernels.h"
 #include "util/err.h"
 #include "util/timeutil.h"
+#include "util/url.h"
 #include "util/utf8.h"
 #include "worker/checkpoint.h"
 #include "worker/client.h"
@@ -508,11 +509,33 @@ static int fetch_checkpoint(client *c, const json_t *lease, const job_spec *job,
     return rc == 0;
 }
 
+/* The lease's job document (a new reference) with the dataset URL's credentials, which the
+ * server keeps apart and the stored document shows as ***@, put back for the fetch; job_to_json
+ * hides them again in everything the trainer writes. NULL when out of memory. */
+static json_t *lease_document(const json_t *lease)
+{
+    json_t *doc = json_object_get(lease, "document");
+    const char *userinfo = json_string_value(json_object_get(lease, "dataset_credentials"));
+    const char *url = json_string_value(json_object_get(doc, "dataset_url"));
+    if (!userinfo || !url)
+        return json_incref(doc);
+    char *full = url_userinfo_set(url, userinfo);
+    json_t *copy = full ? json_copy(doc) : NULL;
+    if (copy && json_object_set_new(copy, "dataset_url", json_string(full)) < 0) {
+        json_decref(copy);
+        copy = NULL;
+    }
+    if (full)
+        explicit_bzero(full, strlen(full));
+    free(full);
+    return copy;
+}
+
 static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ctx *ctx, kern *k,
                     json_t *lease)
 {
     const char *job_id = json_string_value(json_object_get(lease, "job_id"));
-    json_t *doc = json_object_get(lease, "document");
+    json_t *doc = lease_document(lease);
     char prefix[512], dir[4096], err[ERR_LEN] = "";
     snprintf(prefix, sizeof prefix, "/workers/%s/jobs/%s", worker_id, job_id);
     snprintf(dir, sizeof dir, "%s/%s", o->work_dir, job_id);
@@ -521,7 +544,9 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
 
     job_errors errs = {0};
     job_spec *job = NULL;
-    if (job_from_json(doc, &job, &errs) < 0) {
+    int bad = job_from_json(doc, &job, &errs) < 0;
+    json_decref(doc);
+    if (bad) {
         snprintf(err, sizeof err, "the server sent an invalid job: %s: %s", errs.items[0].field,
                  errs.items[0].message);
         complete(o, c, prefix, "failed", err);

@@ -1,8 +1,9 @@
 /* checkpoint: writer and validating reader of training checkpoints (see checkpoint.h).
  *
  * The state tensors go through safetensors as they are; the metadata values are strings, so
- * integers are written in decimal and the JSON values compact, with reals at full precision
- * (jansson's %.17g) so that the metrics re-emitted after a resume print exactly as before. */
+ * integers are written in decimal and the JSON values compact, each real as the shortest text
+ * that reads back to the same double (util/json_out.h), so that the metrics re-emitted after a
+ * resume are exactly the values sent before. */
 #include "worker/checkpoint.h"
 
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "util/err.h"
+#include "util/json_out.h"
 #include "worker/safetensors.h"
 
 struct checkpoint {
@@ -41,8 +43,8 @@ int checkpoint_write(const char *path, const checkpoint_state *s, char *err)
     snprintf(step, sizeof step, "%lld", (long long)s->step);
     snprintf(n_params, sizeof n_params, "%zu", s->n_params);
     const size_t flags = JSON_COMPACT | JSON_SORT_KEYS;
-    char *job = json_dumps(s->job, flags), *dataset = json_dumps(s->dataset, flags),
-         *metrics = json_dumps(s->metrics, flags);
+    char *job = json_out_dumps(s->job, flags), *dataset = json_out_dumps(s->dataset, flags),
+         *metrics = json_out_dumps(s->metrics, flags);
     int rc = 0;
     if (!job || !dataset || !metrics) {
         rc = err_set(err, -ENOMEM, "out of memory writing the checkpoint metadata");

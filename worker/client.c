@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "util/err.h"
+#include "util/json_out.h"
 
 #define CLIENT_MAX_REPLY (8u << 20)
 
@@ -216,7 +217,7 @@ int client_delete(client *c, const char *path, long *status, json_t **reply, cha
 int client_post_json(client *c, const char *path, const json_t *body, long *status, json_t **reply,
                      char *err)
 {
-    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    char *text = body ? json_out_dumps(body, JSON_COMPACT) : NULL;
     if (body && !text)
         return err_set(err, -ENOMEM, "out of memory encoding a request");
     struct curl_slist *headers = NULL;

@@ -32,6 +32,7 @@
 #include "worker/allow.h"
 #include "util/sha256.h"
 #include "util/timeutil.h"
+#include "util/url.h"
 
 #define FETCH_DEFAULT_MAX     (2ull << 30)
 #define FETCH_DEFAULT_CONNECT 10
@@ -550,18 +551,12 @@ out:
  * fragment (signed URLs carry secrets there), and at most 200 bytes. */
 static void fetch_shown_url(const char *url, char shown[FETCH_SHOWN])
 {
-    size_t n = 0;
+    size_t n = 0, at, len;
     const char *p = url;
-    const char *scheme_end = strstr(url, "://");
-    if (scheme_end) {
-        size_t authority = strcspn(scheme_end + 3, "/?#");
-        const char *at = memchr(scheme_end + 3, '@', authority);
-        size_t head = (size_t)(scheme_end + 3 - url);
-        if (head > 16)
-            head = 16;
-        memcpy(shown, url, head);
-        n = head;
-        p = at ? at + 1 : scheme_end + 3;
+    if (url_userinfo_span(url, &at, &len)) {
+        n = at > 16 ? 16 : at;
+        memcpy(shown, url, n);
+        p = url + at + len + 1;
     }
     while (*p && *p != '?' && *p != '#' && n < FETCH_SHOWN - 4) {
         unsigned char c = (unsigned char)*p++;

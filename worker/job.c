@@ -32,6 +32,7 @@
 
 #include "kernels/kernels.h"
 #include "util/err.h"
+#include "util/url.h"
 
 #define JOB_NAME_MAX_CHARS  128
 #define JOB_URL_MAX_BYTES   4096
@@ -460,9 +461,15 @@ static void job_v_url(job_vctx *v, const json_t *doc, job_spec *s)
         if (strncmp(url, schemes[i], strlen(schemes[i])) == 0)
             scheme_len = strlen(schemes[i]);
     }
-    if (scheme_len == 0) {
-        job_bad(v, "dataset_url", "a URL starting with http://, https:// or file://",
-                json_object_get(doc, "dataset_url"));
+    if (scheme_len == 0) { /* the message quotes the URL, without its credentials */
+        char *shown = url_redact(url);
+        json_t *got = shown ? json_string(shown) : NULL;
+        if (got)
+            job_bad(v, "dataset_url", "a URL starting with http://, https:// or file://", got);
+        else
+            job_errors_add(v->errs, "dataset_url", "must be an http://, https:// or file:// URL");
+        json_decref(got);
+        free(shown);
         return;
     }
     if (len == scheme_len) {
@@ -485,6 +492,14 @@ static void job_v_url(job_vctx *v, const json_t *doc, job_spec *s)
     curl_url_cleanup(u);
     if (uc != CURLUE_OK) {
         job_errors_add(v->errs, "dataset_url", "is not a valid URL: %s", curl_url_strerror(uc));
+        return;
+    }
+    size_t at, ui_len;
+    if (url_userinfo_span(url, &at, &ui_len) && ui_len == strlen(URL_REDACTED) &&
+        memcmp(url + at, URL_REDACTED, ui_len) == 0) {
+        job_errors_add(v->errs, "dataset_url",
+                       "has its credentials redacted (" URL_REDACTED "@), as jobs are shown: "
+                       "write the real user:password@ again");
         return;
     }
     char *copy = job_strdup(v, url);
@@ -975,7 +990,11 @@ json_t *job_to_json(const job_spec *s)
     json_t *doc = json_object();
 
     job_put(doc, "name", job_str(s->name, &bad), &bad);
-    job_put(doc, "dataset_url", job_str(s->dataset_url, &bad), &bad);
+    /* The credentials in the URL stay in the spec, for the fetch; every document shows
+     * them as *** (what reaches job.json, the model's metadata, checkpoints, the API). */
+    char *shown = s->dataset_url ? url_redact(s->dataset_url) : NULL;
+    job_put(doc, "dataset_url", job_str(shown, &bad), &bad);
+    free(shown);
 
     json_t *ds = json_object();
     job_put(ds, "format", json_string("csv"), &bad);

@@ -10,6 +10,10 @@
  * defaults to [] (no hidden layer: the output layer alone). dataset.sha256 may be null (no
  * check), which is how job_to_json() writes an absent one. Options that do not apply are errors,
  * not ignored: "binary" with regression, "momentum" with adam, beta1/beta2/epsilon with sgd.
+ * Credentials in dataset_url (user:password@) are kept in the spec for the fetch; job_to_json()
+ * writes them as ***@, and a URL whose userinfo is *** is refused, so such a resolved document
+ * does not parse back until the real userinfo is put in again (the worker does so with the
+ * lease's dataset_credentials). Every other resolved document parses back to the same spec.
  * Ownership: job_spec strings are owned by the spec; job_free() releases all, accepts NULL. */
 #ifndef TRAINYARD_WORKER_JOB_H
 #define TRAINYARD_WORKER_JOB_H
@@ -43,7 +47,8 @@ typedef struct job_layer {
 
 typedef struct job_spec {
     char *name;        /* default "job" */
-    char *dataset_url; /* http://, https:// or file:// */
+    char *dataset_url; /* http://, https:// or file://, with any user:password@ as given;
+                          job_to_json shows that userinfo as ***@ */
     /* dataset */
     char *label_name; /* dataset.label_column as a name, or NULL */
     int label_index;  /* dataset.label_column as an index (negative counts from the end);

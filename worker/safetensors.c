@@ -38,6 +38,7 @@
 #include <jansson.h>
 
 #include "util/err.h"
+#include "util/json_out.h"
 
 #define ST_MAX_HEADER 100000000u
 #define ST_META_KEY   "__metadata__"
@@ -287,7 +288,7 @@ int safetensors_write(const char *path, const safetensors_tensor *tensors, size_
     rc = st_header_build(tensors, n, meta, n_meta, &header, &data_len, err);
     if (rc < 0)
         goto out;
-    text = json_dumps(header, JSON_COMPACT);
+    text = json_out_dumps(header, JSON_COMPACT);
     if (!text) {
         rc = err_set(err, -ENOMEM, "out of memory writing the safetensors header");
         goto out;

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "util/err.h"
+#include "util/json_out.h"
 #include "util/timeutil.h"
 #include "worker/checkpoint.h"
 #include "worker/dataset.h"
@@ -583,8 +584,8 @@ static json_t *model_config(run *r)
     for (size_t i = 0; i < r->m->n_layers; i++) {
         const model_layer *l = &r->m->layers[i];
         if (l->type == JOB_LAYER_DROPOUT) {
-            json_array_append_new(
-                layers, json_pack("{s:s, s:f}", "type", "dropout", "rate", (double)l->rate));
+            json_array_append_new(layers, json_pack("{s:s, s:f}", "type", "dropout", "rate",
+                                                    json_out_float(l->rate)));
             module++;
             continue;
         }
@@ -611,7 +612,7 @@ static json_t *floats_json(const float *v, size_t n)
 {
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(a, json_real(v[i]));
+        json_array_append_new(a, json_real(json_out_float(v[i])));
     return a;
 }
 
@@ -665,7 +666,7 @@ static int write_model(run *r, char *err)
     meta[nm++] = (safetensors_meta){"format", "pt"};
     meta[nm++] = (safetensors_meta){"trainyard.label", d->label_name};
     for (int i = 0; i < NMETA; i++) {
-        vals[i] = json_dumps(meta_json[i], JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(9));
+        vals[i] = json_out_dumps(meta_json[i], JSON_COMPACT | JSON_ENCODE_ANY);
         json_decref(meta_json[i]);
         if (!vals[i])
             rc = err_set(err, -ENOMEM, "out of memory writing the model metadata");
@@ -688,7 +689,7 @@ static int write_job(run *r, char *err)
     int rc = path_join(path, sizeof path, r->opts->out_dir, "job.json", err);
     if (rc < 0)
         return rc;
-    if (json_dump_file(r->job_json, path, JSON_INDENT(2)) != 0)
+    if (json_out_dump_file(r->job_json, path, JSON_INDENT(2)) != 0)
         rc = err_set(err, -EIO, "cannot write %s", path);
     return rc;
 }

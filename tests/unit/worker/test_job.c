@@ -61,6 +61,8 @@ static void expect_error_at(const char *text, const char *field, const char *par
 
 /* A minimal valid document with extra top-level members spliced in (x is "" or ", ..."). */
 #define DOC(x) "{\"dataset_url\": \"https://data.example/d.csv\", \"hyperparameters\": {}" x "}"
+/* A minimal document with the dataset URL url. */
+#define DOC_X_URL(url) "{\"dataset_url\": \"" url "\", \"hyperparameters\": {}}"
 /* The same with members spliced into hyperparameters. */
 #define DOC_HP(x) "{\"dataset_url\": \"https://data.example/d.csv\", \"hyperparameters\": {" x "}}"
 
@@ -609,6 +611,29 @@ static void test_activation_names(void)
     job_free(NULL);
 }
 
+/* Credentials in dataset_url stay in the spec for the fetch; the document shows ***@. */
+static void test_url_credentials(void)
+{
+    job_spec *s = parse_ok("{\"dataset_url\": \"https://u:p%40ss@data.example/d.csv?sig=1\","
+                           " \"hyperparameters\": {}}");
+    CHECK_STR(s->dataset_url, "https://u:p%40ss@data.example/d.csv?sig=1");
+    json_t *doc = job_to_json(s);
+    CHECK_STR(json_string_value(json_object_get(doc, "dataset_url")),
+              "https://***@data.example/d.csv?sig=1");
+    /* A shown document cannot stand in for the real one. */
+    job_spec *back = (job_spec *)1;
+    job_errors errs;
+    CHECK_INT(job_from_json(doc, &back, &errs), -EINVAL);
+    CHECK(find_error(&errs, "dataset_url", "redacted") >= 0);
+    json_decref(doc);
+    job_free(s);
+    /* A wrong scheme is quoted without the credentials. */
+    job_parse(DOC_X_URL("ftp://u:secret@h/d.csv"), strlen(DOC_X_URL("ftp://u:secret@h/d.csv")),
+              &back, &errs);
+    int at = find_error(&errs, "dataset_url", "ftp://***@h/d.csv");
+    CHECK(at >= 0 && !strstr(errs.items[at].message, "secret"));
+}
+
 int main(void)
 {
     test_minimal_defaults();
@@ -621,5 +646,6 @@ int main(void)
     test_many_errors();
     test_round_trip();
     test_activation_names();
+    test_url_credentials();
     return check_exit();
 }
