@@ -31,7 +31,8 @@ static const char download_help[] =
     "usage: trainyard download ID [NAME] [-o PATH] [options]\n"
     "\n"
     "Downloads the artifact NAME of job ID (default model.safetensors) to PATH (default NAME\n"
-    "in the current directory; a directory PATH gets NAME inside it). The bytes land in\n"
+    "in the current directory; a directory PATH gets NAME inside it, and a PATH that ends\n"
+    "in / is such a directory, made when missing). The bytes land in\n"
     "PATH.part first, which a later run resumes (an HTTP Range request); PATH appears only\n"
     "once the SHA-256 matches the server's. A mismatch exits 1 and leaves PATH alone.\n"
     "A progress bar shows on a terminal.\n"
@@ -239,10 +240,16 @@ int cmd_download(int argc, char **argv)
 
     char target[4096], part[4200], want[65], got[65];
     struct stat st;
+    size_t out_len = out ? strlen(out) : 0;
+    if (out_len > 0 && out[out_len - 1] == '/' && mkdir(out, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "trainyard download: cannot make the folder %s: %s\n", out,
+                strerror(errno));
+        return 1;
+    }
     if (!out)
         snprintf(target, sizeof target, "%s", name);
     else if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
-        snprintf(target, sizeof target, "%s/%s", out, name);
+        snprintf(target, sizeof target, "%s%s%s", out, out[out_len - 1] == '/' ? "" : "/", name);
     else
         snprintf(target, sizeof target, "%s", out);
     snprintf(part, sizeof part, "%s.part", target);
