@@ -18,6 +18,9 @@
  * synchronous=FULL); local workers die with serve (--parent); remote ones re-attach; the
  * restarted serve's sweeper requeues the jobs whose leases lapsed meanwhile.
  *
+ * One serve per data directory: DATA-DIR/serve.lock is locked before anything there changes
+ * (serve_lock).
+ *
  * SIGXFSZ is ignored so that a file-size limit (ulimit -f) makes write() fail with EFBIG, which
  * the upload path answers with a 507, instead of killing the server. */
 #include <limits.h>
@@ -36,7 +39,10 @@
 #include "scheduler/sweeper.h"
 #include "scheduler/supervisor.h"
 #include "util/err.h"
+#include "util/lockfile.h"
 #include "util/timeutil.h"
+
+#define SERVE_LOCK_FILE "serve.lock"
 
 static const char usage_text[] =
     "usage: trainyard serve [options]\n"
@@ -130,6 +136,28 @@ static int parse_count(const char *flag, const char *v, long max, long *out)
     }
     *out = n;
     return 0;
+}
+
+/* One serve per data directory: a second one would revoke the first's local-workers token at
+ * start (serve_tokens), and the two would hand out each other's jobs. So before anything in
+ * DATA-DIR changes, serve locks DATA-DIR/serve.lock (util/lockfile.h: dropped by the kernel when
+ * the process ends, kill -9 included) and a second serve exits naming the first. Returns the
+ * lock's descriptor, or -1 after saying why. */
+static int serve_lock(const char *data_dir)
+{
+    char path[4300], err[ERR_LEN];
+    lockfile_owner owner;
+    int fd = -1;
+    snprintf(path, sizeof path, "%s/" SERVE_LOCK_FILE, data_dir);
+    int rc = lockfile_take(path, &fd, &owner, err);
+    if (rc == -EBUSY)
+        fprintf(stderr,
+                "trainyard serve: %s is in use by the serve with pid %d (%s); stop it first or "
+                "pick another --data-dir\n",
+                data_dir, (int)owner.pid, owner.note[0] ? owner.note : "still starting");
+    else if (rc < 0)
+        fprintf(stderr, "trainyard serve: %s\n", err);
+    return rc < 0 ? -1 : fd;
 }
 
 static int make_dir(const char *path)
@@ -278,6 +306,9 @@ int cmd_serve(int argc, char **argv)
             return 1;
         }
     }
+    int lock = serve_lock(a.data_dir);
+    if (lock < 0)
+        return 1;
     snprintf(a.db_path, sizeof a.db_path, "%s/trainyard.db", a.data_dir);
     snprintf(a.artifacts_dir, sizeof a.artifacts_dir, "%s/artifacts", a.data_dir);
     snprintf(a.tmp_dir, sizeof a.tmp_dir, "%s/tmp", a.data_dir);
@@ -349,6 +380,8 @@ int cmd_serve(int argc, char **argv)
     char url[512];
     const char *host = !strcmp(bind, "0.0.0.0") ? "127.0.0.1" : bind;
     snprintf(url, sizeof url, "%s://%s:%d", tls_cert ? "https" : "http", host, http_port(a.http));
+    if (lockfile_note(lock, url, err) < 0)
+        log_line(err); /* a second serve then names only our pid */
 
     /* Local workers: one per device unless told otherwise. */
     ocl_device *devs = NULL;
@@ -423,5 +456,6 @@ out:
         log_line(line);
     }
     free(devs);
+    lockfile_release(lock);
     return status;
 }

@@ -1,6 +1,6 @@
 """Fault tests (issue 4): each runs a real process tree on loopback and injects one fault on
 purpose — kill -9 of `serve` mid-job (with a remote worker, and with serve's local workers),
-SIGTERM to serve and to a worker mid-job, a dataset server that resets or truncates, a file-size
+a second serve on a running serve's data directory, SIGTERM to serve and to a worker mid-job, a dataset server that resets or truncates, a file-size
 limit that makes an artifact upload fail, and a burst of 1,000 concurrent submits from clients
 some of which disconnect mid-request. Every wait polls a condition with a generous deadline:
 the machine may be loaded."""
@@ -169,6 +169,39 @@ def test_serve_killed_mid_job_its_local_workers_die_and_the_job_resumes(serve, s
     assert [(a["attempt"], a["outcome"]) for a in attempts] == [(1, "requeued"),
                                                                 (2, "succeeded")]
     assert attempts[0]["reason"] == "lease expired"
+
+
+# ---- two serves, one data directory ------------------------------------------------------------
+
+def test_a_second_serve_on_the_same_data_directory_refuses_to_start(serve, trainyard_bin,
+                                                                    slow_blobs):
+    """serve B on serve A's data directory (another port) exits at once naming A, before it
+    touches anything: A's local worker keeps its token (no 401) and A's job succeeds."""
+    svc = serve("--workers", "1")
+    job = submit(svc, slow_job(slow_blobs)).json()
+    wait_epochs(svc, job["id"], 1)
+
+    t0 = time.time()
+    second = subprocess.run([str(trainyard_bin), "serve", "--data-dir", str(svc.data_dir),
+                             "--port", "0", "--workers", "1", "--dataset-allow", "127.0.0.1"],
+                            capture_output=True, text=True, timeout=30)
+    took = time.time() - t0
+    print(f"the second serve exited {second.returncode} in {took:.2f}s: {second.stderr.strip()}")
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert (f"{svc.data_dir} is in use by the serve with pid {svc.proc.pid} ({svc.url}); "
+            "stop it first or pick another --data-dir") in second.stderr
+    assert "listening" not in second.stdout
+    assert took < 5
+
+    done, _ = check_finished_once(svc, job["id"])
+    assert done["attempt"] == 1
+    assert "answered 401" not in svc.output() and "refused" not in svc.output()
+    assert svc.http.get(f"{svc.url}/healthz").json()["status"] == "ok"
+
+    svc.proc.kill()  # the lock goes with the process: a restart after a crash is not blocked
+    svc.proc.wait()
+    svc.restart()
+    assert svc.http.get(f"{svc.url}/healthz").json()["status"] == "ok"
 
 
 # ---- SIGTERM ---------------------------------------------------------------------------------
