@@ -23,6 +23,7 @@
 #include "worker/job.h"
 
 #define SCHED_SEEN_EVERY_MS 1000 /* an idle lease poll records the visit at most this often */
+#define SCHED_LEASE_EXPIRED "lease expired"
 
 /* ---- shared checks ------------------------------------------------------------------------ */
 
@@ -308,14 +309,54 @@ static int sched_job_requeue(db *d, const db_job *j, int64_t now, char *err)
     return rc < 0 ? rc : changed;
 }
 
+/* Ends running job j's attempt, inside the caller's transaction, because its worker is gone
+ * (why: "lease expired", or how its process died) or its running time is used up (over): failed
+ * past max_runtime_seconds, cancelled after a cancel request, queued again while attempts are
+ * left (released attempts do not count), else failed. The event names the cause; the worker is
+ * freed. *to is the new status. */
+static int sched_attempt_lose(db *d, const db_job *j, int over, const char *why, int64_t now,
+                              int *to, char *err)
+{
+    char reason[512];
+    int next = DB_FAILED, released = 0, lapsed = strcmp(why, SCHED_LEASE_EXPIRED) == 0;
+    int rc = db_event_count_released(d, j->seq, &released, err);
+    if (rc < 0)
+        return rc;
+    if (over) {
+        snprintf(reason, sizeof reason, "exceeded max_runtime_seconds (%d s, over %d attempt%s)",
+                 j->max_runtime_seconds, j->attempt, j->attempt == 1 ? "" : "s");
+    } else if (j->cancel_requested) {
+        next = DB_CANCELLED;
+        snprintf(reason, sizeof reason, "cancel requested and %s",
+                 lapsed ? "the worker stopped answering" : why);
+    } else if (j->attempt - released < j->max_attempts) {
+        next = DB_QUEUED;
+        snprintf(reason, sizeof reason, "%s", why);
+    } else {
+        snprintf(reason, sizeof reason, "%s after %d attempt%s", why, j->attempt,
+                 j->attempt == 1 ? "" : "s");
+    }
+    if (next == DB_QUEUED)
+        rc = sched_job_requeue(d, j, now, err);
+    else
+        rc =
+            db_job_set_finished(d, j->seq, NULL, next, next == DB_FAILED ? reason : NULL, now, err);
+    rc = sched_expect_one(rc, "ending the attempt", err);
+    if (rc == 0)
+        rc = db_event_append(d, j->seq, now, DB_RUNNING, next, j->phase, j->attempt, reason, err);
+    if (rc == 0 && j->worker_id[0])
+        rc = db_worker_release(d, j->worker_id, j->id, err);
+    if (rc < 0)
+        return rc;
+    *to = next;
+    return 0;
+}
+
 int sched_job_expire(db *d, int64_t seq, int64_t now, int *to, char *err)
 {
     db_job j;
     memset(&j, 0, sizeof j);
-    char reason[256];
     int next = -1;
-    int64_t used = 0;
-    int over = 0, lapsed = 0, released = 0;
     int rc = db_begin(d, err);
     if (rc < 0)
         return rc;
@@ -326,39 +367,11 @@ int sched_job_expire(db *d, int64_t seq, int64_t now, int *to, char *err)
     }
     if (rc < 0)
         goto out;
-    used = j.runtime_ms + (j.attempt_started_at ? now - j.attempt_started_at : 0);
-    over = used > (int64_t)j.max_runtime_seconds * 1000;
-    lapsed = j.lease_expires_at != 0 && j.lease_expires_at < now;
-    if (!over && !lapsed)
-        goto done;
-    rc = db_event_count_released(d, seq, &released, err);
-    if (rc < 0)
-        goto out;
-    if (over) {
-        next = DB_FAILED;
-        snprintf(reason, sizeof reason, "exceeded max_runtime_seconds (%d s, over %d attempt%s)",
-                 j.max_runtime_seconds, j.attempt, j.attempt == 1 ? "" : "s");
-    } else if (j.cancel_requested) {
-        next = DB_CANCELLED;
-        snprintf(reason, sizeof reason, "cancel requested and the worker stopped answering");
-    } else if (j.attempt - released < j.max_attempts) {
-        next = DB_QUEUED;
-        snprintf(reason, sizeof reason, "lease expired");
-    } else {
-        next = DB_FAILED;
-        snprintf(reason, sizeof reason, "lease expired after %d attempt%s", j.attempt,
-                 j.attempt == 1 ? "" : "s");
-    }
-    if (next == DB_QUEUED)
-        rc = sched_job_requeue(d, &j, now, err);
-    else
-        rc = db_job_set_finished(d, seq, NULL, next, next == DB_FAILED ? reason : NULL, now, err);
-    rc = sched_expect_one(rc, "expiring", err);
-    if (rc < 0)
-        goto out;
-    rc = db_event_append(d, seq, now, DB_RUNNING, next, j.phase, j.attempt, reason, err);
-    if (rc >= 0 && j.worker_id[0])
-        rc = db_worker_release(d, j.worker_id, j.id, err);
+    int64_t used = j.runtime_ms + (j.attempt_started_at ? now - j.attempt_started_at : 0);
+    int over = used > (int64_t)j.max_runtime_seconds * 1000;
+    int lapsed = j.lease_expires_at != 0 && j.lease_expires_at < now;
+    if (over || lapsed)
+        rc = sched_attempt_lose(d, &j, over, SCHED_LEASE_EXPIRED, now, &next, err);
     if (rc < 0)
         goto out;
 done:
@@ -369,6 +382,50 @@ done:
     return rc;
 out:
     db_rollback(d);
+    db_job_clear(&j);
+    return rc;
+}
+
+/* ---- a worker known dead ---------------------------------------------------------------- */
+
+int sched_worker_lost(db *d, const char *worker_id, const char *why, int64_t now, int *to,
+                      char *err)
+{
+    db_worker w;
+    db_job j;
+    memset(&w, 0, sizeof w);
+    memset(&j, 0, sizeof j);
+    int next = -1;
+    int rc = db_begin(d, err);
+    if (rc < 0)
+        return rc;
+    rc = db_worker_get(d, worker_id, &w, err);
+    if (rc < 0)
+        goto out;
+    if (w.job_id[0]) {
+        rc = db_job_get(d, w.job_id, &j, err);
+        if (rc == -ENOENT)
+            rc = 0; /* deleted meanwhile: nothing held */
+        else if (rc == 0 && sched_lease_check(&j, worker_id, NULL) == 0) {
+            int64_t used = j.runtime_ms + (j.attempt_started_at ? now - j.attempt_started_at : 0);
+            rc = sched_attempt_lose(d, &j, used > (int64_t)j.max_runtime_seconds * 1000, why, now,
+                                    &next, err);
+        }
+        if (rc < 0)
+            goto out;
+    }
+    rc = db_worker_set_gone(d, worker_id, err);
+    if (rc < 0)
+        goto out;
+    rc = db_commit(d, err);
+    db_worker_clear(&w);
+    db_job_clear(&j);
+    if (rc == 0)
+        *to = next;
+    return rc;
+out:
+    db_rollback(d);
+    db_worker_clear(&w);
     db_job_clear(&j);
     return rc;
 }

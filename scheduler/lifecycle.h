@@ -30,6 +30,8 @@
  * | running → succeeded / failed / cancelled | sched_job_complete      |
  * | queued → cancelled; running: request     | sched_job_cancel        |
  * | running → queued / failed / cancelled    | sched_job_expire (**)   |
+ * | running → queued / failed / cancelled    | sched_worker_lost (**)  |
+ * |   at once: the worker's process died     |                         |
  * | running → queued (worker hands it back)  | sched_job_release (**)  |
  * | terminal → deleted                       | sched_job_delete        |
  * | (every lapsed lease, silent worker)      | sched_sweep (sweeper.h) |
@@ -42,13 +44,16 @@
  *     A release is the same requeue asked for by the lease holder (its worker is stopping):
  *     at once instead of after the lease, and a released attempt does not count against
  *     max_attempts (the job did nothing wrong), though the next lease still numbers it + 1.
+ *     sched_worker_lost is the lapse without the wait, for a worker known dead (serve saw its
+ *     local worker process exit): the attempt counts, as after a lapse.
  *
  * Rules:
  * - Terminal states never change: every write names the status it expects in its WHERE clause
  *   and the function checks that a row changed.
  * - A worker's explicit failure report is final: a bad dataset fails the same way every time.
- *   Only a lapsed lease (worker crashed, machine gone) retries, while attempts are left; a
- *   release (worker stopping) always requeues and uses up no attempt.
+ *   Only a lost worker (its lease lapsed, or serve saw its local worker process die) retries,
+ *   while attempts are left; a release (worker stopping) always requeues and uses up no
+ *   attempt.
  * - max_runtime_seconds bounds the running time summed over all attempts.
  * - Only the worker holding a running job's lease may heartbeat, upload or complete it;
  *   anyone else gets -EBUSY (409), and an unknown job -ENOENT (404).
@@ -120,6 +125,13 @@ int sched_job_cancel(db *d, const char *job_id, int64_t now, db_job *out, char *
  * passed max_runtime_seconds: back to queued while attempts are left, else failed; cancelled
  * when its cancellation was requested. *to is the new status, or -1 when nothing was due. */
 int sched_job_expire(db *d, int64_t seq, int64_t now, int *to, char *err);
+/* The process of worker_id is known to have died (serve reaped its local worker): the attempt
+ * of the job it held ends at once as after a lapsed lease (queued with attempt + 1 while
+ * attempts are left, else failed; cancelled after a cancel request; why is the event's reason)
+ * and the worker is marked gone. *to is the job's new status, or -1 when it held none.
+ * -ENOENT for an unknown worker. */
+int sched_worker_lost(db *d, const char *worker_id, const char *why, int64_t now, int *to,
+                      char *err);
 /* The lease holder of running job_id gives it back (its worker is stopping): back to queued at
  * once, whatever attempts are left, resuming from its stored checkpoint. *out is the job. */
 int sched_job_release(db *d, const char *job_id, const char *worker_id, int64_t now, db_job *out,

@@ -9,7 +9,11 @@
  * process: a worker the watcher thread restarted would be killed the moment that thread
  * returns. So the watcher thread itself stops the workers (SIGTERM, grace, SIGKILL) before it
  * returns, and the first workers are spawned by the thread that calls supervisor_start (serve's
- * main thread, which lives as long as the process). */
+ * main thread, which lives as long as the process).
+ *
+ * A worker that ended is reported (opts.exited) on the watcher thread before the slot's next
+ * process is spawned, on the same thread: the report can count on no live process of that
+ * slot. */
 #include "scheduler/supervisor.h"
 
 #include <pthread.h>
@@ -68,7 +72,7 @@ static int spawn(supervisor *s, int i, char *err)
 {
     char device[16], name[64], work[4200], parent[24];
     snprintf(device, sizeof device, "%d", s->slots[i].device);
-    snprintf(name, sizeof name, "local-%d", i);
+    snprintf(name, sizeof name, SUPERVISOR_NAME_FMT, i);
     snprintf(work, sizeof work, "%s/worker-%d", s->work, i);
     const char *argv[32];
     int n = 0;
@@ -176,11 +180,20 @@ static void terminate_all(supervisor *s, int grace_ms)
     }
 }
 
+/* A worker that ended, reported to opts.exited once the mutex is dropped. */
+typedef struct supervisor_exit {
+    int slot;
+    pid_t pid;
+    char how[64];
+} supervisor_exit;
+
 static void *watch(void *arg)
 {
     supervisor *s = arg;
     char err[ERR_LEN];
+    supervisor_exit ended[SUPERVISOR_MAX_WORKERS];
     for (;;) {
+        int n_ended = 0;
         pthread_mutex_lock(&s->mu);
         if (s->stopping) {
             int grace_ms = s->grace_ms;
@@ -195,15 +208,17 @@ static void *watch(void *arg)
                 int status;
                 if (waitpid(sl->pid, &status, WNOHANG) != sl->pid)
                     continue;
-                char how[64];
-                describe_exit(status, how, sizeof how);
+                supervisor_exit *e = &ended[n_ended++];
+                e->slot = i;
+                e->pid = sl->pid;
+                describe_exit(status, e->how, sizeof e->how);
                 /* A worker that ran a while gets restarted at once; one dying young backs off. */
                 if (now - sl->started_at >= SUPERVISOR_HEALTHY_S)
                     sl->delay = SUPERVISOR_MIN_DELAY;
                 else
                     sl->delay =
                         sl->delay * 2 > SUPERVISOR_MAX_DELAY ? SUPERVISOR_MAX_DELAY : sl->delay * 2;
-                say(s, "local worker %d (pid %d) %s; restarting in %.1fs", i, (int)sl->pid, how,
+                say(s, "local worker %d (pid %d) %s; restarting in %.1fs", i, (int)sl->pid, e->how,
                     sl->delay);
                 sl->pid = 0;
                 sl->restart_at = now + sl->delay;
@@ -213,6 +228,12 @@ static void *watch(void *arg)
             }
         }
         pthread_mutex_unlock(&s->mu);
+        /* On this thread, so before the slot's next process can start (restart_at is ahead). */
+        for (int k = 0; k < n_ended && s->o.exited; k++) {
+            char name[64];
+            snprintf(name, sizeof name, SUPERVISOR_NAME_FMT, ended[k].slot);
+            s->o.exited(s->o.user, name, ended[k].pid, ended[k].how);
+        }
         struct timespec ts = {0, SUPERVISOR_POLL_MS * 1000000L};
         nanosleep(&ts, NULL);
     }

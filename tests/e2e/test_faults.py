@@ -1,6 +1,7 @@
 """Fault tests (issue 4): each runs a real process tree on loopback and injects one fault on
 purpose — kill -9 of `serve` mid-job (with a remote worker, and with serve's local workers),
-a second serve on a running serve's data directory, SIGTERM to serve and to a worker mid-job, a dataset server that resets or truncates, a file-size
+kill -9 of serve's local worker, a second serve on a running serve's data directory,
+SIGTERM to serve and to a worker mid-job, a dataset server that resets or truncates, a file-size
 limit that makes an artifact upload fail, and a burst of 1,000 concurrent submits from clients
 some of which disconnect mid-request. Every wait polls a condition with a generous deadline:
 the machine may be loaded."""
@@ -169,6 +170,44 @@ def test_serve_killed_mid_job_its_local_workers_die_and_the_job_resumes(serve, s
     assert [(a["attempt"], a["outcome"]) for a in attempts] == [(1, "requeued"),
                                                                 (2, "succeeded")]
     assert attempts[0]["reason"] == "lease expired"
+
+
+# ---- kill -9 of a local worker ---------------------------------------------------------------
+
+def test_a_killed_local_worker_s_job_is_requeued_at_once(serve, slow_blobs):
+    """kill -9 of serve's local worker mid-job: serve reaps it and requeues its job at once
+    (attempt 2, resuming from the checkpoint) instead of waiting out the 30 s lease; the
+    restarted worker takes it and every epoch is trained once."""
+    svc = serve("--workers", "1", "--lease-seconds", "30", "--checkpoint-seconds", "0")
+    job = submit(svc, slow_job(slow_blobs)).json()
+    wait_epochs(svc, job["id"], 2)
+    pid = int(re.findall(r"local worker 0 started \(pid (\d+)", svc.output())[-1])
+
+    os.kill(pid, signal.SIGKILL)
+    t0 = time.time()
+    queued = until(lambda: history(svc, job["id"])[-1][:2] == ("running", "queued"), 15,
+                   "the job to be requeued")
+    requeued_in = time.time() - t0
+    again = until(lambda: (lambda j: j if j["status"] == "running" and j["attempt"] == 2
+                           else None)(svc.http.get(f"{svc.url}/jobs/{job['id']}").json()),
+                  15, "attempt 2 to run")
+    took = time.time() - t0
+    print(f"kill -9 of the local worker: requeued in {requeued_in:.2f}s, "
+          f"attempt 2 running in {took:.2f}s (lease 30 s)")
+    assert queued
+    assert took < 15, f"attempt 2 started {took:.1f}s after the kill"
+
+    done, events = check_finished_once(svc, job["id"])
+    assert done["attempt"] == 2, events
+    reason = f"local worker local-0 (pid {pid}) was killed by signal 9"
+    assert ("running", "queued", 1, reason) in events, events
+    attempts = svc.http.get(f"{svc.url}/jobs/{job['id']}").json()["attempts"]
+    assert [(a["attempt"], a["outcome"]) for a in attempts] == [(1, "requeued"),
+                                                                (2, "succeeded")]
+    assert attempts[0]["reason"] == reason and attempts[1]["worker"] == again["worker"]
+    assert attempts[0]["worker"] != again["worker"]  # the restarted process registered anew
+    workers = {w["id"]: w for w in svc.http.get(f"{svc.url}/workers").json()["workers"]}
+    assert workers[attempts[0]["worker"]]["status"] == "gone", workers
 
 
 # ---- two serves, one data directory ------------------------------------------------------------

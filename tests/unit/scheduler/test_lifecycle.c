@@ -2,9 +2,9 @@
  * priority + FIFO order, device fit, lapsed leases (requeue, then failure after max_attempts),
  * max_runtime_seconds over attempts, cancel in each state, reports from a worker that does not
  * hold the lease, idempotent submits, the event history, metrics replaced per epoch across
- * attempts, concurrent submits sharing transactions (group commit), artifacts, delete, and the
- * sweeper's database half (sched_sweep_db; the signals it raises through sched_sweep() are
- * seen by the end-to-end tests over HTTP).
+ * attempts, concurrent submits sharing transactions (group commit), artifacts, delete, a
+ * worker known dead (sched_worker_lost), and the sweeper's database half (sched_sweep_db; the
+ * signals it raises through sched_sweep() are seen by the end-to-end tests over HTTP).
  *
  * The clock is the test's: every call gets `now` explicitly. */
 #include "scheduler/lifecycle.h"
@@ -763,6 +763,56 @@ static void test_sweep(void)
     db_close(d);
 }
 
+static void test_worker_lost(void)
+{
+    db *d = fresh_db("lost");
+    char err[ERR_LEN], w1[DB_ID_LEN + 1], w2[DB_ID_LEN + 1], id[DB_ID_LEN + 1];
+    char got[DB_ID_LEN + 1], c[DB_ID_LEN + 1];
+    const char *why = "local worker local-0 (pid 7) was killed by signal 9";
+    add_worker(d, "gpu", w1);
+    add_worker(d, "gpu", w2);
+    submit(d, "lost", 0, JOB_DEVICE_ANY, 2, 3600, T0, id);
+    CHECK_INT(lease(d, w1, T0, got), 1);
+
+    /* at once, long before the lease would lapse: queued again, the worker gone */
+    int to = -2;
+    CHECK_INT(sched_worker_lost(d, w1, why, T0 + 100, &to, err), 0);
+    CHECK_INT(to, DB_QUEUED);
+    CHECK_STR(events_of(d, id), "->queued queued>running running>queued");
+    db_worker wk;
+    CHECK_INT(db_worker_get(d, w1, &wk, err), 0);
+    CHECK_INT(wk.gone, 1);
+    CHECK_STR(wk.job_id, "");
+    db_worker_clear(&wk);
+    CHECK_INT(sweep(d, T0 + 1 + LEASE * 1000), 0); /* nothing left for the lapse to do */
+
+    /* the attempt counted: the second one's loss uses up max_attempts (2) */
+    CHECK_INT(lease(d, w2, T0 + 200, got), 1);
+    db_job j = get(d, id);
+    CHECK_INT(j.attempt, 2);
+    db_job_clear(&j);
+    CHECK_INT(sched_worker_lost(d, w2, why, T0 + 300, &to, err), 0);
+    CHECK_INT(to, DB_FAILED);
+    j = get(d, id);
+    CHECK(j.error && strstr(j.error, "killed by signal 9 after 2 attempts"));
+    db_job_clear(&j);
+
+    /* a worker holding nothing is only marked gone; an unknown one is -ENOENT */
+    CHECK_INT(sched_worker_lost(d, w1, why, T0 + 400, &to, err), 0);
+    CHECK_INT(to, -1);
+    CHECK_INT(sched_worker_lost(d, "nobody", why, T0 + 400, &to, err), -ENOENT);
+
+    /* a job whose cancel was requested ends cancelled */
+    add_worker(d, "cpu", w1);
+    submit(d, "to-cancel", 0, JOB_DEVICE_ANY, 3, 3600, T0 + 500, c);
+    CHECK_INT(lease(d, w1, T0 + 500, got), 1);
+    CHECK_INT(sched_job_cancel(d, c, T0 + 600, &j, err), 0);
+    db_job_clear(&j);
+    CHECK_INT(sched_worker_lost(d, w1, why, T0 + 700, &to, err), 0);
+    CHECK_INT(to, DB_CANCELLED);
+    db_close(d);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmp_dir)) {
@@ -780,6 +830,7 @@ int main(void)
     test_concurrent_submits();
     test_artifacts_and_delete();
     test_sweep();
+    test_worker_lost();
     nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return check_exit();
 }
