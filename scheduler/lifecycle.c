@@ -226,7 +226,8 @@ static int sched_attempt_end(db *d, db_job *j, const char *worker_id, int to, co
 }
 
 int sched_job_complete(db *d, const char *job_id, const char *worker_id, int status,
-                       const char *error, int64_t now, db_job *out, char *err)
+                       const char *error, const char *artifacts_dir, int64_t now, db_job *out,
+                       char *err)
 {
     if (!db_status_terminal(status))
         return err_set(err, -EINVAL, "status must be succeeded, failed or cancelled");
@@ -242,8 +243,11 @@ int sched_job_complete(db *d, const char *job_id, const char *worker_id, int sta
                           "completing", err);
     if (rc < 0)
         goto out;
-    return sched_attempt_end(d, &j, worker_id, status, error ? error : "reported by the worker",
-                             now, out, err);
+    rc = sched_attempt_end(d, &j, worker_id, status, error ? error : "reported by the worker", now,
+                           out, err);
+    if (rc == 0)
+        sched_checkpoint_settle(d, artifacts_dir, out, now);
+    return rc;
 out:
     db_rollback(d);
     db_job_clear(&j);
@@ -252,7 +256,8 @@ out:
 
 /* ---- cancel ----------------------------------------------------------------------------- */
 
-int sched_job_cancel(db *d, const char *job_id, int64_t now, db_job *out, char *err)
+int sched_job_cancel(db *d, const char *job_id, const char *artifacts_dir, int64_t now, db_job *out,
+                     char *err)
 {
     db_job j;
     int rc = sched_job_begin(d, job_id, &j, err);
@@ -276,7 +281,10 @@ int sched_job_cancel(db *d, const char *job_id, int64_t now, db_job *out, char *
     }
     if (rc < 0)
         goto out;
-    return sched_job_commit_reread(d, &j, out, err);
+    rc = sched_job_commit_reread(d, &j, out, err);
+    if (rc == 0 && out->status == DB_CANCELLED)
+        sched_checkpoint_settle(d, artifacts_dir, out, now); /* a requeued job's */
+    return rc;
 out:
     db_rollback(d);
     db_job_clear(&j);
@@ -352,7 +360,21 @@ static int sched_attempt_lose(db *d, const db_job *j, int over, const char *why,
     return 0;
 }
 
-int sched_job_expire(db *d, int64_t seq, int64_t now, int *to, char *err)
+/* Commits the caller's transaction that ended job j's attempt (next: the new status; -1 when
+ * nothing changed), settles the checkpoint of a job that ended and sets *to. */
+static int sched_attempt_lose_commit(db *d, const db_job *j, int next, const char *artifacts_dir,
+                                     int64_t now, int *to, char *err)
+{
+    int rc = db_commit(d, err);
+    if (rc < 0)
+        return rc;
+    if (db_status_terminal(next))
+        sched_checkpoint_settle(d, artifacts_dir, j, now);
+    *to = next;
+    return 0;
+}
+
+int sched_job_expire(db *d, int64_t seq, const char *artifacts_dir, int64_t now, int *to, char *err)
 {
     db_job j;
     memset(&j, 0, sizeof j);
@@ -375,10 +397,8 @@ int sched_job_expire(db *d, int64_t seq, int64_t now, int *to, char *err)
     if (rc < 0)
         goto out;
 done:
-    rc = db_commit(d, err);
+    rc = sched_attempt_lose_commit(d, &j, next, artifacts_dir, now, to, err);
     db_job_clear(&j);
-    if (rc == 0)
-        *to = next;
     return rc;
 out:
     db_rollback(d);
@@ -388,8 +408,8 @@ out:
 
 /* ---- a worker known dead ---------------------------------------------------------------- */
 
-int sched_worker_lost(db *d, const char *worker_id, const char *why, int64_t now, int *to,
-                      char *err)
+int sched_worker_lost(db *d, const char *worker_id, const char *why, const char *artifacts_dir,
+                      int64_t now, int *to, char *err)
 {
     db_worker w;
     db_job j;
@@ -417,11 +437,9 @@ int sched_worker_lost(db *d, const char *worker_id, const char *why, int64_t now
     rc = db_worker_set_gone(d, worker_id, err);
     if (rc < 0)
         goto out;
-    rc = db_commit(d, err);
+    rc = sched_attempt_lose_commit(d, &j, next, artifacts_dir, now, to, err);
     db_worker_clear(&w);
     db_job_clear(&j);
-    if (rc == 0)
-        *to = next;
     return rc;
 out:
     db_rollback(d);

@@ -11,11 +11,12 @@
  * returns, and the first workers are spawned by the thread that calls supervisor_start (serve's
  * main thread, which lives as long as the process).
  *
- * A worker that ended is reported (opts.exited) on the watcher thread before the slot's next
- * process is spawned, on the same thread: the report can count on no live process of that
- * slot. */
+ * A worker that ended is reported (opts.exited) and its work folder emptied on the watcher
+ * thread before the slot's next process is spawned, on the same thread: the report can count
+ * on no live process of that slot. */
 #include "scheduler/supervisor.h"
 
+#include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
@@ -66,6 +67,24 @@ static void say(supervisor *s, const char *fmt, ...)
         s->o.log(line);
     else
         fprintf(stderr, "%s\n", line);
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* Removes slot i's work folder with whatever a dead worker left in it (the job folder of a
+ * worker killed mid-job: its dataset copy, checkpoints, artifacts); the next process makes it
+ * again. Only that slot's process ever uses it, and serve's lock on the data directory rules
+ * out another serve's. */
+static void work_clean(supervisor *s, int i)
+{
+    char work[4200];
+    snprintf(work, sizeof work, "%s/worker-%d", s->work, i);
+    nftw(work, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 static int spawn(supervisor *s, int i, char *err)
@@ -229,10 +248,12 @@ static void *watch(void *arg)
         }
         pthread_mutex_unlock(&s->mu);
         /* On this thread, so before the slot's next process can start (restart_at is ahead). */
-        for (int k = 0; k < n_ended && s->o.exited; k++) {
+        for (int k = 0; k < n_ended; k++) {
             char name[64];
             snprintf(name, sizeof name, SUPERVISOR_NAME_FMT, ended[k].slot);
-            s->o.exited(s->o.user, name, ended[k].pid, ended[k].how);
+            if (s->o.exited)
+                s->o.exited(s->o.user, name, ended[k].pid, ended[k].how);
+            work_clean(s, ended[k].slot);
         }
         struct timespec ts = {0, SUPERVISOR_POLL_MS * 1000000L};
         nanosleep(&ts, NULL);
@@ -271,6 +292,7 @@ int supervisor_start(const supervisor_opts *o, supervisor **out, char *err)
     for (int i = 0; i < o->count && rc == 0; i++) {
         s->slots[i].device = o->devices ? o->devices[i] : 0;
         s->slots[i].delay = SUPERVISOR_MIN_DELAY;
+        work_clean(s, i); /* what a serve killed mid-job left */
         rc = spawn(s, i, err);
     }
     if (rc == 0 && pthread_create(&s->thread, NULL, watch, s) != 0)

@@ -37,7 +37,8 @@ static int sched_due_add(void *ctx, const db_job *j)
     return 0;
 }
 
-int sched_sweep_db(db *d, int64_t now, int worker_gone_seconds, sched_sweep_stats *st, char *err)
+int sched_sweep_db(db *d, const char *artifacts_dir, int64_t now, int worker_gone_seconds,
+                   sched_sweep_stats *st, char *err)
 {
     sched_sweep_stats s;
     memset(&s, 0, sizeof s);
@@ -49,7 +50,7 @@ int sched_sweep_db(db *d, int64_t now, int worker_gone_seconds, sched_sweep_stat
         return rc;
     for (int i = 0; i < due.n; i++) {
         int to = -1;
-        rc = sched_job_expire(d, due.seqs[i], now, &to, err);
+        rc = sched_job_expire(d, due.seqs[i], artifacts_dir, now, &to, err);
         if (rc < 0)
             return rc;
         sched_stats_count(&s, to);
@@ -82,7 +83,7 @@ int sched_sweep(struct app *a, int64_t now, char *err)
     if (!d)
         return err_set(err, -EIO, "the database cannot be opened (see the log)");
     sched_sweep_stats st;
-    int rc = sched_sweep_db(d, now, a->worker_gone_seconds, &st, err);
+    int rc = sched_sweep_db(d, a->artifacts_dir, now, a->worker_gone_seconds, &st, err);
     if (rc < 0)
         return rc;
     if (st.requeued)
@@ -117,7 +118,7 @@ int sched_workers_lost(struct app *a, const char *token_id, const char *name, co
     int rc = db_worker_list_named(d, token_id, name, sched_lost_add, &lost, err);
     for (int i = 0; i < lost.n && rc >= 0; i++) {
         int to = -1;
-        rc = sched_worker_lost(d, lost.ids[i], why, now, &to, err);
+        rc = sched_worker_lost(d, lost.ids[i], why, a->artifacts_dir, now, &to, err);
         if (rc == -ENOENT)
             rc = 0; /* forgotten meanwhile */
         if (rc == 0 && to >= 0)

@@ -33,8 +33,10 @@ typedef struct sched_sweep_stats {
     int workers_gone;                /* workers newly marked gone */
 } sched_sweep_stats;
 
-/* One sweep over database d at time now (ms); *st counts what changed. */
-int sched_sweep_db(db *d, int64_t now, int worker_gone_seconds, sched_sweep_stats *st, char *err);
+/* One sweep over database d at time now (ms); *st counts what changed. A job that ends has
+ * its checkpoint settled under artifacts_dir (may be NULL: left alone). */
+int sched_sweep_db(db *d, const char *artifacts_dir, int64_t now, int worker_gone_seconds,
+                   sched_sweep_stats *st, char *err);
 /* One sweep with the calling thread's connection (app_db), raising the app's signals.
  * Returns the number of jobs changed, or a negative code with err filled (err may be NULL). */
 int sched_sweep(struct app *a, int64_t now, char *err);

@@ -402,8 +402,9 @@ def limit_file_size():
 def test_a_full_disk_on_upload_fails_the_job_clearly_and_serve_stays_healthy(
         serve, trainyard_bin, data_server, tmp_path, workers):
     """serve under a file-size limit (RLIMIT_FSIZE; it ignores SIGXFSZ, so write() fails with
-    EFBIG): the upload of a 5 MB model is refused with a 507, the job fails saying so, nothing
-    is left in the upload folder, and a small job succeeds afterwards."""
+    EFBIG): the upload of a 5 MB model is refused with a 507, the job fails saying so and what
+    to do, without a retry though attempts are left, nothing is left in the upload folder or
+    as a checkpoint, and a small job succeeds afterwards."""
     folder, base = data_server
     rng = np.random.default_rng(2)
     rows = ["a,b,kind"] + [f"{p:.3f},{q:.3f},k{int(p > q)}" for p, q in rng.normal(0, 1, (64, 2))]
@@ -415,13 +416,21 @@ def test_a_full_disk_on_upload_fails_the_job_clearly_and_serve_stays_healthy(
     wide = {"name": "wide", "dataset_url": f"{base}/tiny.csv",
             "model": {"layers": [{"type": "dense", "units": 1100, "activation": "relu"},
                                  {"type": "dense", "units": 1100, "activation": "relu"}]},
-            "hyperparameters": {"epochs": 1, "batch_size": 64}}
+            "hyperparameters": {"epochs": 1, "batch_size": 64}, "max_attempts": 3}
     job = submit(svc, wide).json()
     done = wait_for(svc, job["id"], TERMINAL, timeout=180)
     print(f"full disk: {done['error']}")
     assert done["status"] == "failed", done
     assert "uploading model.safetensors" in done["error"] and "507" in done["error"], done
     assert "Insufficient storage" in done["error"], done
+    assert "free space there and submit the job again" in done["error"], done
+    # Not retried, attempts left or not (docs/OPERATIONS.md): every attempt would upload to
+    # the same full disk, and the job's history would bury the cause under retries.
+    assert done["attempt"] == 1, done
+    assert [e[:3] for e in history(svc, job["id"])] == [(None, "queued", 0),
+                                                        ("queued", "running", 1),
+                                                        ("running", "failed", 1)]
+    assert not (svc.data_dir / "artifacts" / job["id"] / ".checkpoint").exists()
     assert "507" in worker_log.read_text()
     assert list((svc.data_dir / "tmp").iterdir()) == []
     assert not (svc.data_dir / "artifacts" / job["id"] / "model.safetensors").exists()
