@@ -14,10 +14,12 @@
  *                      │  └───────────────┼───┴─────────────────────────────▶ cancelled
  *                      │    expire:       │
  *                      └── lease lapsed, ─┘
- *                          attempts left
+ *                          attempts left (worker lost: the same, at once, when serve saw its
+ *                          local worker process die; release: asked by a stopping worker)
  *
  *   running ── cancel ──▶ running with cancel_requested (the worker stops on its next heartbeat)
  *   running ── heartbeat ─▶ running (lease extended, phase, metrics, logs)
+ *   entering succeeded | failed | cancelled: the checkpoint is deleted, or kept as an artifact
  *   succeeded | failed | cancelled ── delete ──▶ (gone, with its rows and artifact files)
  *
  * | transition                               | function                |
