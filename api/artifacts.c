@@ -94,40 +94,6 @@ int api_artifacts_get(http_req *r, void *ctx)
     return http_reply_file(r, path, "application/octet-stream", etag);
 }
 
-/* SHA-256 and size of the file at path. */
-static int api_file_sha256(const char *path, char hex[65], uint64_t *size, char *err)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return err_set(err, -errno, "cannot open the upload: %s", strerror(errno));
-    static __thread uint8_t buf[1 << 16];
-    sha256_ctx c;
-    sha256_init(&c);
-    uint64_t total = 0;
-    int rc = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            rc = err_set(err, -EIO, "cannot read the upload: %s", strerror(errno));
-            break;
-        }
-        if (n == 0)
-            break;
-        sha256_update(&c, buf, (size_t)n);
-        total += (uint64_t)n;
-    }
-    close(fd);
-    if (rc < 0)
-        return rc;
-    uint8_t digest[32];
-    sha256_final(&c, digest);
-    sha256_hex(digest, hex);
-    *size = total;
-    return 0;
-}
-
 int api_artifacts_upload(http_req *r, void *ctx)
 {
     app *a = ctx;
@@ -149,7 +115,7 @@ int api_artifacts_upload(http_req *r, void *ctx)
     memset(&art, 0, sizeof art);
     snprintf(art.name, sizeof art.name, "%s", name);
     uint64_t size = 0;
-    rc = api_file_sha256(tmp, art.sha256, &size, err);
+    rc = sha256_file(tmp, art.sha256, &size, err);
     if (rc < 0)
         return rc;
     art.size = (int64_t)size;

@@ -343,7 +343,7 @@ int api_jobs_cancel(http_req *r, void *ctx)
     if (rc < 0)
         return rc;
     db_job j;
-    rc = sched_job_cancel(d, id, time_wall_ms(), &j, http_errbuf(r));
+    rc = sched_job_cancel(d, id, a->artifacts_dir, time_wall_ms(), &j, http_errbuf(r));
     if (rc < 0)
         return api_no_job(r, rc, id);
     app_log(a, j.status == DB_CANCELLED ? "job %s cancelled" : "job %s: cancel requested", j.id);

@@ -288,7 +288,7 @@ int api_workers_complete(http_req *r, void *ctx)
     db *d = api_db(r, a);
     db_job j;
     rc = d ? sched_job_complete(d, http_param(r, "id"), http_param(r, "worker"), status, error,
-                                time_wall_ms(), &j, err)
+                                a->artifacts_dir, time_wall_ms(), &j, err)
            : -EIO;
     json_decref(body);
     if (rc < 0)

@@ -18,6 +18,10 @@
  * synchronous=FULL); local workers die with serve (--parent); remote ones re-attach; the
  * restarted serve's sweeper requeues the jobs whose leases lapsed meanwhile.
  *
+ * One serve per data directory: DATA-DIR/serve.lock is locked before anything there changes
+ * (serve_lock). A local worker process that dies while serve runs is reported by the supervisor
+ * and its job requeued at once (serve_worker_exited), not after its lease.
+ *
  * SIGXFSZ is ignored so that a file-size limit (ulimit -f) makes write() fail with EFBIG, which
  * the upload path answers with a 507, instead of killing the server. */
 #include <limits.h>
@@ -36,7 +40,10 @@
 #include "scheduler/sweeper.h"
 #include "scheduler/supervisor.h"
 #include "util/err.h"
+#include "util/lockfile.h"
 #include "util/timeutil.h"
+
+#define SERVE_LOCK_FILE "serve.lock"
 
 static const char usage_text[] =
     "usage: trainyard serve [options]\n"
@@ -119,6 +126,24 @@ static void log_request(void *user, const char *line)
     log_line(line);
 }
 
+/* What the supervisor's exit callback needs: the app, and the id of this run's local-workers
+ * token, which only serve and its children know the secret of. */
+typedef struct serve_local {
+    app *a;
+    char token_id[DB_ID_LEN + 1];
+} serve_local;
+
+/* A local worker process ended (crash, kill -9, OOM): the job it held goes back to the queue
+ * now rather than when its lease lapses (scheduler/sweeper.h, sched_workers_lost). */
+static void serve_worker_exited(void *user, const char *name, pid_t pid, const char *how)
+{
+    serve_local *l = user;
+    char why[160], err[ERR_LEN];
+    snprintf(why, sizeof why, "local worker %s (pid %d) %s", name, (int)pid, how);
+    if (sched_workers_lost(l->a, l->token_id, name, why, time_wall_ms(), err) < 0)
+        log_line(err);
+}
+
 static int parse_count(const char *flag, const char *v, long max, long *out)
 {
     char *end = NULL;
@@ -132,6 +157,28 @@ static int parse_count(const char *flag, const char *v, long max, long *out)
     return 0;
 }
 
+/* One serve per data directory: a second one would revoke the first's local-workers token at
+ * start (serve_tokens), and the two would hand out each other's jobs. So before anything in
+ * DATA-DIR changes, serve locks DATA-DIR/serve.lock (util/lockfile.h: dropped by the kernel when
+ * the process ends, kill -9 included) and a second serve exits naming the first. Returns the
+ * lock's descriptor, or -1 after saying why. */
+static int serve_lock(const char *data_dir)
+{
+    char path[4300], err[ERR_LEN];
+    lockfile_owner owner;
+    int fd = -1;
+    snprintf(path, sizeof path, "%s/" SERVE_LOCK_FILE, data_dir);
+    int rc = lockfile_take(path, &fd, &owner, err);
+    if (rc == -EBUSY)
+        fprintf(stderr,
+                "trainyard serve: %s is in use by the serve with pid %d (%s); stop it first or "
+                "pick another --data-dir\n",
+                data_dir, (int)owner.pid, owner.note[0] ? owner.note : "still starting");
+    else if (rc < 0)
+        fprintf(stderr, "trainyard serve: %s\n", err);
+    return rc < 0 ? -1 : fd;
+}
+
 static int make_dir(const char *path)
 {
     if (mkdir(path, 0700) != 0 && errno != EEXIST) {
@@ -143,10 +190,12 @@ static int make_dir(const char *path)
 
 /* Tokens at start: an admin token when there is none (its secret written to admin.token, mode
  * 0600, the only place it ever is), and a fresh worker token for this run's local workers,
- * replacing the last run's, put into TRAINYARD_TOKEN for them to inherit. note gets what to
- * tell the person starting the service. */
-static int serve_tokens(app *a, char *note, size_t cap)
+ * replacing the last run's, put into TRAINYARD_TOKEN for them to inherit; its id goes to
+ * workers_token_id (DB_ID_LEN + 1 bytes). note gets what to tell the person starting the
+ * service. */
+static int serve_tokens(app *a, char *note, size_t cap, char *workers_token_id)
 {
+    db_token workers_token;
     char err[ERR_LEN], secret[DB_TOKEN_SECRET_LEN + 1], path[4300];
     db *d = app_db(a);
     int64_t admins = 0, now = time_wall_ms();
@@ -169,7 +218,10 @@ static int serve_tokens(app *a, char *note, size_t cap)
     if (rc == 0) {
         rc = db_token_revoke_named(d, "local-workers", DB_ROLE_WORKER, now, err);
         if (rc >= 0)
-            rc = db_token_create(d, "local-workers", DB_ROLE_WORKER, now, NULL, secret, err);
+            rc = db_token_create(d, "local-workers", DB_ROLE_WORKER, now, &workers_token, secret,
+                                 err);
+        if (rc == 0)
+            memcpy(workers_token_id, workers_token.id, sizeof workers_token.id);
     }
     if (rc == 0 && setenv("TRAINYARD_TOKEN", secret, 1) != 0)
         rc = err_set(err, -errno, "setenv: %s", strerror(errno));
@@ -278,6 +330,9 @@ int cmd_serve(int argc, char **argv)
             return 1;
         }
     }
+    int lock = serve_lock(a.data_dir);
+    if (lock < 0)
+        return 1;
     snprintf(a.db_path, sizeof a.db_path, "%s/trainyard.db", a.data_dir);
     snprintf(a.artifacts_dir, sizeof a.artifacts_dir, "%s/artifacts", a.data_dir);
     snprintf(a.tmp_dir, sizeof a.tmp_dir, "%s/tmp", a.data_dir);
@@ -306,7 +361,9 @@ int cmd_serve(int argc, char **argv)
     /* Before any thread starts: local workers inherit the worker token through the
      * environment (TRAINYARD_TOKEN), which keeps it out of their command lines. */
     char admin_note[4400];
-    if (serve_tokens(&a, admin_note, sizeof admin_note) < 0)
+    static serve_local locals;
+    locals.a = &a;
+    if (serve_tokens(&a, admin_note, sizeof admin_note, locals.token_id) < 0)
         return 1;
 
     /* Local workers dial the listener's address, not the name in the certificate, and trust
@@ -355,6 +412,8 @@ int cmd_serve(int argc, char **argv)
     char url[512];
     const char *host = !strcmp(bind, "0.0.0.0") ? "127.0.0.1" : bind;
     snprintf(url, sizeof url, "%s://%s:%d", tls_cert ? "https" : "http", host, http_port(a.http));
+    if (lockfile_note(lock, url, err) < 0)
+        log_line(err); /* a second serve then names only our pid */
 
     /* Local workers: one per device unless told otherwise. */
     ocl_device *devs = NULL;
@@ -391,7 +450,9 @@ int cmd_serve(int argc, char **argv)
                               .checkpoint_s = every,
                               .count = (int)workers,
                               .devices = dev_index,
-                              .log = log_line};
+                              .log = log_line,
+                              .exited = serve_worker_exited,
+                              .user = &locals};
         if (supervisor_start(&so, &sup, err) < 0) {
             fprintf(stderr, "trainyard serve: %s\n", err);
             status = 1;
@@ -429,5 +490,6 @@ out:
         log_line(line);
     }
     free(devs);
+    lockfile_release(lock);
     return status;
 }

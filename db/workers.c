@@ -23,6 +23,10 @@ static const char SQL_WORKER_SEEN[] =
 static const char SQL_WORKER_JOB[] = "UPDATE workers SET job_id = ?2 WHERE id = ?1";
 static const char SQL_WORKER_RELEASE[] =
     "UPDATE workers SET job_id = NULL WHERE id = ?1 AND job_id = ?2";
+static const char SQL_WORKER_NAMED[] = "SELECT " DB_WORKER_COLS " FROM workers"
+                                       " WHERE token_id = ? AND name = ? AND gone = 0"
+                                       " ORDER BY registered_at, id";
+static const char SQL_WORKER_SET_GONE[] = "UPDATE workers SET gone = 1 WHERE id = ?";
 static const char SQL_WORKER_GONE[] =
     "UPDATE workers SET gone = 1 WHERE gone = 0 AND last_seen_at < ?";
 static const char SQL_WORKER_FORGET[] =
@@ -172,6 +176,29 @@ int db_worker_release(db *d, const char *id, const char *job_id, char *err)
         return rc;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, job_id, -1, SQLITE_TRANSIENT);
+    return db_write(d, st, err);
+}
+
+int db_worker_list_named(db *d, const char *token_id, const char *name, db_worker_fn fn, void *ctx,
+                         char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_WORKER_NAMED, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, token_id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+    db_worker_walk wk = {fn, ctx, err};
+    return db_rows(d, st, db_worker_row, &wk, err);
+}
+
+int db_worker_set_gone(db *d, const char *id, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_WORKER_SET_GONE, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
     return db_write(d, st, err);
 }
 

@@ -47,6 +47,11 @@ int db_worker_seen(db *d, const char *id, int64_t now, char *err);
 int db_worker_set_job(db *d, const char *id, const char *job_id, char *err);
 /* Clears the worker's job if it is still job_id. Returns rows changed. */
 int db_worker_release(db *d, const char *id, const char *job_id, char *err);
+/* Marks worker id gone at once (its process is known dead). Returns rows changed. */
+int db_worker_set_gone(db *d, const char *id, char *err);
+/* The workers not gone that token_id registered under name, oldest first. */
+int db_worker_list_named(db *d, const char *token_id, const char *name, db_worker_fn fn, void *ctx,
+                         char *err);
 /* Marks gone every worker last seen before `before`. Returns how many changed. */
 int db_worker_mark_gone(db *d, int64_t before, char *err);
 /* Deletes gone workers holding no job and last seen before `before`. Returns how many. */

@@ -23,6 +23,7 @@
 #include "worker/job.h"
 
 #define SCHED_SEEN_EVERY_MS 1000 /* an idle lease poll records the visit at most this often */
+#define SCHED_LEASE_EXPIRED "lease expired"
 
 /* ---- shared checks ------------------------------------------------------------------------ */
 
@@ -225,7 +226,8 @@ static int sched_attempt_end(db *d, db_job *j, const char *worker_id, int to, co
 }
 
 int sched_job_complete(db *d, const char *job_id, const char *worker_id, int status,
-                       const char *error, int64_t now, db_job *out, char *err)
+                       const char *error, const char *artifacts_dir, int64_t now, db_job *out,
+                       char *err)
 {
     if (!db_status_terminal(status))
         return err_set(err, -EINVAL, "status must be succeeded, failed or cancelled");
@@ -241,8 +243,11 @@ int sched_job_complete(db *d, const char *job_id, const char *worker_id, int sta
                           "completing", err);
     if (rc < 0)
         goto out;
-    return sched_attempt_end(d, &j, worker_id, status, error ? error : "reported by the worker",
-                             now, out, err);
+    rc = sched_attempt_end(d, &j, worker_id, status, error ? error : "reported by the worker", now,
+                           out, err);
+    if (rc == 0)
+        sched_checkpoint_settle(d, artifacts_dir, out, now);
+    return rc;
 out:
     db_rollback(d);
     db_job_clear(&j);
@@ -251,7 +256,8 @@ out:
 
 /* ---- cancel ----------------------------------------------------------------------------- */
 
-int sched_job_cancel(db *d, const char *job_id, int64_t now, db_job *out, char *err)
+int sched_job_cancel(db *d, const char *job_id, const char *artifacts_dir, int64_t now, db_job *out,
+                     char *err)
 {
     db_job j;
     int rc = sched_job_begin(d, job_id, &j, err);
@@ -275,7 +281,10 @@ int sched_job_cancel(db *d, const char *job_id, int64_t now, db_job *out, char *
     }
     if (rc < 0)
         goto out;
-    return sched_job_commit_reread(d, &j, out, err);
+    rc = sched_job_commit_reread(d, &j, out, err);
+    if (rc == 0 && out->status == DB_CANCELLED)
+        sched_checkpoint_settle(d, artifacts_dir, out, now); /* a requeued job's */
+    return rc;
 out:
     db_rollback(d);
     db_job_clear(&j);
@@ -308,14 +317,68 @@ static int sched_job_requeue(db *d, const db_job *j, int64_t now, char *err)
     return rc < 0 ? rc : changed;
 }
 
-int sched_job_expire(db *d, int64_t seq, int64_t now, int *to, char *err)
+/* Ends running job j's attempt, inside the caller's transaction, because its worker is gone
+ * (why: "lease expired", or how its process died) or its running time is used up (over): failed
+ * past max_runtime_seconds, cancelled after a cancel request, queued again while attempts are
+ * left (released attempts do not count), else failed. The event names the cause; the worker is
+ * freed. *to is the new status. */
+static int sched_attempt_lose(db *d, const db_job *j, int over, const char *why, int64_t now,
+                              int *to, char *err)
+{
+    char reason[512];
+    int next = DB_FAILED, released = 0, lapsed = strcmp(why, SCHED_LEASE_EXPIRED) == 0;
+    int rc = db_event_count_released(d, j->seq, &released, err);
+    if (rc < 0)
+        return rc;
+    if (over) {
+        snprintf(reason, sizeof reason, "exceeded max_runtime_seconds (%d s, over %d attempt%s)",
+                 j->max_runtime_seconds, j->attempt, j->attempt == 1 ? "" : "s");
+    } else if (j->cancel_requested) {
+        next = DB_CANCELLED;
+        snprintf(reason, sizeof reason, "cancel requested and %s",
+                 lapsed ? "the worker stopped answering" : why);
+    } else if (j->attempt - released < j->max_attempts) {
+        next = DB_QUEUED;
+        snprintf(reason, sizeof reason, "%s", why);
+    } else {
+        snprintf(reason, sizeof reason, "%s after %d attempt%s", why, j->attempt,
+                 j->attempt == 1 ? "" : "s");
+    }
+    if (next == DB_QUEUED)
+        rc = sched_job_requeue(d, j, now, err);
+    else
+        rc =
+            db_job_set_finished(d, j->seq, NULL, next, next == DB_FAILED ? reason : NULL, now, err);
+    rc = sched_expect_one(rc, "ending the attempt", err);
+    if (rc == 0)
+        rc = db_event_append(d, j->seq, now, DB_RUNNING, next, j->phase, j->attempt, reason, err);
+    if (rc == 0 && j->worker_id[0])
+        rc = db_worker_release(d, j->worker_id, j->id, err);
+    if (rc < 0)
+        return rc;
+    *to = next;
+    return 0;
+}
+
+/* Commits the caller's transaction that ended job j's attempt (next: the new status; -1 when
+ * nothing changed), settles the checkpoint of a job that ended and sets *to. */
+static int sched_attempt_lose_commit(db *d, const db_job *j, int next, const char *artifacts_dir,
+                                     int64_t now, int *to, char *err)
+{
+    int rc = db_commit(d, err);
+    if (rc < 0)
+        return rc;
+    if (db_status_terminal(next))
+        sched_checkpoint_settle(d, artifacts_dir, j, now);
+    *to = next;
+    return 0;
+}
+
+int sched_job_expire(db *d, int64_t seq, const char *artifacts_dir, int64_t now, int *to, char *err)
 {
     db_job j;
     memset(&j, 0, sizeof j);
-    char reason[256];
     int next = -1;
-    int64_t used = 0;
-    int over = 0, lapsed = 0, released = 0;
     int rc = db_begin(d, err);
     if (rc < 0)
         return rc;
@@ -326,49 +389,61 @@ int sched_job_expire(db *d, int64_t seq, int64_t now, int *to, char *err)
     }
     if (rc < 0)
         goto out;
-    used = j.runtime_ms + (j.attempt_started_at ? now - j.attempt_started_at : 0);
-    over = used > (int64_t)j.max_runtime_seconds * 1000;
-    lapsed = j.lease_expires_at != 0 && j.lease_expires_at < now;
-    if (!over && !lapsed)
-        goto done;
-    rc = db_event_count_released(d, seq, &released, err);
-    if (rc < 0)
-        goto out;
-    if (over) {
-        next = DB_FAILED;
-        snprintf(reason, sizeof reason, "exceeded max_runtime_seconds (%d s, over %d attempt%s)",
-                 j.max_runtime_seconds, j.attempt, j.attempt == 1 ? "" : "s");
-    } else if (j.cancel_requested) {
-        next = DB_CANCELLED;
-        snprintf(reason, sizeof reason, "cancel requested and the worker stopped answering");
-    } else if (j.attempt - released < j.max_attempts) {
-        next = DB_QUEUED;
-        snprintf(reason, sizeof reason, "lease expired");
-    } else {
-        next = DB_FAILED;
-        snprintf(reason, sizeof reason, "lease expired after %d attempt%s", j.attempt,
-                 j.attempt == 1 ? "" : "s");
-    }
-    if (next == DB_QUEUED)
-        rc = sched_job_requeue(d, &j, now, err);
-    else
-        rc = db_job_set_finished(d, seq, NULL, next, next == DB_FAILED ? reason : NULL, now, err);
-    rc = sched_expect_one(rc, "expiring", err);
-    if (rc < 0)
-        goto out;
-    rc = db_event_append(d, seq, now, DB_RUNNING, next, j.phase, j.attempt, reason, err);
-    if (rc >= 0 && j.worker_id[0])
-        rc = db_worker_release(d, j.worker_id, j.id, err);
+    int64_t used = j.runtime_ms + (j.attempt_started_at ? now - j.attempt_started_at : 0);
+    int over = used > (int64_t)j.max_runtime_seconds * 1000;
+    int lapsed = j.lease_expires_at != 0 && j.lease_expires_at < now;
+    if (over || lapsed)
+        rc = sched_attempt_lose(d, &j, over, SCHED_LEASE_EXPIRED, now, &next, err);
     if (rc < 0)
         goto out;
 done:
-    rc = db_commit(d, err);
+    rc = sched_attempt_lose_commit(d, &j, next, artifacts_dir, now, to, err);
     db_job_clear(&j);
-    if (rc == 0)
-        *to = next;
     return rc;
 out:
     db_rollback(d);
+    db_job_clear(&j);
+    return rc;
+}
+
+/* ---- a worker known dead ---------------------------------------------------------------- */
+
+int sched_worker_lost(db *d, const char *worker_id, const char *why, const char *artifacts_dir,
+                      int64_t now, int *to, char *err)
+{
+    db_worker w;
+    db_job j;
+    memset(&w, 0, sizeof w);
+    memset(&j, 0, sizeof j);
+    int next = -1;
+    int rc = db_begin(d, err);
+    if (rc < 0)
+        return rc;
+    rc = db_worker_get(d, worker_id, &w, err);
+    if (rc < 0)
+        goto out;
+    if (w.job_id[0]) {
+        rc = db_job_get(d, w.job_id, &j, err);
+        if (rc == -ENOENT)
+            rc = 0; /* deleted meanwhile: nothing held */
+        else if (rc == 0 && sched_lease_check(&j, worker_id, NULL) == 0) {
+            int64_t used = j.runtime_ms + (j.attempt_started_at ? now - j.attempt_started_at : 0);
+            rc = sched_attempt_lose(d, &j, used > (int64_t)j.max_runtime_seconds * 1000, why, now,
+                                    &next, err);
+        }
+        if (rc < 0)
+            goto out;
+    }
+    rc = db_worker_set_gone(d, worker_id, err);
+    if (rc < 0)
+        goto out;
+    rc = sched_attempt_lose_commit(d, &j, next, artifacts_dir, now, to, err);
+    db_worker_clear(&w);
+    db_job_clear(&j);
+    return rc;
+out:
+    db_rollback(d);
+    db_worker_clear(&w);
     db_job_clear(&j);
     return rc;
 }

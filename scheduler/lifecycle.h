@@ -14,10 +14,12 @@
  *                      │  └───────────────┼───┴─────────────────────────────▶ cancelled
  *                      │    expire:       │
  *                      └── lease lapsed, ─┘
- *                          attempts left
+ *                          attempts left (worker lost: the same, at once, when serve saw its
+ *                          local worker process die; release: asked by a stopping worker)
  *
  *   running ── cancel ──▶ running with cancel_requested (the worker stops on its next heartbeat)
  *   running ── heartbeat ─▶ running (lease extended, phase, metrics, logs)
+ *   entering succeeded | failed | cancelled: the checkpoint is deleted, or kept as an artifact
  *   succeeded | failed | cancelled ── delete ──▶ (gone, with its rows and artifact files)
  *
  * | transition                               | function                |
@@ -30,6 +32,8 @@
  * | running → succeeded / failed / cancelled | sched_job_complete      |
  * | queued → cancelled; running: request     | sched_job_cancel        |
  * | running → queued / failed / cancelled    | sched_job_expire (**)   |
+ * | running → queued / failed / cancelled    | sched_worker_lost (**)  |
+ * |   at once: the worker's process died     |                         |
  * | running → queued (worker hands it back)  | sched_job_release (**)  |
  * | terminal → deleted                       | sched_job_delete        |
  * | (every lapsed lease, silent worker)      | sched_sweep (sweeper.h) |
@@ -42,13 +46,20 @@
  *     A release is the same requeue asked for by the lease holder (its worker is stopping):
  *     at once instead of after the lease, and a released attempt does not count against
  *     max_attempts (the job did nothing wrong), though the next lease still numbers it + 1.
+ *     sched_worker_lost is the lapse without the wait, for a worker known dead (serve saw its
+ *     local worker process exit): the attempt counts, as after a lapse.
+ * Every transition into a terminal state then settles the job's checkpoint (progress.c,
+ * sched_checkpoint_settle): deleted, or kept as the artifact checkpoint.safetensors when the job
+ * says "delete_checkpoint": false. It runs after the commit, best effort: a file left behind by
+ * a crash in between is removed with the job (sched_job_delete).
  *
  * Rules:
  * - Terminal states never change: every write names the status it expects in its WHERE clause
  *   and the function checks that a row changed.
  * - A worker's explicit failure report is final: a bad dataset fails the same way every time.
- *   Only a lapsed lease (worker crashed, machine gone) retries, while attempts are left; a
- *   release (worker stopping) always requeues and uses up no attempt.
+ *   Only a lost worker (its lease lapsed, or serve saw its local worker process die) retries,
+ *   while attempts are left; a release (worker stopping) always requeues and uses up no
+ *   attempt. A full disk is a failure report like any other (docs/OPERATIONS.md says why).
  * - max_runtime_seconds bounds the running time summed over all attempts.
  * - Only the worker holding a running job's lease may heartbeat, upload or complete it;
  *   anyone else gets -EBUSY (409), and an unknown job -ENOENT (404).
@@ -113,19 +124,30 @@ int sched_job_heartbeat(db *d, const char *job_id, const char *worker_id, const 
 /* The worker's final report: status DB_SUCCEEDED, DB_FAILED or DB_CANCELLED, error (may be
  * NULL). *out is the job afterwards. */
 int sched_job_complete(db *d, const char *job_id, const char *worker_id, int status,
-                       const char *error, int64_t now, db_job *out, char *err);
+                       const char *error, const char *artifacts_dir, int64_t now, db_job *out,
+                       char *err);
 /* Cancels a queued job at once, or requests a running job's cancellation (again is a no-op);
  * -EBUSY for a finished job. *out is the job afterwards. */
-int sched_job_cancel(db *d, const char *job_id, int64_t now, db_job *out, char *err);
+int sched_job_cancel(db *d, const char *job_id, const char *artifacts_dir, int64_t now, db_job *out,
+                     char *err);
 /* Ends the attempt of running job seq if its lease lapsed before now or its running time
  * passed max_runtime_seconds: back to queued while attempts are left, else failed; cancelled
  * when its cancellation was requested. *to is the new status, or -1 when nothing was due. */
-int sched_job_expire(db *d, int64_t seq, int64_t now, int *to, char *err);
+int sched_job_expire(db *d, int64_t seq, const char *artifacts_dir, int64_t now, int *to,
+                     char *err);
+/* The process of worker_id is known to have died (serve reaped its local worker): the attempt
+ * of the job it held ends at once as after a lapsed lease (queued with attempt + 1 while
+ * attempts are left, else failed; cancelled after a cancel request; why is the event's reason)
+ * and the worker is marked gone. *to is the job's new status, or -1 when it held none.
+ * -ENOENT for an unknown worker. */
+int sched_worker_lost(db *d, const char *worker_id, const char *why, const char *artifacts_dir,
+                      int64_t now, int *to, char *err);
 /* The lease holder of running job_id gives it back (its worker is stopping): back to queued at
  * once, whatever attempts are left, resuming from its stored checkpoint. *out is the job. */
 int sched_job_release(db *d, const char *job_id, const char *worker_id, int64_t now, db_job *out,
                       char *err);
-/* Deletes a finished job, its rows and <artifacts_dir>/<id>; -EBUSY while queued or running. */
+/* Deletes a finished job, its rows and <artifacts_dir>/<id> (artifacts, a kept checkpoint, a
+ * checkpoint left behind); -EBUSY while queued or running. */
 int sched_job_delete(db *d, const char *job_id, const char *artifacts_dir, char *err);
 
 /* 0 when job j is running and leased to worker_id; -EBUSY with the reason otherwise. */
@@ -141,6 +163,13 @@ int sched_artifact_name_ok(const char *name);
 int sched_artifact_add(db *d, const char *job_id, const char *worker_id, const char *artifacts_dir,
                        const char *tmp_path, const db_artifact *a, char *err);
 
+/* After job j reached a terminal state: deletes <artifacts_dir>/<id>/.checkpoint, or, when j's
+ * document says "delete_checkpoint": false, moves it to the artifact SCHED_CHECKPOINT_KEPT and
+ * records it. artifacts_dir NULL does nothing. */
+int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, int64_t now);
+
+/* The artifact a kept checkpoint becomes: what `trainyard train --resume` reads. */
+#define SCHED_CHECKPOINT_KEPT "checkpoint.safetensors"
 /* The file name of a job's checkpoint in <artifacts_dir>/<job id>: a dot name, so it can never
  * be an artifact's. */
 #define SCHED_CHECKPOINT_NAME ".checkpoint"

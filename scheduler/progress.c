@@ -9,7 +9,12 @@
  * lock). Inside the transaction the file is fsync'ed, renamed to <artifacts_dir>/<id>/<name>
  * (a copy when the two folders are on different file systems) and its row written, so a
  * concurrent delete of the job (which takes the same lock) never leaves a file behind, and a
- * row never exists for a file that is not complete on disk. */
+ * row never exists for a file that is not complete on disk.
+ *
+ * Checkpoints: the newest one of a running job is <artifacts_dir>/<id>/.checkpoint, never
+ * listed (sched_checkpoint_store). Once the job has ended, nothing resumes from it: it is
+ * deleted, or, when the job document says "delete_checkpoint": false, renamed to the artifact
+ * checkpoint.safetensors and recorded like an upload (sched_checkpoint_settle). */
 #include "scheduler/lifecycle.h"
 
 #include <errno.h>
@@ -19,9 +24,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "db/events.h"
 #include "db/logs.h"
 #include "db/workers.h"
+#include "util/sha256.h"
 
 int sched_job_heartbeat(db *d, const char *job_id, const char *worker_id, const sched_progress *p,
                         int64_t now, int lease_seconds, sched_beat *out, char *err)
@@ -257,5 +265,60 @@ int sched_checkpoint_store(db *d, const char *job_id, const char *worker_id,
 out:
     db_rollback(d);
     db_job_clear(&j);
+    return rc;
+}
+
+/* ---- a finished job's checkpoint -------------------------------------------------------- */
+
+/* 1 unless the job document (JSON text) keeps its checkpoint: "delete_checkpoint": false. */
+static int sched_checkpoint_unwanted(const char *document)
+{
+    json_t *doc = json_loads(document ? document : "{}", 0, NULL);
+    int unwanted = !json_is_false(json_object_get(doc, "delete_checkpoint"));
+    json_decref(doc);
+    return unwanted;
+}
+
+int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, int64_t now)
+{
+    char path[4608], dir[4608], final[4864], err[ERR_LEN];
+    db_artifact a;
+    db_job cur;
+    uint64_t size = 0;
+    memset(&a, 0, sizeof a);
+    memset(&cur, 0, sizeof cur);
+    final[0] = '\0';
+    if (!artifacts_dir || sched_checkpoint_path(artifacts_dir, j->id, path, sizeof path) < 0 ||
+        access(path, F_OK) != 0)
+        return 0;
+    if (sched_checkpoint_unwanted(j->document))
+        return unlink(path) < 0 ? -errno : 0;
+    /* Hashed before the write lock, as uploads are: the file no longer changes (its job is
+     * over, so no lease holder can store another). */
+    snprintf(a.name, sizeof a.name, "%s", SCHED_CHECKPOINT_KEPT);
+    int rc = sha256_file(path, a.sha256, &size, err);
+    if (rc < 0)
+        return rc;
+    a.size = (int64_t)size;
+    a.created_at = now;
+    rc = db_begin(d, err);
+    if (rc < 0)
+        return rc;
+    rc = db_job_get_seq(d, j->seq, &cur, err); /* not deleted meanwhile */
+    if (rc == 0) {
+        snprintf(dir, sizeof dir, "%s/%s", artifacts_dir, j->id);
+        rc = sched_artifact_place(dir, a.name, path, final, sizeof final, err);
+        if (rc < 0)
+            final[0] = '\0';
+    }
+    if (rc == 0)
+        rc = db_artifact_put(d, j->seq, &a, err);
+    if (rc == 0)
+        rc = db_commit(d, err);
+    else
+        db_rollback(d);
+    if (rc < 0 && final[0] && rename(final, path) < 0)
+        unlink(final); /* no row names it: the file must not outlive the failure */
+    db_job_clear(&cur);
     return rc;
 }

@@ -9,9 +9,14 @@
  * process: a worker the watcher thread restarted would be killed the moment that thread
  * returns. So the watcher thread itself stops the workers (SIGTERM, grace, SIGKILL) before it
  * returns, and the first workers are spawned by the thread that calls supervisor_start (serve's
- * main thread, which lives as long as the process). */
+ * main thread, which lives as long as the process).
+ *
+ * A worker that ended is reported (opts.exited) and its work folder emptied on the watcher
+ * thread before the slot's next process is spawned, on the same thread: the report can count
+ * on no live process of that slot. */
 #include "scheduler/supervisor.h"
 
+#include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
@@ -64,11 +69,29 @@ static void say(supervisor *s, const char *fmt, ...)
         fprintf(stderr, "%s\n", line);
 }
 
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* Removes slot i's work folder with whatever a dead worker left in it (the job folder of a
+ * worker killed mid-job: its dataset copy, checkpoints, artifacts); the next process makes it
+ * again. Only that slot's process ever uses it, and serve's lock on the data directory rules
+ * out another serve's. */
+static void work_clean(supervisor *s, int i)
+{
+    char work[4200];
+    snprintf(work, sizeof work, "%s/worker-%d", s->work, i);
+    nftw(work, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
 static int spawn(supervisor *s, int i, char *err)
 {
     char device[16], name[64], work[4200], parent[24];
     snprintf(device, sizeof device, "%d", s->slots[i].device);
-    snprintf(name, sizeof name, "local-%d", i);
+    snprintf(name, sizeof name, SUPERVISOR_NAME_FMT, i);
     snprintf(work, sizeof work, "%s/worker-%d", s->work, i);
     const char *argv[32];
     int n = 0;
@@ -176,11 +199,20 @@ static void terminate_all(supervisor *s, int grace_ms)
     }
 }
 
+/* A worker that ended, reported to opts.exited once the mutex is dropped. */
+typedef struct supervisor_exit {
+    int slot;
+    pid_t pid;
+    char how[64];
+} supervisor_exit;
+
 static void *watch(void *arg)
 {
     supervisor *s = arg;
     char err[ERR_LEN];
+    supervisor_exit ended[SUPERVISOR_MAX_WORKERS];
     for (;;) {
+        int n_ended = 0;
         pthread_mutex_lock(&s->mu);
         if (s->stopping) {
             int grace_ms = s->grace_ms;
@@ -195,15 +227,17 @@ static void *watch(void *arg)
                 int status;
                 if (waitpid(sl->pid, &status, WNOHANG) != sl->pid)
                     continue;
-                char how[64];
-                describe_exit(status, how, sizeof how);
+                supervisor_exit *e = &ended[n_ended++];
+                e->slot = i;
+                e->pid = sl->pid;
+                describe_exit(status, e->how, sizeof e->how);
                 /* A worker that ran a while gets restarted at once; one dying young backs off. */
                 if (now - sl->started_at >= SUPERVISOR_HEALTHY_S)
                     sl->delay = SUPERVISOR_MIN_DELAY;
                 else
                     sl->delay =
                         sl->delay * 2 > SUPERVISOR_MAX_DELAY ? SUPERVISOR_MAX_DELAY : sl->delay * 2;
-                say(s, "local worker %d (pid %d) %s; restarting in %.1fs", i, (int)sl->pid, how,
+                say(s, "local worker %d (pid %d) %s; restarting in %.1fs", i, (int)sl->pid, e->how,
                     sl->delay);
                 sl->pid = 0;
                 sl->restart_at = now + sl->delay;
@@ -213,6 +247,14 @@ static void *watch(void *arg)
             }
         }
         pthread_mutex_unlock(&s->mu);
+        /* On this thread, so before the slot's next process can start (restart_at is ahead). */
+        for (int k = 0; k < n_ended; k++) {
+            char name[64];
+            snprintf(name, sizeof name, SUPERVISOR_NAME_FMT, ended[k].slot);
+            if (s->o.exited)
+                s->o.exited(s->o.user, name, ended[k].pid, ended[k].how);
+            work_clean(s, ended[k].slot);
+        }
         struct timespec ts = {0, SUPERVISOR_POLL_MS * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -250,6 +292,7 @@ int supervisor_start(const supervisor_opts *o, supervisor **out, char *err)
     for (int i = 0; i < o->count && rc == 0; i++) {
         s->slots[i].device = o->devices ? o->devices[i] : 0;
         s->slots[i].delay = SUPERVISOR_MIN_DELAY;
+        work_clean(s, i); /* what a serve killed mid-job left */
         rc = spawn(s, i, err);
     }
     if (rc == 0 && pthread_create(&s->thread, NULL, watch, s) != 0)

@@ -3,11 +3,15 @@
  * It starts one `trainyard worker` process per slot (each with its own --device), watches them
  * from one thread, and restarts one that exits, after a delay that doubles from 0.5 s up to
  * 30 s while a worker keeps dying young and resets once it has run for a minute. Workers talk
- * to the server only over HTTP, as remote ones do; the supervisor only starts and stops them.
+ * to the server only over HTTP, as remote ones do; the supervisor starts and stops them and
+ * says when one ended.
  * They inherit the server's environment, which is how serve hands them their worker token
  * (TRAINYARD_TOKEN) without putting it on a command line.
  * Each worker is tied to this process (`--parent`): when serve dies, even by kill -9, they die
  * too, and their jobs resume from their checkpoints once the restarted serve lapses the leases.
+ *
+ * It tells its owner when a worker process ends (opts.exited), so that serve can hand the
+ * dead worker's job back at once instead of waiting out the lease.
  *
  * Ownership: supervisor_stop() ends the processes and frees everything; accepts NULL. */
 #ifndef TRAINYARD_SCHEDULER_SUPERVISOR_H
@@ -16,6 +20,7 @@
 #include <sys/types.h>
 
 #define SUPERVISOR_MAX_WORKERS 64
+#define SUPERVISOR_NAME_FMT    "local-%d" /* each worker's --name, by slot */
 
 typedef struct supervisor supervisor;
 
@@ -33,6 +38,11 @@ typedef struct supervisor_opts {
     int count;                     /* workers to run, 1..SUPERVISOR_MAX_WORKERS */
     const int *devices;            /* OpenCL device index per worker */
     void (*log)(const char *line); /* NULL: stderr */
+    /* Called on the watching thread after a worker process ended and was reaped, before its
+     * slot's next process starts: name is the --name it ran under (SUPERVISOR_NAME_FMT), how
+     * the end ("was killed by signal 9"). NULL: nothing. */
+    void (*exited)(void *user, const char *name, pid_t pid, const char *how);
+    void *user;
 } supervisor_opts;
 
 /* Starts the workers and the watching thread. */

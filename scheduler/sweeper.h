@@ -7,7 +7,14 @@
  * re-checks inside its own transaction, so a heartbeat that lands between the read and the
  * write wins. Then workers unseen for worker_gone_seconds are marked gone, and workers gone
  * for a day with no job are forgotten. sched_sweep() raises app->queued when a job went back
- * to the queue (a parked lease may take it) and app->changed when any job changed. */
+ * to the queue (a parked lease may take it) and app->changed when any job changed.
+ *
+ * sched_workers_lost() is the sweep's fast path for workers known dead: serve's supervisor
+ * calls it when it reaps a local worker process, so that the job it held is requeued at once
+ * instead of after its lease. It finds the worker rows by the token that registered them and
+ * their name: serve's local-workers token is secret to serve and its children, so a remote
+ * worker cannot make its row look like a local one; and the supervisor calls it before the
+ * slot's next process starts, so every row of that name still active is the dead process's. */
 #ifndef TRAINYARD_SCHEDULER_SWEEPER_H
 #define TRAINYARD_SCHEDULER_SWEEPER_H
 
@@ -17,7 +24,8 @@
 
 struct app;
 
-#define SCHED_SWEEP_MAX_JOBS   256                  /* jobs expired per sweep; the rest next time */
+#define SCHED_SWEEP_MAX_JOBS   256 /* jobs expired per sweep; the rest next time */
+#define SCHED_LOST_MAX_WORKERS 16  /* rows one dead process may have (it re-registered) */
 #define SCHED_WORKER_FORGET_MS (24LL * 3600 * 1000) /* gone workers are dropped after a day */
 
 typedef struct sched_sweep_stats {
@@ -25,10 +33,17 @@ typedef struct sched_sweep_stats {
     int workers_gone;                /* workers newly marked gone */
 } sched_sweep_stats;
 
-/* One sweep over database d at time now (ms); *st counts what changed. */
-int sched_sweep_db(db *d, int64_t now, int worker_gone_seconds, sched_sweep_stats *st, char *err);
+/* One sweep over database d at time now (ms); *st counts what changed. A job that ends has
+ * its checkpoint settled under artifacts_dir (may be NULL: left alone). */
+int sched_sweep_db(db *d, const char *artifacts_dir, int64_t now, int worker_gone_seconds,
+                   sched_sweep_stats *st, char *err);
 /* One sweep with the calling thread's connection (app_db), raising the app's signals.
  * Returns the number of jobs changed, or a negative code with err filled (err may be NULL). */
 int sched_sweep(struct app *a, int64_t now, char *err);
+/* The workers that token_id registered as name are dead (why says how, for the job's history):
+ * each is marked gone and its job's attempt ends at once (sched_worker_lost), raising the app's
+ * signals. Returns the number of jobs changed, or a negative code with err filled. */
+int sched_workers_lost(struct app *a, const char *token_id, const char *name, const char *why,
+                       int64_t now, char *err);
 
 #endif

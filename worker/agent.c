@@ -404,7 +404,8 @@ static void remove_dir(const char *dir)
 }
 
 /* Uploads the artifacts, each retried while the server is away (agent_retryable). A refusal
- * fails: 507 (the server's disk is full) as -ENOSPC, anything else -EIO. */
+ * fails: 507 (the server's disk is full) as -ENOSPC, anything else -EIO. The job then fails for
+ * good, a full disk included (docs/OPERATIONS.md says why it is not retried). */
 static int upload(const agent_opts *o, client *c, const char *prefix, const char *dir, char *err)
 {
     for (size_t i = 0; i < sizeof artifact_names / sizeof artifact_names[0]; i++) {
@@ -425,8 +426,11 @@ static int upload(const agent_opts *o, client *c, const char *prefix, const char
         }
         if (rc == 0 && status != 201) {
             client_problem(status, reply, why, sizeof why);
-            rc = err_set(err, status == 507 ? -ENOSPC : -EIO, "uploading %s: %s", artifact_names[i],
-                         why);
+            rc = err_set(err, status == 507 ? -ENOSPC : -EIO, "uploading %s: %s%s",
+                         artifact_names[i], why,
+                         status == 507 ? " (the server's disk is full: free space there and "
+                                         "submit the job again)"
+                                       : "");
         }
         json_decref(reply);
         if (rc < 0)

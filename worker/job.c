@@ -785,24 +785,17 @@ static void job_defaults(job_spec *s)
     s->max_attempts = 3;
     s->max_runtime_seconds = 86400;
     s->priority = 0;
+    s->delete_checkpoint = 1;
 }
 
 /* ---- public ------------------------------------------------------------------------------ */
 
 int job_from_json(const json_t *doc, job_spec **out, job_errors *errs)
 {
-    static const char *const known[] = {"name",
-                                        "dataset_url",
-                                        "dataset",
-                                        "task",
-                                        "binary",
-                                        "model",
-                                        "hyperparameters",
-                                        "resources",
-                                        "max_attempts",
-                                        "max_runtime_seconds",
-                                        "priority",
-                                        NULL};
+    static const char *const known[] = {
+        "name",     "dataset_url",       "dataset",   "task",         "binary",
+        "model",    "hyperparameters",   "resources", "max_attempts", "max_runtime_seconds",
+        "priority", "delete_checkpoint", NULL};
     job_errors scratch;
     if (!errs)
         errs = &scratch;
@@ -838,6 +831,7 @@ int job_from_json(const json_t *doc, job_spec **out, job_errors *errs)
     job_get_int32(&v, doc, "max_attempts", "", 1, 100, &s->max_attempts);
     job_get_int32(&v, doc, "max_runtime_seconds", "", 1, 2592000, &s->max_runtime_seconds);
     job_get_int32(&v, doc, "priority", "", -100, 100, &s->priority);
+    job_get_bool(&v, doc, "delete_checkpoint", "", &s->delete_checkpoint);
     if (v.rc < 0) {
         rc = v.rc;
         goto out;
@@ -1043,6 +1037,7 @@ json_t *job_to_json(const job_spec *s)
     job_put(doc, "max_attempts", json_integer(s->max_attempts), &bad);
     job_put(doc, "max_runtime_seconds", json_integer(s->max_runtime_seconds), &bad);
     job_put(doc, "priority", json_integer(s->priority), &bad);
+    job_put(doc, "delete_checkpoint", json_boolean(s->delete_checkpoint), &bad);
 
     if (bad) {
         json_decref(doc);

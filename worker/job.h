@@ -77,6 +77,9 @@ typedef struct job_spec {
     int max_attempts;        /* default 3, 1..100 */
     int max_runtime_seconds; /* default 86400, 1..2592000 */
     int priority;            /* default 0, -100..100 */
+    int delete_checkpoint;   /* default 1: the job's checkpoint goes when it ends; 0 keeps it
+                                as the artifact checkpoint.safetensors (Keras's BackupAndRestore
+                                has the same switch under the same name) */
 } job_spec;
 
 typedef struct job_error {

@@ -64,6 +64,7 @@ def test_the_guide_runs(serve, tmp_path):
     assert '"field":"hyperparameters.epochs"' in out and '"field":"dataset_url"' in out
     assert '"cancel":false' in out  # the heartbeat's answer
     assert '"epoch":1' in out and '"status":"succeeded"' in out
+    assert '"name":"checkpoint.safetensors"' in out  # "delete_checkpoint": false kept it
     assert "event: " in out and "epoch 1 done" in out
     assert '"status":"cancelled"' in out
     assert (tmp_path / "metrics.csv").read_text().startswith("epoch,loss")

@@ -1,5 +1,6 @@
 """Fault tests (issue 4): each runs a real process tree on loopback and injects one fault on
 purpose — kill -9 of `serve` mid-job (with a remote worker, and with serve's local workers),
+kill -9 of serve's local worker, a second serve on a running serve's data directory,
 SIGTERM to serve and to a worker mid-job, a dataset server that resets or truncates, a file-size
 limit that makes an artifact upload fail, and a burst of 1,000 concurrent submits from clients
 some of which disconnect mid-request. Every wait polls a condition with a generous deadline:
@@ -171,6 +172,77 @@ def test_serve_killed_mid_job_its_local_workers_die_and_the_job_resumes(serve, s
     assert attempts[0]["reason"] == "lease expired"
 
 
+# ---- kill -9 of a local worker ---------------------------------------------------------------
+
+def test_a_killed_local_worker_s_job_is_requeued_at_once(serve, slow_blobs):
+    """kill -9 of serve's local worker mid-job: serve reaps it and requeues its job at once
+    (attempt 2, resuming from the checkpoint) instead of waiting out the 30 s lease; the
+    restarted worker takes it and every epoch is trained once."""
+    svc = serve("--workers", "1", "--lease-seconds", "30", "--checkpoint-seconds", "0")
+    job = submit(svc, slow_job(slow_blobs)).json()
+    wait_epochs(svc, job["id"], 2)
+    pid = int(re.findall(r"local worker 0 started \(pid (\d+)", svc.output())[-1])
+
+    os.kill(pid, signal.SIGKILL)
+    t0 = time.time()
+    queued = until(lambda: ("running", "queued") in [e[:2] for e in history(svc, job["id"])],
+                   15, "the job to be requeued")
+    requeued_in = time.time() - t0
+    again = until(lambda: (lambda j: j if j["status"] == "running" and j["attempt"] == 2
+                           else None)(svc.http.get(f"{svc.url}/jobs/{job['id']}").json()),
+                  15, "attempt 2 to run")
+    took = time.time() - t0
+    print(f"kill -9 of the local worker: requeued in {requeued_in:.2f}s, "
+          f"attempt 2 running in {took:.2f}s (lease 30 s)")
+    assert queued
+    assert took < 15, f"attempt 2 started {took:.1f}s after the kill"
+
+    done, events = check_finished_once(svc, job["id"])
+    assert done["attempt"] == 2, events
+    reason = f"local worker local-0 (pid {pid}) was killed by signal 9"
+    assert ("running", "queued", 1, reason) in events, events
+    attempts = svc.http.get(f"{svc.url}/jobs/{job['id']}").json()["attempts"]
+    assert [(a["attempt"], a["outcome"]) for a in attempts] == [(1, "requeued"),
+                                                                (2, "succeeded")]
+    assert attempts[0]["reason"] == reason and attempts[1]["worker"] == again["worker"]
+    assert attempts[0]["worker"] != again["worker"]  # the restarted process registered anew
+    workers = {w["id"]: w for w in svc.http.get(f"{svc.url}/workers").json()["workers"]}
+    assert workers[attempts[0]["worker"]]["status"] == "gone", workers
+
+
+# ---- two serves, one data directory ------------------------------------------------------------
+
+def test_a_second_serve_on_the_same_data_directory_refuses_to_start(serve, trainyard_bin,
+                                                                    slow_blobs):
+    """serve B on serve A's data directory (another port) exits at once naming A, before it
+    touches anything: A's local worker keeps its token (no 401) and A's job succeeds."""
+    svc = serve("--workers", "1")
+    job = submit(svc, slow_job(slow_blobs)).json()
+    wait_epochs(svc, job["id"], 1)
+
+    t0 = time.time()
+    second = subprocess.run([str(trainyard_bin), "serve", "--data-dir", str(svc.data_dir),
+                             "--port", "0", "--workers", "1", "--dataset-allow", "127.0.0.1"],
+                            capture_output=True, text=True, timeout=30)
+    took = time.time() - t0
+    print(f"the second serve exited {second.returncode} in {took:.2f}s: {second.stderr.strip()}")
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert (f"{svc.data_dir} is in use by the serve with pid {svc.proc.pid} ({svc.url}); "
+            "stop it first or pick another --data-dir") in second.stderr
+    assert "listening" not in second.stdout
+    assert took < 5
+
+    done, _ = check_finished_once(svc, job["id"])
+    assert done["attempt"] == 1
+    assert "answered 401" not in svc.output() and "refused" not in svc.output()
+    assert svc.http.get(f"{svc.url}/healthz").json()["status"] == "ok"
+
+    svc.proc.kill()  # the lock goes with the process: a restart after a crash is not blocked
+    svc.proc.wait()
+    svc.restart()
+    assert svc.http.get(f"{svc.url}/healthz").json()["status"] == "ok"
+
+
 # ---- SIGTERM ---------------------------------------------------------------------------------
 
 def test_sigterm_stops_serve_in_bound_and_the_job_waits_queued(serve, slow_blobs):
@@ -330,8 +402,9 @@ def limit_file_size():
 def test_a_full_disk_on_upload_fails_the_job_clearly_and_serve_stays_healthy(
         serve, trainyard_bin, data_server, tmp_path, workers):
     """serve under a file-size limit (RLIMIT_FSIZE; it ignores SIGXFSZ, so write() fails with
-    EFBIG): the upload of a 5 MB model is refused with a 507, the job fails saying so, nothing
-    is left in the upload folder, and a small job succeeds afterwards."""
+    EFBIG): the upload of a 5 MB model is refused with a 507, the job fails saying so and what
+    to do, without a retry though attempts are left, nothing is left in the upload folder or
+    as a checkpoint, and a small job succeeds afterwards."""
     folder, base = data_server
     rng = np.random.default_rng(2)
     rows = ["a,b,kind"] + [f"{p:.3f},{q:.3f},k{int(p > q)}" for p, q in rng.normal(0, 1, (64, 2))]
@@ -343,13 +416,21 @@ def test_a_full_disk_on_upload_fails_the_job_clearly_and_serve_stays_healthy(
     wide = {"name": "wide", "dataset_url": f"{base}/tiny.csv",
             "model": {"layers": [{"type": "dense", "units": 1100, "activation": "relu"},
                                  {"type": "dense", "units": 1100, "activation": "relu"}]},
-            "hyperparameters": {"epochs": 1, "batch_size": 64}}
+            "hyperparameters": {"epochs": 1, "batch_size": 64}, "max_attempts": 3}
     job = submit(svc, wide).json()
     done = wait_for(svc, job["id"], TERMINAL, timeout=180)
     print(f"full disk: {done['error']}")
     assert done["status"] == "failed", done
     assert "uploading model.safetensors" in done["error"] and "507" in done["error"], done
     assert "Insufficient storage" in done["error"], done
+    assert "free space there and submit the job again" in done["error"], done
+    # Not retried, attempts left or not (docs/OPERATIONS.md): every attempt would upload to
+    # the same full disk, and the job's history would bury the cause under retries.
+    assert done["attempt"] == 1, done
+    assert [e[:3] for e in history(svc, job["id"])] == [(None, "queued", 0),
+                                                        ("queued", "running", 1),
+                                                        ("running", "failed", 1)]
+    assert not (svc.data_dir / "artifacts" / job["id"] / ".checkpoint").exists()
     assert "507" in worker_log.read_text()
     assert list((svc.data_dir / "tmp").iterdir()) == []
     assert not (svc.data_dir / "artifacts" / job["id"] / "model.safetensors").exists()

@@ -4,6 +4,7 @@ requests as a user would with curl."""
 import base64
 import hashlib
 import json
+import sqlite3
 import threading
 import time
 
@@ -281,3 +282,38 @@ def test_a_job_whose_worker_is_killed_resumes_from_its_last_epoch(serve, data_se
     assert tensors and all(np.isfinite(t).all() for t in tensors.values())
     listing = svc.http.get(f"{svc.url}/jobs/{job['id']}/artifacts").json()["artifacts"]
     assert not any(a["name"].startswith(".") for a in listing)
+
+
+def test_a_finished_job_s_checkpoint_is_deleted_unless_kept(serve, blobs):
+    """A job's checkpoint (stored for a retried attempt to resume from) goes when the job ends;
+    "delete_checkpoint": false keeps the last one as the artifact checkpoint.safetensors, which
+    DELETE removes with the rest. The worker keeps no copy either way."""
+    svc = serve("--workers", "1", "--checkpoint-seconds", "0")
+    dropped = submit(svc, job_doc(blobs, epochs=3)).json()
+    kept = submit(svc, job_doc(blobs, epochs=3, delete_checkpoint=False)).json()
+    assert dropped["document"]["delete_checkpoint"] is True  # the default, resolved
+    assert kept["document"]["delete_checkpoint"] is False
+    for job in (dropped, kept):
+        done = wait_for(svc, job["id"], TERMINAL)
+        assert done["status"] == "succeeded", done
+        assert not (svc.data_dir / "artifacts" / job["id"] / ".checkpoint").exists()
+
+    def names(job_id):
+        listing = svc.http.get(f"{svc.url}/jobs/{job_id}/artifacts").json()["artifacts"]
+        return {a["name"]: a for a in listing}
+
+    assert "checkpoint.safetensors" not in names(dropped["id"])
+    with sqlite3.connect(svc.db_path) as conn:  # it had one: the last epoch's
+        assert conn.execute("SELECT checkpoint_epoch FROM jobs WHERE id = ?",
+                            (dropped["id"],)).fetchone()[0] == 3
+    listed = names(kept["id"])["checkpoint.safetensors"]
+    r = svc.http.get(f"{svc.url}/jobs/{kept['id']}/artifacts/checkpoint.safetensors")
+    assert r.status_code == 200 and hashlib.sha256(r.content).hexdigest() == listed["sha256"]
+    head_len = int.from_bytes(r.content[:8], "little")
+    meta = json.loads(r.content[8:8 + head_len])["__metadata__"]
+    assert meta["trainyard.epoch"] == "3"  # the last epoch's state
+    assert set(load(r.content)) >= {"params", "moment1", "moment2"}
+    assert list((svc.data_dir / "work" / "worker-0").iterdir()) == []
+
+    assert svc.http.delete(f"{svc.url}/jobs/{kept['id']}").status_code == 204
+    assert not (svc.data_dir / "artifacts" / kept["id"]).exists()

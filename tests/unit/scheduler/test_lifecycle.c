@@ -2,7 +2,8 @@
  * priority + FIFO order, device fit, lapsed leases (requeue, then failure after max_attempts),
  * max_runtime_seconds over attempts, cancel in each state, reports from a worker that does not
  * hold the lease, idempotent submits, the event history, metrics replaced per epoch across
- * attempts, concurrent submits sharing transactions (group commit), artifacts, delete, and the
+ * attempts, concurrent submits sharing transactions (group commit), artifacts, delete, a
+ * worker known dead (sched_worker_lost), checkpoints deleted or kept when a job ends, and the
  * sweeper's database half (sched_sweep_db; the signals it raises through sched_sweep() are
  * seen by the end-to-end tests over HTTP).
  *
@@ -78,13 +79,13 @@ static void add_worker(db *d, const char *types, char id[DB_ID_LEN + 1])
     memcpy(id, w.id, sizeof w.id);
 }
 
-/* Submits a job; returns its id in id. */
-static void submit(db *d, const char *name, int priority, int kind, int max_attempts,
-                   int max_runtime, int64_t now, char id[DB_ID_LEN + 1])
+/* Submits a job with document text; returns its id in id. */
+static void submit_doc(db *d, const char *name, const char *document, int priority, int kind,
+                       int max_attempts, int max_runtime, int64_t now, char id[DB_ID_LEN + 1])
 {
     char err[ERR_LEN];
     sched_new_job nj = {.name = name,
-                        .document = "{\"name\":\"doc\"}",
+                        .document = document,
                         .device_kind = kind,
                         .max_attempts = max_attempts,
                         .max_runtime_seconds = max_runtime,
@@ -95,6 +96,13 @@ static void submit(db *d, const char *name, int priority, int kind, int max_atte
     CHECK_INT(created, 1);
     memcpy(id, j.id, sizeof j.id);
     db_job_clear(&j);
+}
+
+/* Submits a job; returns its id in id. */
+static void submit(db *d, const char *name, int priority, int kind, int max_attempts,
+                   int max_runtime, int64_t now, char id[DB_ID_LEN + 1])
+{
+    submit_doc(d, name, "{\"name\":\"doc\"}", priority, kind, max_attempts, max_runtime, now, id);
 }
 
 /* Leases for worker and returns 1 with the job's id in id, or 0 when nothing fits. */
@@ -160,7 +168,7 @@ static int sweep(db *d, int64_t now)
 {
     char err[ERR_LEN];
     sched_sweep_stats st;
-    CHECK_INT(sched_sweep_db(d, now, 60, &st, err), 0);
+    CHECK_INT(sched_sweep_db(d, NULL, now, 60, &st, err), 0);
     return st.requeued + st.failed + st.cancelled;
 }
 
@@ -225,7 +233,8 @@ static void test_happy_path(void)
     db_job_clear(&j);
 
     db_job done;
-    CHECK_INT(sched_job_complete(d, id, w, DB_SUCCEEDED, "ignored", T0 + 5000, &done, err), 0);
+    CHECK_INT(sched_job_complete(d, id, w, DB_SUCCEEDED, "ignored", NULL, T0 + 5000, &done, err),
+              0);
     CHECK_INT(done.status, DB_SUCCEEDED);
     CHECK_INT(done.finished_at, T0 + 5000);
     CHECK(done.error == NULL);
@@ -239,9 +248,9 @@ static void test_happy_path(void)
     CHECK_STR(events_of(d, id), "->queued queued>running running>running running>succeeded");
 
     /* terminal states never change */
-    CHECK_INT(sched_job_complete(d, id, w, DB_FAILED, "late", T0 + 6000, &done, err), -EBUSY);
+    CHECK_INT(sched_job_complete(d, id, w, DB_FAILED, "late", NULL, T0 + 6000, &done, err), -EBUSY);
     CHECK_INT(sched_job_heartbeat(d, id, w, &p, T0 + 6000, LEASE, &beat, err), -EBUSY);
-    CHECK_INT(sched_job_cancel(d, id, T0 + 6000, &done, err), -EBUSY);
+    CHECK_INT(sched_job_cancel(d, id, NULL, T0 + 6000, &done, err), -EBUSY);
     CHECK(strstr(err, "already succeeded") != NULL);
     CHECK_INT(sweep(d, T0 + 999999999), 0);
     CHECK_INT(job_status(d, id), DB_SUCCEEDED);
@@ -424,10 +433,11 @@ static void test_failure_is_final(void)
     submit(d, "bad-data", 0, JOB_DEVICE_ANY, 5, 3600, T0, id);
     CHECK_INT(lease(d, w, T0, got), 1);
     db_job j;
-    CHECK_INT(sched_job_complete(d, id, other, DB_FAILED, "nope", T0 + 1, &j, err), -EBUSY);
-    CHECK_INT(sched_job_complete(d, id, w, DB_QUEUED, NULL, T0 + 1, &j, err), -EINVAL);
-    CHECK_INT(sched_job_complete(d, "missing", w, DB_FAILED, NULL, T0 + 1, &j, err), -ENOENT);
-    CHECK_INT(sched_job_complete(d, id, w, DB_FAILED, "dataset: not a CSV", T0 + 2, &j, err), 0);
+    CHECK_INT(sched_job_complete(d, id, other, DB_FAILED, "nope", NULL, T0 + 1, &j, err), -EBUSY);
+    CHECK_INT(sched_job_complete(d, id, w, DB_QUEUED, NULL, NULL, T0 + 1, &j, err), -EINVAL);
+    CHECK_INT(sched_job_complete(d, "missing", w, DB_FAILED, NULL, NULL, T0 + 1, &j, err), -ENOENT);
+    CHECK_INT(sched_job_complete(d, id, w, DB_FAILED, "dataset: not a CSV", NULL, T0 + 2, &j, err),
+              0);
     CHECK_INT(j.status, DB_FAILED);
     CHECK_STR(j.error, "dataset: not a CSV");
     CHECK_INT(j.attempt, 1); /* attempts were left, and still no retry */
@@ -514,36 +524,36 @@ static void test_cancel(void)
 
     /* queued: cancelled at once, and never leased */
     db_job j;
-    CHECK_INT(sched_job_cancel(d, q, T0 + 10, &j, err), 0);
+    CHECK_INT(sched_job_cancel(d, q, NULL, T0 + 10, &j, err), 0);
     CHECK_INT(j.status, DB_CANCELLED);
     CHECK_INT(j.finished_at, T0 + 10);
     db_job_clear(&j);
     CHECK_STR(events_of(d, q), "->queued queued>cancelled");
 
     /* running: a request the worker sees on its next heartbeat; twice is the same */
-    CHECK_INT(sched_job_cancel(d, r, T0 + 20, &j, err), 0);
+    CHECK_INT(sched_job_cancel(d, r, NULL, T0 + 20, &j, err), 0);
     CHECK_INT(j.status, DB_RUNNING);
     CHECK_INT(j.cancel_requested, 1);
     db_job_clear(&j);
-    CHECK_INT(sched_job_cancel(d, r, T0 + 21, &j, err), 0);
+    CHECK_INT(sched_job_cancel(d, r, NULL, T0 + 21, &j, err), 0);
     CHECK_INT(j.cancel_requested, 1);
     db_job_clear(&j);
     sched_progress p = {.phase = DB_PHASE_NONE};
     sched_beat beat;
     CHECK_INT(sched_job_heartbeat(d, r, w, &p, T0 + 30, LEASE, &beat, err), 0);
     CHECK_INT(beat.cancel, 1);
-    CHECK_INT(sched_job_complete(d, r, w, DB_CANCELLED, NULL, T0 + 40, &j, err), 0);
+    CHECK_INT(sched_job_complete(d, r, w, DB_CANCELLED, NULL, NULL, T0 + 40, &j, err), 0);
     CHECK_INT(j.status, DB_CANCELLED);
     CHECK(j.error == NULL);
     db_job_clear(&j);
     CHECK_STR(events_of(d, r), "->queued queued>running running>running running>cancelled");
-    CHECK_INT(sched_job_cancel(d, r, T0 + 50, &j, err), -EBUSY);
-    CHECK_INT(sched_job_cancel(d, "missing", T0 + 50, &j, err), -ENOENT);
+    CHECK_INT(sched_job_cancel(d, r, NULL, T0 + 50, &j, err), -EBUSY);
+    CHECK_INT(sched_job_cancel(d, "missing", NULL, T0 + 50, &j, err), -ENOENT);
 
     /* running with a cancel request whose worker vanishes: cancelled, not requeued */
     CHECK_INT(lease(d, w, T0 + 60, got), 1);
     CHECK_STR(got, r2);
-    CHECK_INT(sched_job_cancel(d, r2, T0 + 61, &j, err), 0);
+    CHECK_INT(sched_job_cancel(d, r2, NULL, T0 + 61, &j, err), 0);
     db_job_clear(&j);
     CHECK_INT(sweep(d, T0 + 61 + LEASE * 1000), 1);
     CHECK_INT(job_status(d, r2), DB_CANCELLED);
@@ -724,7 +734,7 @@ static void test_artifacts_and_delete(void)
 
     /* delete: refused while running, then removes the rows and the folder */
     CHECK_INT(sched_job_delete(d, id, adir, err), -EBUSY);
-    CHECK_INT(sched_job_complete(d, id, w, DB_SUCCEEDED, NULL, T0 + 2, &j, err), 0);
+    CHECK_INT(sched_job_complete(d, id, w, DB_SUCCEEDED, NULL, NULL, T0 + 2, &j, err), 0);
     db_job_clear(&j);
     CHECK_INT(sched_artifact_add(d, id, w, adir, up, &a, err), -EBUSY); /* finished */
     CHECK_INT(sched_job_delete(d, id, adir, err), 0);
@@ -744,13 +754,13 @@ static void test_sweep(void)
     submit(d, "swept", 0, JOB_DEVICE_ANY, 3, 3600, T0, id);
     CHECK_INT(lease(d, w, T0, got), 1);
     sched_sweep_stats st;
-    CHECK_INT(sched_sweep_db(d, T0 + 1000, 60, &st, err), 0);
+    CHECK_INT(sched_sweep_db(d, NULL, T0 + 1000, 60, &st, err), 0);
     CHECK_INT(st.requeued + st.failed + st.cancelled, 0);
-    CHECK_INT(sched_sweep_db(d, T0 + 1 + LEASE * 1000, 60, &st, err), 0);
+    CHECK_INT(sched_sweep_db(d, NULL, T0 + 1 + LEASE * 1000, 60, &st, err), 0);
     CHECK_INT(st.requeued, 1);
     /* the worker, silent for a minute, is marked gone */
     char err2[ERR_LEN];
-    CHECK_INT(sched_sweep_db(d, T0 + 61000, 60, &st, err2), 0);
+    CHECK_INT(sched_sweep_db(d, NULL, T0 + 61000, 60, &st, err2), 0);
     CHECK_INT(st.workers_gone, 1);
     db_worker wk;
     CHECK_INT(db_worker_get(d, w, &wk, err), 0);
@@ -760,6 +770,124 @@ static void test_sweep(void)
     CHECK_INT(db_worker_get(d, w, &wk, err), 0);
     CHECK_INT(wk.gone, 0);
     db_worker_clear(&wk);
+    db_close(d);
+}
+
+static void test_worker_lost(void)
+{
+    db *d = fresh_db("lost");
+    char err[ERR_LEN], w1[DB_ID_LEN + 1], w2[DB_ID_LEN + 1], id[DB_ID_LEN + 1];
+    char got[DB_ID_LEN + 1], c[DB_ID_LEN + 1];
+    const char *why = "local worker local-0 (pid 7) was killed by signal 9";
+    add_worker(d, "gpu", w1);
+    add_worker(d, "gpu", w2);
+    submit(d, "lost", 0, JOB_DEVICE_ANY, 2, 3600, T0, id);
+    CHECK_INT(lease(d, w1, T0, got), 1);
+
+    /* at once, long before the lease would lapse: queued again, the worker gone */
+    int to = -2;
+    CHECK_INT(sched_worker_lost(d, w1, why, NULL, T0 + 100, &to, err), 0);
+    CHECK_INT(to, DB_QUEUED);
+    CHECK_STR(events_of(d, id), "->queued queued>running running>queued");
+    db_worker wk;
+    CHECK_INT(db_worker_get(d, w1, &wk, err), 0);
+    CHECK_INT(wk.gone, 1);
+    CHECK_STR(wk.job_id, "");
+    db_worker_clear(&wk);
+    CHECK_INT(sweep(d, T0 + 1 + LEASE * 1000), 0); /* nothing left for the lapse to do */
+
+    /* the attempt counted: the second one's loss uses up max_attempts (2) */
+    CHECK_INT(lease(d, w2, T0 + 200, got), 1);
+    db_job j = get(d, id);
+    CHECK_INT(j.attempt, 2);
+    db_job_clear(&j);
+    CHECK_INT(sched_worker_lost(d, w2, why, NULL, T0 + 300, &to, err), 0);
+    CHECK_INT(to, DB_FAILED);
+    j = get(d, id);
+    CHECK(j.error && strstr(j.error, "killed by signal 9 after 2 attempts"));
+    db_job_clear(&j);
+
+    /* a worker holding nothing is only marked gone; an unknown one is -ENOENT */
+    CHECK_INT(sched_worker_lost(d, w1, why, NULL, T0 + 400, &to, err), 0);
+    CHECK_INT(to, -1);
+    CHECK_INT(sched_worker_lost(d, "nobody", why, NULL, T0 + 400, &to, err), -ENOENT);
+
+    /* a job whose cancel was requested ends cancelled */
+    add_worker(d, "cpu", w1);
+    submit(d, "to-cancel", 0, JOB_DEVICE_ANY, 3, 3600, T0 + 500, c);
+    CHECK_INT(lease(d, w1, T0 + 500, got), 1);
+    CHECK_INT(sched_job_cancel(d, c, NULL, T0 + 600, &j, err), 0);
+    db_job_clear(&j);
+    CHECK_INT(sched_worker_lost(d, w1, why, NULL, T0 + 700, &to, err), 0);
+    CHECK_INT(to, DB_CANCELLED);
+    db_close(d);
+}
+
+/* Stores a checkpoint file with content for running job id held by worker w. */
+static void store_checkpoint(db *d, const char *adir, const char *id, const char *w, int epoch)
+{
+    char up[600], err[ERR_LEN];
+    snprintf(up, sizeof up, "%s/ckpt-upload", tmp_dir);
+    FILE *f = fopen(up, "w");
+    fputs("state", f);
+    fclose(f);
+    int stored = 0;
+    CHECK_INT(sched_checkpoint_store(d, id, w, adir, up, epoch, &stored, err), 0);
+    CHECK_INT(stored, 1);
+}
+
+static void test_checkpoint_settled_at_the_end(void)
+{
+    db *d = fresh_db("settle");
+    char err[ERR_LEN], w[DB_ID_LEN + 1], got[DB_ID_LEN + 1], adir[512], path[1200];
+    char gone[DB_ID_LEN + 1], kept[DB_ID_LEN + 1], cancelled[DB_ID_LEN + 1];
+    snprintf(adir, sizeof adir, "%s/settle-artifacts", tmp_dir);
+    mkdir(adir, 0755);
+    add_worker(d, "gpu", w);
+    db_job j;
+    db_artifact a;
+
+    /* by default the checkpoint goes when the job succeeds, and is no artifact */
+    submit(d, "default", 0, JOB_DEVICE_ANY, 3, 3600, T0, gone);
+    CHECK_INT(lease(d, w, T0, got), 1);
+    store_checkpoint(d, adir, gone, w, 1);
+    CHECK_INT(sched_checkpoint_path(adir, gone, path, sizeof path), 0);
+    CHECK_INT(access(path, F_OK), 0);
+    CHECK_INT(sched_job_complete(d, gone, w, DB_SUCCEEDED, NULL, adir, T0 + 10, &j, err), 0);
+    CHECK(access(path, F_OK) != 0);
+    CHECK_INT(db_artifact_get(d, j.seq, SCHED_CHECKPOINT_KEPT, &a, err), -ENOENT);
+    db_job_clear(&j);
+
+    /* "delete_checkpoint": false keeps it as an artifact, which delete removes */
+    submit_doc(d, "keep", "{\"delete_checkpoint\":false}", 0, JOB_DEVICE_ANY, 3, 3600, T0 + 20,
+               kept);
+    CHECK_INT(lease(d, w, T0 + 20, got), 1);
+    store_checkpoint(d, adir, kept, w, 2);
+    CHECK_INT(sched_job_complete(d, kept, w, DB_FAILED, "boom", adir, T0 + 30, &j, err), 0);
+    CHECK_INT(sched_checkpoint_path(adir, kept, path, sizeof path), 0);
+    CHECK(access(path, F_OK) != 0);
+    CHECK_INT(db_artifact_get(d, j.seq, SCHED_CHECKPOINT_KEPT, &a, err), 0);
+    CHECK_INT(a.size, 5);
+    CHECK_STR(a.sha256, "4ba69735ca53765ed6a709edb56c6ea236b7193a3b29a6b390c346f0f4340e4e");
+    snprintf(path, sizeof path, "%s/%s/" SCHED_CHECKPOINT_KEPT, adir, kept);
+    CHECK_INT(access(path, F_OK), 0);
+    db_job_clear(&j);
+    CHECK_INT(sched_job_delete(d, kept, adir, err), 0);
+    CHECK(access(path, F_OK) != 0);
+
+    /* a requeued job cancelled while queued: its checkpoint goes too */
+    submit(d, "requeued", 0, JOB_DEVICE_ANY, 3, 3600, T0 + 40, cancelled);
+    CHECK_INT(lease(d, w, T0 + 40, got), 1);
+    store_checkpoint(d, adir, cancelled, w, 1);
+    int to = -2;
+    CHECK_INT(sched_worker_lost(d, w, "died", adir, T0 + 50, &to, err), 0);
+    CHECK_INT(to, DB_QUEUED);
+    CHECK_INT(sched_checkpoint_path(adir, cancelled, path, sizeof path), 0);
+    CHECK_INT(access(path, F_OK), 0); /* the next attempt resumes from it */
+    CHECK_INT(sched_job_cancel(d, cancelled, adir, T0 + 60, &j, err), 0);
+    CHECK_INT(j.status, DB_CANCELLED);
+    db_job_clear(&j);
+    CHECK(access(path, F_OK) != 0);
     db_close(d);
 }
 
@@ -780,6 +908,8 @@ int main(void)
     test_concurrent_submits();
     test_artifacts_and_delete();
     test_sweep();
+    test_worker_lost();
+    test_checkpoint_settled_at_the_end();
     nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return check_exit();
 }

@@ -255,6 +255,8 @@ static void test_wrong_types(void)
                  "must be true, false or \"auto\", got \"yes\"");
     EXPECT_ERROR(DOC(", \"binary\": \"true\""), "binary", "must be true or false");
     EXPECT_ERROR(DOC(", \"priority\": false"), "priority", "must be an integer from -100 to 100");
+    EXPECT_ERROR(DOC(", \"delete_checkpoint\": \"no\""), "delete_checkpoint",
+                 "must be true or false");
 }
 
 static void test_out_of_range(void)
@@ -579,7 +581,8 @@ static void test_round_trip(void)
                " \"model\": {\"layers\": [{\"type\": \"dropout\", \"rate\": 0.1},"
                " {\"type\": \"dense\", \"units\": 7}]},"
                " \"hyperparameters\": {\"optimizer\": \"sgd\", \"momentum\": 0.3,"
-               " \"learning_rate\": 0.1, \"seed\": 12345, \"validation_split\": 0.15}}");
+               " \"learning_rate\": 0.1, \"seed\": 12345, \"validation_split\": 0.15},"
+               " \"delete_checkpoint\": false}");
 
     /* The resolved document spells every default out. */
     job_spec *s = parse_ok(DOC(""));
@@ -594,7 +597,8 @@ static void test_round_trip(void)
                     "\"beta2\":0.999,\"epsilon\":9.9999999999999995e-8,"
                     "\"validation_split\":0.0,\"shuffle\":true,\"seed\":0},"
                     "\"resources\":{\"device\":\"any\"},\"max_attempts\":3,"
-                    "\"max_runtime_seconds\":86400,\"priority\":0}");
+                    "\"max_runtime_seconds\":86400,\"priority\":0,"
+                    "\"delete_checkpoint\":true}");
     free(text);
     json_decref(doc);
     job_free(s);
