@@ -1,6 +1,6 @@
 /* http: trainyard's HTTP layer over libmicrohttpd — the daemon and each request's life.
  *
- * Design. One daemon with an internal thread pool (epoll, poll where epoll is missing) calls
+ * Design. One daemon with an internal thread pool polling with poll() calls
  * on_access() several times per request: once when the headers are in (we match the route and
  * refuse what we can before reading: 404, 405, 413 by Content-Length), once per piece of body
  * (kept in memory or written to a temporary file, within the route's cap), and once when the
@@ -20,6 +20,13 @@
  * read is answered at once when a body was announced (libmicrohttpd then closes the connection
  * rather than read it); one found while the body arrives is answered when it ends, the rest
  * being read and dropped up to HTTP_DISCARD_MAX, past which the connection is closed.
+ *
+ * Poll, not epoll: libmicrohttpd 0.9.75's epoll loop is edge-triggered and clears its
+ * read-ready mark on any short read, so a client's FIN that arrived with its last bytes is never
+ * read: a client that sent half a request and hung up held its connection until the idle
+ * timeout (then 120 s), and a thousand of them filled the limit. poll() reports the end again
+ * until it is read. The idle timeout (HTTP_IDLE_TIMEOUT_S, restarted by every byte) bounds a
+ * stalled body or a client that stopped reading; suspended connections are exempt from it.
  *
  * TLS: with a certificate and key in the config the daemon speaks only HTTPS (GnuTLS inside
  * libmicrohttpd); nothing above the daemon changes: suspend/resume, streams and the pool work
@@ -47,7 +54,7 @@
 #include "util/timeutil.h"
 
 #define HTTP_MAX_CONNECTIONS 1000
-#define HTTP_IDLE_TIMEOUT_S  120        /* a connection silent this long is closed (not parked) */
+#define HTTP_IDLE_TIMEOUT_S  15         /* no byte in or out this long: closed (not if parked) */
 #define HTTP_CONN_MEMORY     (32 << 10) /* per connection: request line + headers must fit */
 #define HTTP_DISCARD_MAX     (1 << 20)  /* body bytes read and dropped past a cap, then close */
 
@@ -607,9 +614,10 @@ int http_start(const http_config *cfg, http_server **out, char *err)
     struct sockaddr_in sa;
     const char *bind = cfg->bind && cfg->bind[0] ? cfg->bind : "127.0.0.1";
     unsigned threads = cfg->threads ? cfg->threads : 4;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
     const union MHD_DaemonInfo *info;
-    int rc, epoll = MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES;
+    int rc;
 
     rc = config_check(cfg, err);
     if (rc < 0)
@@ -672,21 +680,14 @@ int http_start(const http_config *cfg, http_server **out, char *err)
     else
         tls[0].option = MHD_OPTION_END;
     s->starting = 1;
-    for (int attempt = 0; attempt < 2 && !s->d; attempt++) {
-        unsigned f = flags | (epoll && attempt == 0 ? MHD_USE_EPOLL : MHD_USE_POLL);
-        errno = 0;
-        s->d = MHD_start_daemon(
-            f, (uint16_t)cfg->port, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER,
-            on_mhd_log, s, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE, threads,
-            MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
-            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
-            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
-            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_UNESCAPE_CALLBACK,
-            unescape_none, s, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
-        if (!s->d && (errno == EADDRINUSE || errno == EACCES || errno == EADDRNOTAVAIL ||
-                      (s->tls_cert && s->start_msg[0])))
-            break; /* poll would fail the same way */
-    }
+    errno = 0;
+    s->d = MHD_start_daemon(
+        flags, (uint16_t)cfg->port, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_log, s, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE, threads,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)HTTP_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape_none,
+        s, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
     int start_errno = errno;
     pthread_mutex_lock(&s->lock);
     s->starting = 0;
