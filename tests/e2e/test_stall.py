@@ -6,12 +6,13 @@ test opens at most 1,100 hostile sockets, closes them all, and ends in well unde
 time bounds are generous (the server answers in milliseconds when it works, and not at all in
 minutes when it does not)."""
 import resource
-import socket
 import time
 
 import pytest
 import requests
 from helpers import job_doc
+from hostile import (closed_by_server, connect_from, half_post, healthz_seconds,
+                     send_and_leave, server_sockets)
 
 HOSTILE = 1100
 
@@ -32,61 +33,6 @@ def port_of(svc):
     return int(svc.url.rsplit(":", 1)[1])
 
 
-def connect_from(source, port):
-    """A socket from source (a 127.0.0.0/8 address) to the server; None when it is not taken."""
-    s = socket.socket()
-    try:
-        s.settimeout(2)
-        s.bind((source, 0))
-        s.connect(("127.0.0.1", port))
-        return s
-    except OSError:
-        s.close()
-        return None
-
-
-def closed_by_server(s):
-    """Whether the server has closed or reset s (what it sent meanwhile is read and dropped)."""
-    s.setblocking(False)
-    try:
-        while s.recv(65536):
-            pass
-        return True
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-
-
-def healthz_seconds(port, timeout=5.0):
-    """Seconds a fresh connection from 127.0.0.1 takes to get GET /healthz answered; None if no
-    answer came within timeout."""
-    t0 = time.monotonic()
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-            if not s.recv(64).startswith(b"HTTP/1.1 200"):
-                return None
-    except OSError:
-        return None
-    return time.monotonic() - t0
-
-
-def close_wait(port):
-    """Server sockets on port whose client has gone but which the server still holds open."""
-    n = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            rows = open(table).read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            f = row.split()
-            if int(f[1].rsplit(":", 1)[1], 16) == port and f[3] == "08":
-                n += 1
-    return n
-
-
 def close_all(socks):
     for s in socks:
         if s is not None:
@@ -100,24 +46,12 @@ def test_half_sent_bodies_free_their_slots(serve):
     svc = serve("--workers", "0")
     port = port_of(svc)
     token = svc.token("hostile", "user")
-    body = b'{"name": "half", "dataset_url": "http://127.0.0.1:9/x.csv"}' + b" " * 4000
-    head = (f"POST /train HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
-    sent = 0
-    for i in range(HOSTILE):
-        s = connect_from(f"127.0.0.{2 + i % 11}", port)
-        if s is None:
-            continue
-        try:
-            s.sendall(head + body[:len(body) // 2])
-            sent += 1
-        except OSError:
-            pass
-        s.close()
+    half = half_post(token)
+    sent = sum(send_and_leave(f"127.0.0.{2 + i % 11}", port, half) for i in range(HOSTILE))
     t0 = time.monotonic()
-    while close_wait(port) > 0 and time.monotonic() - t0 < 10:
+    while server_sockets(port, "08") > 0 and time.monotonic() - t0 < 10:
         time.sleep(0.1)
-    left = close_wait(port)
+    left = server_sockets(port, "08")
     print(f"{sent} half-sent bodies; {left} still held {time.monotonic() - t0:.1f}s later")
     assert sent >= HOSTILE * 0.9
     assert left == 0, f"{left} sockets of gone clients still held (CLOSE-WAIT)"
@@ -129,7 +63,7 @@ def test_half_sent_bodies_free_their_slots(serve):
     # Bodies that stop arriving, their clients still connected.
     stalled = [connect_from(f"127.0.0.{20 + i % 4}", port) for i in range(20)]
     for s in stalled:
-        s.sendall(head + body[:100])
+        s.sendall(half_post(token, part=0.02))
     t0 = time.monotonic()
     while not all(closed_by_server(s) for s in stalled) and time.monotonic() - t0 < 40:
         time.sleep(0.25)
