@@ -1,7 +1,7 @@
 /* http: trainyard's HTTP layer over libmicrohttpd — the daemon and each request's life.
  *
- * Design. One daemon with an internal thread pool polling with poll() calls
- * on_access() several times per request: once when the headers are in (we match the route and
+ * Design. One daemon with an internal thread pool (poll(): see below) calls on_access()
+ * several times per request: once when the headers are in (we match the route and
  * refuse what we can before reading: 404, 405, 413 by Content-Length), once per piece of body
  * (kept in memory or written to a temporary file, within the route's cap), and once when the
  * body is complete, where the route's handler runs. A handler either answers (one
