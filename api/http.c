@@ -1,7 +1,7 @@
 /* http: trainyard's HTTP layer over libmicrohttpd — the daemon and each request's life.
  *
- * Design. One daemon with an internal thread pool (epoll, poll where epoll is missing) calls
- * on_access() several times per request: once when the headers are in (we match the route and
+ * Design. One daemon with an internal thread pool (poll(): see below) calls on_access()
+ * several times per request: once when the headers are in (we match the route and
  * refuse what we can before reading: 404, 405, 413 by Content-Length), once per piece of body
  * (kept in memory or written to a temporary file, within the route's cap), and once when the
  * body is complete, where the route's handler runs. A handler either answers (one
@@ -11,7 +11,8 @@
  *
  * Files: http.c (this: daemon, request life, bodies, log), http_route.c (matching and what a
  * handler reads), http_reply.c (answers, problem+json, http_body_json), http_file.c (files with
- * ranges), http_park.c (signals, parking, streams). Shared structures: http_priv.h.
+ * ranges), http_park.c (signals, parking, streams), http_conn.c (admission, head deadline).
+ * Shared structures: http_priv.h.
  *
  * Invariants: every request gets exactly one answer or its connection is closed; a handler
  * returning 0 without answering or parking is a bug answered with 500 and logged; a 413, 404
@@ -20,6 +21,20 @@
  * read is answered at once when a body was announced (libmicrohttpd then closes the connection
  * rather than read it); one found while the body arrives is answered when it ends, the rest
  * being read and dropped up to HTTP_DISCARD_MAX, past which the connection is closed.
+ *
+ * Poll, not epoll: libmicrohttpd 0.9.75's epoll loop is edge-triggered and clears its
+ * read-ready mark on any short read, so a client's FIN that arrived with its last bytes is never
+ * read: a client that sent half a request and hung up held its connection until the idle
+ * timeout (then 120 s), and a thousand of them filled the limit. poll() reports the end again
+ * until it is read. The idle timeout (HTTP_IDLE_TIMEOUT_S, restarted by every byte) bounds a
+ * stalled body or a client that stopped reading; suspended connections are exempt from it.
+ *
+ * Slow clients (http_conn.c): a connection has HTTP_HEAD_TIMEOUT_S from opening, or from its
+ * last answer, to deliver a whole request head, or it is cut (slowloris trickles header lines
+ * to defeat the idle timeout). Connections per client address are capped (max_per_client),
+ * and the last eighth of the connection limit is a reserve that only light clients (fewer than
+ * HTTP_LIGHT_CONNS connections open) may take, so workers and people still get in while a few
+ * heavy addresses hold the rest. The limit is sized from RLIMIT_NOFILE (conn_limit below).
  *
  * TLS: with a certificate and key in the config the daemon speaks only HTTPS (GnuTLS inside
  * libmicrohttpd); nothing above the daemon changes: suspend/resume, streams and the pool work
@@ -39,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -46,10 +62,10 @@
 #include "api/http_priv.h"
 #include "util/timeutil.h"
 
-#define HTTP_MAX_CONNECTIONS 1000
-#define HTTP_IDLE_TIMEOUT_S  120        /* a connection silent this long is closed (not parked) */
-#define HTTP_CONN_MEMORY     (32 << 10) /* per connection: request line + headers must fit */
-#define HTTP_DISCARD_MAX     (1 << 20)  /* body bytes read and dropped past a cap, then close */
+#define HTTP_IDLE_TIMEOUT_S 15         /* no byte in or out this long: closed (not if parked) */
+#define HTTP_CONN_MEMORY    (32 << 10) /* per connection: request line + headers must fit */
+#define HTTP_DISCARD_MAX    (1 << 20)  /* body bytes read and dropped past a cap, then close */
+#define HTTP_FDS_ASIDE      128        /* descriptors not for connections: SQLite, logs, workers */
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
@@ -418,6 +434,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         if (!r)
             return MHD_NO;
         *con_cls = r;
+        http_conn_waiting(s, conn, 0);
         req_begin(r);
         if (r->reject_status && req_has_body(r)) {
             /* answer before reading: libmicrohttpd then closes instead of reading the body */
@@ -511,7 +528,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     http_req *r = *con_cls;
     char method[24], path[240];
 
-    (void)conn;
+    http_conn_waiting(s, conn, 1);
     if (!r)
         return;
     log_clean(method, sizeof(method), r->method ? r->method : "-");
@@ -549,6 +566,20 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 /* ---- the server ----------------------------------------------------------------------------- */
+
+/* The connection limit: the config's, else what the open-file limit allows (a connection may
+ * hold a second descriptor, an upload's or a download's file), within 16..HTTP_MAX_CONNECTIONS. */
+static unsigned conn_limit(const http_config *cfg)
+{
+    struct rlimit rl;
+    rlim_t n = HTTP_MAX_CONNECTIONS;
+
+    if (cfg->max_connections)
+        n = cfg->max_connections;
+    else if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        n = rl.rlim_cur > 2 * HTTP_FDS_ASIDE ? (rl.rlim_cur - HTTP_FDS_ASIDE) / 2 : 16;
+    return n > HTTP_MAX_CONNECTIONS ? HTTP_MAX_CONNECTIONS : n < 16 ? 16 : (unsigned)n;
+}
 
 static int config_check(const http_config *cfg, char *err)
 {
@@ -607,9 +638,11 @@ int http_start(const http_config *cfg, http_server **out, char *err)
     struct sockaddr_in sa;
     const char *bind = cfg->bind && cfg->bind[0] ? cfg->bind : "127.0.0.1";
     unsigned threads = cfg->threads ? cfg->threads : 4;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
+    unsigned max_conns = conn_limit(cfg);
     const union MHD_DaemonInfo *info;
-    int rc, epoll = MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES;
+    int rc;
 
     rc = config_check(cfg, err);
     if (rc < 0)
@@ -663,6 +696,13 @@ int http_start(const http_config *cfg, http_server **out, char *err)
         pthread_mutex_destroy(&s->lock);
         goto out;
     }
+    rc = http_conn_start(s, max_conns);
+    if (rc < 0) {
+        err_set(err, rc, "cannot start the connection watcher: %s", strerror(-rc));
+        http_park_stop(s);
+        pthread_mutex_destroy(&s->lock);
+        goto out;
+    }
     /* TLS rides in an option array, so that plain HTTP passes an empty one. */
     struct MHD_OptionItem tls[] = {{MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert},
                                    {MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key},
@@ -672,21 +712,15 @@ int http_start(const http_config *cfg, http_server **out, char *err)
     else
         tls[0].option = MHD_OPTION_END;
     s->starting = 1;
-    for (int attempt = 0; attempt < 2 && !s->d; attempt++) {
-        unsigned f = flags | (epoll && attempt == 0 ? MHD_USE_EPOLL : MHD_USE_POLL);
-        errno = 0;
-        s->d = MHD_start_daemon(
-            f, (uint16_t)cfg->port, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER,
-            on_mhd_log, s, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE, threads,
-            MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
-            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
-            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
-            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_UNESCAPE_CALLBACK,
-            unescape_none, s, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
-        if (!s->d && (errno == EADDRINUSE || errno == EACCES || errno == EADDRNOTAVAIL ||
-                      (s->tls_cert && s->start_msg[0])))
-            break; /* poll would fail the same way */
-    }
+    errno = 0;
+    s->d = MHD_start_daemon(
+        flags, (uint16_t)cfg->port, http_conn_admit, s, on_access, s, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_log, s, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE, threads,
+        MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)HTTP_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
+        MHD_OPTION_NOTIFY_CONNECTION, http_conn_notify, s, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, s, MHD_OPTION_ARRAY, tls,
+        MHD_OPTION_END);
     int start_errno = errno;
     pthread_mutex_lock(&s->lock);
     s->starting = 0;
@@ -696,6 +730,7 @@ int http_start(const http_config *cfg, http_server **out, char *err)
         /* GnuTLS refused the certificate or the key; libmicrohttpd said why in its log. */
         rc = err_set(err, -EINVAL, "cannot serve TLS with this certificate and key: %s",
                      s->start_msg[0] ? s->start_msg : "libmicrohttpd refused them");
+        http_conn_stop(s);
         http_park_stop(s);
         pthread_mutex_destroy(&s->lock);
         goto out;
@@ -703,6 +738,7 @@ int http_start(const http_config *cfg, http_server **out, char *err)
     if (!s->d) {
         rc = errno ? -errno : -EIO;
         err_set(err, rc, "cannot listen on %s:%d: %s", bind, cfg->port, strerror(-rc));
+        http_conn_stop(s);
         http_park_stop(s);
         pthread_mutex_destroy(&s->lock);
         goto out;
@@ -737,9 +773,10 @@ void http_stop(http_server *s)
     http_park_resume_all(s);
     for (int waited = 0; atomic_load(&s->live) > 0 && waited < HTTP_STOP_GRACE_MS; waited += 2)
         usleep(2000);
-    MHD_stop_daemon(s->d);
+    MHD_stop_daemon(s->d); /* notifies every connection CLOSED */
     if (s->listen_fd >= 0)
         close(s->listen_fd);
+    http_conn_stop(s);
     http_park_stop(s);
     pthread_mutex_destroy(&s->lock);
     server_free(s);

@@ -75,7 +75,15 @@ typedef struct http_config {
     /* HTTPS: the PEM text of the certificate (chain, leaf first) and of its private key; both
      * NULL serves plain HTTP. Copied by http_start. */
     const char *tls_cert_pem, *tls_key_pem;
+    /* Open connections at most; 0 sizes it from the open-file limit (RLIMIT_NOFILE: two
+     * descriptors a connection, for an upload's or a download's file, 128 kept aside), at
+     * most HTTP_MAX_CONNECTIONS. The last eighth is kept for light clients (http_conn.c). */
+    unsigned max_connections;
+    /* Open connections one client address may hold; 0: no limit. */
+    unsigned max_per_client;
 } http_config;
+
+#define HTTP_MAX_CONNECTIONS 4096
 
 /* Starts listening and serving. bind must be a numeric IPv4 address ("0.0.0.0" for all);
  * -EINVAL for a bad config (a certificate without a key or the reverse, or TLS material that

@@ -22,7 +22,8 @@
  * Disconnects. A suspended connection does not notice its client leaving. A stream checks its
  * socket (a non-blocking MSG_PEEK) each time it is about to wait, so a gone client is found at
  * the next heartbeat at the latest and its state freed; a parked request finds out when it is
- * woken and answers. */
+ * woken: libmicrohttpd's poll() loop usually reads the end first and ends the request
+ * unanswered (its state freed), else the handler runs and may ask http_client_gone(). */
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>

@@ -30,6 +30,13 @@
 #define HTTP_STOP_GRACE_MS 1000      /* http_stop waits this long for woken requests to answer */
 #define HTTP_FILE_BLOCK    (1 << 16) /* block size of streamed and file answers */
 
+typedef struct http_conn http_conn;
+
+typedef struct http_addr_slot {
+    unsigned count; /* open connections from key; 0: the slot is empty */
+    unsigned char key[16];
+} http_addr_slot;
+
 typedef struct http_park_entry {
     struct http_park_entry *prev, *next; /* on sig->parked while suspended */
     http_signal *sig;
@@ -70,6 +77,19 @@ struct http_server {
      * (http_stat_codes, the last column every other status) and bytes sent; see http_stats */
     _Atomic uint64_t (*stat_count)[HTTP_STAT_CODES + 1];
     _Atomic uint64_t *stat_bytes;
+
+    /* connections (http_conn.c), all under conn_lock but the fields set at start */
+    pthread_mutex_t conn_lock;
+    pthread_cond_t conn_tick; /* wakes the watcher (CLOCK_MONOTONIC) */
+    pthread_t watcher;
+    int watcher_started, conn_quit;
+    unsigned max_conns, reserve;          /* the limit; its last slots are for light clients */
+    unsigned n_conns;                     /* open (notified STARTED, not yet CLOSED) */
+    http_conn *waiting, *waiting_tail;    /* waiting for a request head, earliest deadline first */
+    http_addr_slot *addr_slots;           /* open connections per client address */
+    size_t n_addr_slots;                  /* a power of two, at least twice max_conns */
+    unsigned long conn_refused, conn_cut; /* since they were last logged */
+    double conn_logged;
 };
 
 typedef struct http_header_pair {
@@ -139,6 +159,18 @@ void http_park_resume_all(http_server *s);
  * when its signal was raised since the call began (call the handler again), or -ESHUTDOWN. */
 int http_park_commit(http_req *r);
 uint64_t http_park_seq(http_server *s);
+
+/* http_conn.c: admission and the request-head deadline */
+int http_conn_start(http_server *s, unsigned max_conns);
+void http_conn_stop(http_server *s);
+/* libmicrohttpd's accept policy: MHD_NO refuses the connection (per-address limit, reserve) */
+enum MHD_Result http_conn_admit(void *cls, const struct sockaddr *addr, socklen_t len);
+/* libmicrohttpd's MHD_OPTION_NOTIFY_CONNECTION: tracks the connection from open to close */
+void http_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                      enum MHD_ConnectionNotificationCode code);
+/* waiting 0: conn's request head is in (its first on_access call), no deadline until the
+ * request ends; 1: it has ended, and the next head is due within the head timeout */
+void http_conn_waiting(http_server *s, struct MHD_Connection *conn, int waiting);
 
 /* http_route.c: decodes the query string; a request with an encoded NUL in any argument is
  * answered 400 here (returns nonzero having answered), so no handler sees a value cut short. */

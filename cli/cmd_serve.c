@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,6 +86,10 @@ static const char usage_text[] =
     "  --max-queued N       queued jobs one token may have at once; more submits get 429\n"
     "                       (default 10000; 0: no limit)\n"
     "  --threads N          HTTP threads (default 4)\n"
+    "  --max-connections-per-client N\n"
+    "                       open connections one client address may hold; more are refused\n"
+    "                       (default 256; 0: no limit, e.g. behind a reverse proxy, where\n"
+    "                       every client has the proxy's address)\n"
     "  --shutdown-seconds N on SIGTERM/SIGINT, exit within this long: local workers\n"
     "                       checkpoint their jobs and hand them back to the queue meanwhile\n"
     "                       (default 10)\n"
@@ -179,6 +184,18 @@ static int serve_lock(const char *data_dir)
     return rc < 0 ? -1 : fd;
 }
 
+/* Every connection is a descriptor, and the HTTP layer sizes its connection limit from the
+ * open-file limit: take the soft limit up to the hard one (often 1024 of 524288). */
+static void nofile_raise(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        log_line("cannot raise the open-file limit; the connection limit stays small");
+}
+
 static int make_dir(const char *path)
 {
     if (mkdir(path, 0700) != 0 && errno != EEXIST) {
@@ -236,7 +253,7 @@ int cmd_serve(int argc, char **argv)
     const char *bind = "127.0.0.1", *data_dir = "./trainyard-data", *root = NULL;
     const char *tls_cert = NULL, *tls_key = NULL, *dataset_ca = NULL;
     long port = 8080, workers = -1, lease = 30, stall = 0, threads = 4, every = 10, bound = 10;
-    long max_queued = 10000;
+    long max_queued = 10000, per_client = 256;
     uint64_t max_dataset = 0, max_artifact = 4ull << 30;
     const char *max_dataset_text = NULL;
     static char allow[CLI_ALLOW_LEN];
@@ -283,6 +300,8 @@ int cmd_serve(int argc, char **argv)
             rc = cli_bytes("serve", a, v, &max_artifact);
         else if (!strcmp(a, "--max-queued"))
             rc = parse_count(a, v, 100000000, &max_queued);
+        else if (!strcmp(a, "--max-connections-per-client"))
+            rc = parse_count(a, v, 100000, &per_client);
         else if (!strcmp(a, "--threads"))
             rc = parse_count(a, v, 256, &threads);
         else if (!strcmp(a, "--shutdown-seconds"))
@@ -347,6 +366,7 @@ int cmd_serve(int argc, char **argv)
 
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN);
+    nofile_raise();
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
@@ -394,7 +414,8 @@ int cmd_serve(int argc, char **argv)
                        .authorize = api_authorize,
                        .log = log_request,
                        .tls_cert_pem = cert_pem,
-                       .tls_key_pem = key_pem};
+                       .tls_key_pem = key_pem,
+                       .max_per_client = (unsigned)per_client};
     int started = http_start(&cfg, &a.http, err); /* it keeps copies */
     cli_pem_free(cert_pem);
     cli_pem_free(key_pem);
