@@ -622,8 +622,15 @@ static void test_authorize_hook(void)
     CHECK(r.body && strstr(r.body, "\"caller\":\"good\"") != NULL);
     resp_free(&r);
 
+    /* Sent as libcurl sends a large body, asking to continue first: the 401 comes instead of
+     * "100 Continue" and the body is never sent. (A client that sends it all unasked may see the
+     * connection reset instead: the server closes with the body unread, and TCP then drops the
+     * answer the client had not read yet. Not the server's choice, so not tested here.) */
     last_upload[0] = '\0';
-    send_body("PUT", "/guarded-upload", NULL, blob, sizeof(blob), 0, &r);
+    req_opts big = {"PUT", "/guarded-upload", {"Expect: 100-continue", NULL},
+                    blob,  sizeof(blob),      0};
+    memset(&r, 0, sizeof(r));
+    do_req(&big, &r);
     check_problem(&r, 401, "Unauthorized", NULL);
     resp_free(&r);
     CHECK(last_upload[0] == '\0');
