@@ -13,7 +13,7 @@
 #include "db/db.h"
 #include "db/jobs.h"
 #include "db/tokens.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 /* ---- who may call what (api/auth.c) ------------------------------------------------------ */
 
@@ -88,7 +88,7 @@ db *api_db(http_req *r, app *a);
 /* Raises sig when the server made one (tests may run without). */
 void api_raise(http_signal *sig);
 /* 400 problem+json listing errs; returns what http_reply_problem returns. */
-int api_reply_invalid(http_req *r, const char *title, const job_errors *errs);
+int api_reply_invalid(http_req *r, const char *title, const field_errors *errs);
 /* 400 problem+json for one bad parameter or header. */
 int api_reply_bad_param(http_req *r, const char *field, const char *message);
 /* The thread's database into *d and the {id} job into *out; -EIO, or -ENOENT with a sentence

@@ -186,7 +186,7 @@ int api_tokens_create(http_req *r, void *ctx)
     int rc = http_body_json(r, &body);
     if (rc < 0)
         return rc; /* answered */
-    job_errors errs;
+    field_errors errs;
     const char *name_s = NULL;
     int role_v = -1;
     if (api_token_request_parse(body, &name_s, &role_v, &errs) < 0) {

@@ -17,7 +17,7 @@
 #include <time.h>
 
 #include "util/json_out.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 /* ---- scalars ---------------------------------------------------------------------------- */
 

@@ -33,7 +33,7 @@
 #include "util/sha256.h"
 #include "util/timeutil.h"
 #include "util/url.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 #define API_LIST_DEFAULT 50
 #define API_LIST_MAX     500
@@ -85,7 +85,7 @@ int api_jobs_submit(http_req *r, void *ctx)
     int rc = http_body_json(r, &body);
     if (rc < 0)
         return rc; /* answered */
-    job_errors errs;
+    field_errors errs;
     rc = job_from_json(body, &spec, &errs);
     if (rc == -EINVAL) {
         rc = api_reply_invalid(r, "Invalid job document", &errs);

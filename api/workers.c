@@ -63,7 +63,7 @@ int api_workers_register(http_req *r, void *ctx)
     if (rc < 0)
         return rc; /* answered */
     api_registration reg;
-    job_errors errs;
+    field_errors errs;
     db_worker w;
     memset(&w, 0, sizeof w);
     rc = api_registration_parse(body, &reg, &errs);
@@ -217,7 +217,7 @@ int api_workers_heartbeat(http_req *r, void *ctx)
     if (rc < 0)
         return rc; /* answered */
     api_heartbeat hb;
-    job_errors errs;
+    field_errors errs;
     rc = api_heartbeat_parse(body, &hb, &errs);
     if (rc == -EINVAL) {
         rc = api_reply_invalid(r, "Invalid heartbeat", &errs);
@@ -278,7 +278,7 @@ int api_workers_complete(http_req *r, void *ctx)
         return rc; /* answered */
     int status = 0;
     const char *error = NULL;
-    job_errors errs;
+    field_errors errs;
     rc = api_completion_parse(body, &status, &error, &errs);
     if (rc == -EINVAL) {
         rc = api_reply_invalid(r, "Invalid completion", &errs);

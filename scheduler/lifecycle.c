@@ -20,7 +20,7 @@
 #include "db/events.h"
 #include "db/logs.h"
 #include "db/workers.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 #define SCHED_SEEN_EVERY_MS 1000 /* an idle lease poll records the visit at most this often */
 #define SCHED_LEASE_EXPIRED "lease expired"

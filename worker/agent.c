@@ -546,7 +546,7 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
     say("job %s attempt %lld", job_id,
         (long long)json_integer_value(json_object_get(lease, "attempt")));
 
-    job_errors errs = {0};
+    field_errors errs = {0};
     job_spec *job = NULL;
     int bad = job_from_json(doc, &job, &errs) < 0;
     json_decref(doc);

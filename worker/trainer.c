@@ -595,8 +595,8 @@ static json_t *model_config(run *r)
         json_array_append_new(layers,
                               json_pack("{s:s, s:i, s:i, s:s, s:s, s:s}", "type", "dense", "in",
                                         l->in, "out", l->out, "activation",
-                                        job_activation_name(l->act), "weight", w, "bias", b));
-        module += l->act == KERN_ACT_LINEAR ? 1 : 2;
+                                        job_activation_name(l->job_act), "weight", w, "bias", b));
+        module += l->job_act == JOB_ACT_LINEAR ? 1 : 2;
     }
     const char *output = r->loss == MODEL_LOSS_SOFTMAX_XENT ? "softmax"
                          : r->loss == MODEL_LOSS_BCE        ? "sigmoid"
@@ -644,7 +644,7 @@ static int write_model(run *r, char *err)
         t[nt].shape[0] = l->out;
         off += (size_t)l->out;
         nt++;
-        module += l->act == KERN_ACT_LINEAR ? 1 : 2;
+        module += l->job_act == JOB_ACT_LINEAR ? 1 : 2;
     }
 
     json_t *std = r->mean ? json_pack("{s:o, s:o}", "mean", floats_json(r->mean, d->cols), "std",

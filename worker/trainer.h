@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 typedef struct trainer_epoch {
     int epoch;                     /* 1-based */

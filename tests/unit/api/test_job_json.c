@@ -394,7 +394,7 @@ static void test_encodings(void)
 }
 
 /* Index of the error on field, or -1. */
-static int error_on(const job_errors *errs, const char *field)
+static int error_on(const field_errors *errs, const char *field)
 {
     for (size_t i = 0; i < errs->count; i++) {
         if (strcmp(errs->items[i].field, field) == 0)
@@ -405,7 +405,7 @@ static int error_on(const job_errors *errs, const char *field)
 
 static void test_bodies(void)
 {
-    job_errors errs;
+    field_errors errs;
     api_registration reg;
     json_t *b = json_loads("{\"name\":\"box\",\"devices\":[{\"index\":0,\"name\":\"A100\","
                            "\"type\":\"gpu\"},{\"index\":1,"
