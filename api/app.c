@@ -15,7 +15,7 @@
 #include <strings.h>
 
 #include "api/api_priv.h"
-#include "api/job_json.h"
+#include "api/encode.h"
 #include "db/db.h"
 #include "scheduler/lifecycle.h"
 
@@ -126,7 +126,7 @@ int api_reply_list(http_req *r, const char *key, json_t *list, int rc)
             err_set(http_errbuf(r), rc, "out of memory");
         return rc;
     }
-    json_t *body = api_json_pack(&key, &list, 1);
+    json_t *body = api_encode_object(&key, &list, 1);
     if (!body)
         return err_set(http_errbuf(r), -ENOMEM, "out of memory");
     return http_reply_json(r, 200, body);

@@ -21,7 +21,7 @@
 
 #include "api/api_priv.h"
 #include "api/bodies.h"
-#include "api/job_json.h"
+#include "api/encode.h"
 #include "db/tokens.h"
 #include "db/workers.h"
 #include "util/timeutil.h"
@@ -207,7 +207,7 @@ int api_tokens_create(http_req *r, void *ctx)
     atomic_fetch_add(&api_tokens_generation, 1);
     app_log(a, "token %s created: %s (%s) by token %s", t.id, t.name, db_role_name(t.role),
             api_caller_of(r)->token_id);
-    json_t *o = api_token_json(&t);
+    json_t *o = api_encode_token(&t);
     if (!o || json_object_set_new(o, "token", json_string(secret)) < 0) {
         json_decref(o);
         return err_set(http_errbuf(r), -ENOMEM, "out of memory");
@@ -220,7 +220,7 @@ int api_tokens_create(http_req *r, void *ctx)
 
 static int api_token_add(void *ctx, const db_token *t)
 {
-    json_t *o = api_token_json(t);
+    json_t *o = api_encode_token(t);
     return o && json_array_append_new(ctx, o) == 0 ? 0 : -ENOMEM;
 }
 

@@ -14,11 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/job_json.h"
+#include "api/encode.h"
 #include "db/jobs.h"
 #include "db/tokens.h"
 #include "db/workers.h"
 #include "job/job.h"
+#include "util/utf8.h"
 
 /* 1 with *out set when v is an integer, or a real with an integral value (3.0) as JSON Schema
  * counts integers; 0 otherwise. */
@@ -64,7 +65,7 @@ static const char *api_get_string(const json_t *v, const char *field, size_t max
         return NULL;
     }
     const char *s = json_string_value(v);
-    size_t n = api_utf8_chars(s);
+    size_t n = utf8_chars(s);
     if (n < 1 || n > max_chars || strlen(s) != json_string_length(v)) {
         field_errors_add(errs, field, "must be 1 to %zu characters (no NUL)", max_chars);
         return NULL;
@@ -254,7 +255,7 @@ int api_heartbeat_parse(const json_t *body, api_heartbeat *out, field_errors *er
         json_t *line;
         json_array_foreach (logs, i, line) {
             const char *s = json_string_value(line);
-            if (!s || api_utf8_chars(s) > API_LOG_LINE_CHARS) {
+            if (!s || utf8_chars(s) > API_LOG_LINE_CHARS) {
                 char f[64];
                 snprintf(f, sizeof f, "logs[%zu]", i);
                 field_errors_add(errs, f, "must be a string of at most %d characters",
@@ -294,7 +295,7 @@ int api_completion_parse(const json_t *body, int *status, const char **error, fi
         field_errors_add(errs, "status", "must be one of succeeded, failed, cancelled");
     json_t *e = json_object_get(body, "error");
     const char *text = NULL;
-    if (e && (!json_is_string(e) || api_utf8_chars(json_string_value(e)) > API_ERROR_CHARS))
+    if (e && (!json_is_string(e) || utf8_chars(json_string_value(e)) > API_ERROR_CHARS))
         field_errors_add(errs, "error", "must be a string of at most %d characters",
                          API_ERROR_CHARS);
     else if (e)

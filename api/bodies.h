@@ -2,7 +2,7 @@
  * WorkerRegistration, Heartbeat and Completion) and of TokenRequest, reporting every problem as
  * {field, message} like job_parse() does for job documents, so a 400 names each bad field.
  *
- * Like job_json.c this needs only jansson and the db row types, not the HTTP framework.
+ * Like encode.c this needs only jansson and the db row types, not the HTTP framework.
  * Parsed values borrow from the JSON body they came from (which must outlive them), except
  * api_heartbeat's arrays, which api_heartbeat_free() releases. */
 #ifndef TRAINYARD_API_BODIES_H

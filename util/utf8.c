@@ -72,3 +72,11 @@ void utf8_trim_end(char *s)
     if (n - (lead - 1) < want)
         s[lead - 1] = '\0';
 }
+
+size_t utf8_chars(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}

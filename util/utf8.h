@@ -13,5 +13,7 @@ void utf8_clean(char *dst, size_t cap, const char *src);
 /* Cuts s (NUL-terminated) so that it does not end inside a UTF-8 sequence (after snprintf
  * truncated it, say). */
 void utf8_trim_end(char *s);
+/* Number of UTF-8 characters in s (bytes that do not continue a character). */
+size_t utf8_chars(const char *s);
 
 #endif
