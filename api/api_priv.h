@@ -51,7 +51,7 @@ int api_jobs_list(http_req *r, void *app);
 int api_jobs_get(http_req *r, void *app);
 int api_jobs_cancel(http_req *r, void *app);
 int api_jobs_delete(http_req *r, void *app);
-/* api/progress.c */
+/* api/job_output.c */
 int api_jobs_metrics(http_req *r, void *app);
 int api_jobs_logs(http_req *r, void *app);
 int api_jobs_events(http_req *r, void *app);

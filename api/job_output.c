@@ -1,5 +1,5 @@
-/* progress: GET /jobs/{id}/metrics, GET /jobs/{id}/logs (?follow=true) and
- * GET /jobs/{id}/events (Server-Sent Events).
+/* job_output: what a job puts out, as people watch it — GET /jobs/{id}/metrics,
+ * GET /jobs/{id}/logs (?follow=true) and GET /jobs/{id}/events (Server-Sent Events).
  *
  * Logs and events are pulled streams (http_reply_stream): each pull reads what is new from
  * SQLite with the pool thread's own connection, formats it into a pending buffer, and hands the
