@@ -37,9 +37,11 @@ typedef struct api_caller {
 /* http_config.authorize: the bearer token, its role against access, a worker's token. */
 int api_authorize(http_req *r, void *app, unsigned access);
 const api_caller *api_caller_of(http_req *r);
-/* 1 when the caller may see a job owned by token owner ("" for none): admins and workers see
- * every job (workers only through their leases), users only their own, a caller that is not
- * authenticated none. */
+/* 1 when the caller's role sees every job: admin, and worker (only through its leases). An
+ * allow-list: a role added later sees no job until it is named here or in api_may_see. */
+int api_sees_every_job(const api_caller *c);
+/* 1 when the caller may see a job owned by token owner ("" for none): those that see every
+ * job, a user its own, anyone else (no role, metrics, not authenticated) none. */
 int api_may_see(http_req *r, const char *owner);
 int api_tokens_create(http_req *r, void *app);
 int api_tokens_list(http_req *r, void *app);

@@ -48,10 +48,17 @@ const api_caller *api_caller_of(http_req *r)
     return http_auth(r);
 }
 
+int api_sees_every_job(const api_caller *c)
+{
+    return c->authenticated && (c->role == DB_ROLE_ADMIN || c->role == DB_ROLE_WORKER);
+}
+
 int api_may_see(http_req *r, const char *owner)
 {
     const api_caller *c = api_caller_of(r);
-    return c->authenticated && (c->role != DB_ROLE_USER || strcmp(c->token_id, owner) == 0);
+    if (api_sees_every_job(c))
+        return 1;
+    return c->authenticated && c->role == DB_ROLE_USER && strcmp(c->token_id, owner) == 0;
 }
 
 /* Which roles an access mask admits, as words for a 403's sentence. */
@@ -59,7 +66,7 @@ static void api_access_words(unsigned access, char *buf, size_t cap)
 {
     size_t n = 0;
     buf[0] = '\0';
-    for (int role = 0; role < DB_N_ROLES; role++) {
+    for (int role = DB_ROLE_NONE + 1; role < DB_N_ROLES; role++) {
         if (!(access & API_ROLE_BIT(role)))
             continue;
         n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s%s", n ? " or " : "",

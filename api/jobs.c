@@ -204,7 +204,7 @@ int api_jobs_list(http_req *r, void *ctx)
                                    "is not a cursor this server made: pass next_cursor as is");
     f.limit = (int)lim + 1;
     const api_caller *caller = api_caller_of(r);
-    if (!caller->authenticated || caller->role == DB_ROLE_USER)
+    if (!api_sees_every_job(caller))
         f.owner = caller->token_id; /* "" when not authenticated: no job */
 
     db *d = api_db(r, a);
