@@ -87,7 +87,7 @@ static db_job sample_job(void)
     return j;
 }
 
-static void test_job_json_schema(void)
+static void test_encode_job_schema(void)
 {
     char required[32][32], props[32][32];
     int n_req = 0, n_props = 0;
@@ -484,7 +484,7 @@ static void test_bodies(void)
 
 int main(void)
 {
-    test_job_json_schema();
+    test_encode_job_schema();
     test_attempts();
     test_times();
     test_small_objects();
