@@ -13,7 +13,7 @@
 #include "db/db.h"
 #include "db/jobs.h"
 #include "db/tokens.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 /* ---- who may call what (api/auth.c) ------------------------------------------------------ */
 
@@ -37,9 +37,11 @@ typedef struct api_caller {
 /* http_config.authorize: the bearer token, its role against access, a worker's token. */
 int api_authorize(http_req *r, void *app, unsigned access);
 const api_caller *api_caller_of(http_req *r);
-/* 1 when the caller may see a job owned by token owner ("" for none): admins and workers see
- * every job (workers only through their leases), users only their own, a caller that is not
- * authenticated none. */
+/* 1 when the caller's role sees every job: admin, and worker (only through its leases). An
+ * allow-list: a role added later sees no job until it is named here or in api_may_see. */
+int api_sees_every_job(const api_caller *c);
+/* 1 when the caller may see a job owned by token owner ("" for none): those that see every
+ * job, a user its own, anyone else (no role, metrics, not authenticated) none. */
 int api_may_see(http_req *r, const char *owner);
 int api_tokens_create(http_req *r, void *app);
 int api_tokens_list(http_req *r, void *app);
@@ -51,7 +53,7 @@ int api_jobs_list(http_req *r, void *app);
 int api_jobs_get(http_req *r, void *app);
 int api_jobs_cancel(http_req *r, void *app);
 int api_jobs_delete(http_req *r, void *app);
-/* api/progress.c */
+/* api/job_output.c */
 int api_jobs_metrics(http_req *r, void *app);
 int api_jobs_logs(http_req *r, void *app);
 int api_jobs_events(http_req *r, void *app);
@@ -88,7 +90,7 @@ db *api_db(http_req *r, app *a);
 /* Raises sig when the server made one (tests may run without). */
 void api_raise(http_signal *sig);
 /* 400 problem+json listing errs; returns what http_reply_problem returns. */
-int api_reply_invalid(http_req *r, const char *title, const job_errors *errs);
+int api_reply_invalid(http_req *r, const char *title, const field_errors *errs);
 /* 400 problem+json for one bad parameter or header. */
 int api_reply_bad_param(http_req *r, const char *field, const char *message);
 /* The thread's database into *d and the {id} job into *out; -EIO, or -ENOENT with a sentence

@@ -15,7 +15,7 @@
 #include <strings.h>
 
 #include "api/api_priv.h"
-#include "api/job_json.h"
+#include "api/encode.h"
 #include "db/db.h"
 #include "scheduler/lifecycle.h"
 
@@ -66,7 +66,7 @@ void api_raise(http_signal *sig)
         http_signal_raise(sig);
 }
 
-int api_reply_invalid(http_req *r, const char *title, const job_errors *errs)
+int api_reply_invalid(http_req *r, const char *title, const field_errors *errs)
 {
     char detail[96];
     snprintf(detail, sizeof detail, "%zu problem%s; `errors` names each field", errs->count,
@@ -76,7 +76,7 @@ int api_reply_invalid(http_req *r, const char *title, const job_errors *errs)
 
 int api_reply_bad_param(http_req *r, const char *field, const char *message)
 {
-    job_errors errs;
+    field_errors errs;
     errs.count = 1;
     snprintf(errs.items[0].field, sizeof errs.items[0].field, "%s", field);
     snprintf(errs.items[0].message, sizeof errs.items[0].message, "%s", message);
@@ -126,7 +126,7 @@ int api_reply_list(http_req *r, const char *key, json_t *list, int rc)
             err_set(http_errbuf(r), rc, "out of memory");
         return rc;
     }
-    json_t *body = api_json_pack(&key, &list, 1);
+    json_t *body = api_encode_object(&key, &list, 1);
     if (!body)
         return err_set(http_errbuf(r), -ENOMEM, "out of memory");
     return http_reply_json(r, 200, body);

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "api/api_priv.h"
-#include "api/job_json.h"
+#include "api/encode.h"
 #include "db/artifacts.h"
 #include "db/jobs.h"
 #include "scheduler/lifecycle.h"
@@ -29,7 +29,7 @@
 
 static int api_artifact_add(void *ctx, const db_artifact *a)
 {
-    json_t *o = api_artifact_json(a);
+    json_t *o = api_encode_artifact(a);
     if (!o || json_array_append_new(ctx, o) < 0)
         return -ENOMEM;
     return 0;
@@ -59,7 +59,7 @@ static int api_digest_b64(const char *hex, char out[48])
             return -EINVAL;
         raw[i] = (uint8_t)v;
     }
-    return api_base64(raw, sizeof raw, 0, out, 48) < 0 ? -EINVAL : 0;
+    return api_encode_base64(raw, sizeof raw, 0, out, 48) < 0 ? -EINVAL : 0;
 }
 
 int api_artifacts_get(http_req *r, void *ctx)
@@ -123,7 +123,7 @@ int api_artifacts_upload(http_req *r, void *ctx)
     rc = sched_artifact_add(d, http_param(r, "id"), worker, a->artifacts_dir, tmp, &art, err);
     if (rc < 0)
         return rc;
-    json_t *body = api_artifact_json(&art);
+    json_t *body = api_encode_artifact(&art);
     if (!body)
         return err_set(err, -ENOMEM, "out of memory");
     return http_reply_json(r, 201, body);

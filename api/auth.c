@@ -21,7 +21,7 @@
 
 #include "api/api_priv.h"
 #include "api/bodies.h"
-#include "api/job_json.h"
+#include "api/encode.h"
 #include "db/tokens.h"
 #include "db/workers.h"
 #include "util/timeutil.h"
@@ -48,10 +48,17 @@ const api_caller *api_caller_of(http_req *r)
     return http_auth(r);
 }
 
+int api_sees_every_job(const api_caller *c)
+{
+    return c->authenticated && (c->role == DB_ROLE_ADMIN || c->role == DB_ROLE_WORKER);
+}
+
 int api_may_see(http_req *r, const char *owner)
 {
     const api_caller *c = api_caller_of(r);
-    return c->authenticated && (c->role != DB_ROLE_USER || strcmp(c->token_id, owner) == 0);
+    if (api_sees_every_job(c))
+        return 1;
+    return c->authenticated && c->role == DB_ROLE_USER && strcmp(c->token_id, owner) == 0;
 }
 
 /* Which roles an access mask admits, as words for a 403's sentence. */
@@ -59,7 +66,7 @@ static void api_access_words(unsigned access, char *buf, size_t cap)
 {
     size_t n = 0;
     buf[0] = '\0';
-    for (int role = 0; role < DB_N_ROLES; role++) {
+    for (int role = DB_ROLE_NONE + 1; role < DB_N_ROLES; role++) {
         if (!(access & API_ROLE_BIT(role)))
             continue;
         n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s%s", n ? " or " : "",
@@ -186,7 +193,7 @@ int api_tokens_create(http_req *r, void *ctx)
     int rc = http_body_json(r, &body);
     if (rc < 0)
         return rc; /* answered */
-    job_errors errs;
+    field_errors errs;
     const char *name_s = NULL;
     int role_v = -1;
     if (api_token_request_parse(body, &name_s, &role_v, &errs) < 0) {
@@ -207,7 +214,7 @@ int api_tokens_create(http_req *r, void *ctx)
     atomic_fetch_add(&api_tokens_generation, 1);
     app_log(a, "token %s created: %s (%s) by token %s", t.id, t.name, db_role_name(t.role),
             api_caller_of(r)->token_id);
-    json_t *o = api_token_json(&t);
+    json_t *o = api_encode_token(&t);
     if (!o || json_object_set_new(o, "token", json_string(secret)) < 0) {
         json_decref(o);
         return err_set(http_errbuf(r), -ENOMEM, "out of memory");
@@ -220,7 +227,7 @@ int api_tokens_create(http_req *r, void *ctx)
 
 static int api_token_add(void *ctx, const db_token *t)
 {
-    json_t *o = api_token_json(t);
+    json_t *o = api_encode_token(t);
     return o && json_array_append_new(ctx, o) == 0 ? 0 : -ENOMEM;
 }
 

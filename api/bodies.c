@@ -14,28 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/job_json.h"
+#include "api/encode.h"
 #include "db/jobs.h"
 #include "db/tokens.h"
 #include "db/workers.h"
-
-void api_errors_add(job_errors *errs, const char *field, const char *fmt, ...)
-{
-    if (errs->count >= JOB_MAX_ERRORS) {
-        job_error *last = &errs->items[JOB_MAX_ERRORS - 1];
-        last->field[0] = '\0';
-        snprintf(last->message, sizeof last->message,
-                 "more than %d problems; fix these and send again to see the rest",
-                 JOB_MAX_ERRORS - 1);
-        return;
-    }
-    job_error *e = &errs->items[errs->count++];
-    snprintf(e->field, sizeof e->field, "%s", field);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-}
+#include "job/job.h"
+#include "util/utf8.h"
 
 /* 1 with *out set when v is an integer, or a real with an integral value (3.0) as JSON Schema
  * counts integers; 0 otherwise. */
@@ -56,7 +40,7 @@ static int api_integer(const json_t *v, long long *out)
 
 /* Reports every member of obj not in known (NULL-terminated) as unknown. */
 static void api_unknown_members(const json_t *obj, const char *prefix, const char *const *known,
-                                job_errors *errs)
+                                field_errors *errs)
 {
     const char *key;
     json_t *val;
@@ -67,23 +51,23 @@ static void api_unknown_members(const json_t *obj, const char *prefix, const cha
         if (!found) {
             char field[128];
             snprintf(field, sizeof field, "%s%s", prefix, key);
-            api_errors_add(errs, field, "unknown field");
+            field_errors_add(errs, field, "unknown field");
         }
     }
 }
 
 /* A string of 1..max_chars characters; NULL (with an error) otherwise. */
 static const char *api_get_string(const json_t *v, const char *field, size_t max_chars,
-                                  job_errors *errs)
+                                  field_errors *errs)
 {
     if (!json_is_string(v)) {
-        api_errors_add(errs, field, "must be a string");
+        field_errors_add(errs, field, "must be a string");
         return NULL;
     }
     const char *s = json_string_value(v);
-    size_t n = api_utf8_chars(s);
+    size_t n = utf8_chars(s);
     if (n < 1 || n > max_chars || strlen(s) != json_string_length(v)) {
-        api_errors_add(errs, field, "must be 1 to %zu characters (no NUL)", max_chars);
+        field_errors_add(errs, field, "must be 1 to %zu characters (no NUL)", max_chars);
         return NULL;
     }
     return s;
@@ -91,21 +75,21 @@ static const char *api_get_string(const json_t *v, const char *field, size_t max
 
 /* ---- WorkerRegistration ----------------------------------------------------------------- */
 
-static unsigned api_device_check(const json_t *dev, size_t i, job_errors *errs)
+static unsigned api_device_check(const json_t *dev, size_t i, field_errors *errs)
 {
     static const char *const types[] = {"gpu", "cpu", "accelerator", "other"};
     static const unsigned bits[] = {DB_KIND_GPU, DB_KIND_CPU, DB_KIND_OTHER, DB_KIND_OTHER};
     char f[128];
     if (!json_is_object(dev)) {
         snprintf(f, sizeof f, "devices[%zu]", i);
-        api_errors_add(errs, f, "must be an object");
+        field_errors_add(errs, f, "must be an object");
         return 0;
     }
     json_t *index = json_object_get(dev, "index");
     long long n = 0;
     snprintf(f, sizeof f, "devices[%zu].index", i);
     if (!api_integer(index, &n) || n < 0)
-        api_errors_add(errs, f, "must be an integer >= 0");
+        field_errors_add(errs, f, "must be an integer >= 0");
     snprintf(f, sizeof f, "devices[%zu].name", i);
     api_get_string(json_object_get(dev, "name"), f, 256, errs);
     snprintf(f, sizeof f, "devices[%zu].type", i);
@@ -116,7 +100,7 @@ static unsigned api_device_check(const json_t *dev, size_t i, job_errors *errs)
             kind = bits[k];
     }
     if (!kind)
-        api_errors_add(errs, f, "must be one of gpu, cpu, accelerator, other");
+        field_errors_add(errs, f, "must be one of gpu, cpu, accelerator, other");
     static const char *const strings[] = {"platform", "opencl_c_version"};
     static const char *const ints[] = {"compute_units", "global_mem_bytes"};
     static const char *const known[] = {"index",
@@ -135,7 +119,7 @@ static unsigned api_device_check(const json_t *dev, size_t i, job_errors *errs)
         v = json_object_get(dev, ints[k]);
         snprintf(f, sizeof f, "devices[%zu].%s", i, ints[k]);
         if (v && (!api_integer(v, &n) || n < 0))
-            api_errors_add(errs, f, "must be an integer >= 0");
+            field_errors_add(errs, f, "must be an integer >= 0");
     }
     /* Only what the API describes is stored and shown again in GET /workers and /devices. */
     snprintf(f, sizeof f, "devices[%zu].", i);
@@ -143,7 +127,7 @@ static unsigned api_device_check(const json_t *dev, size_t i, job_errors *errs)
     return kind;
 }
 
-int api_registration_parse(const json_t *body, api_registration *out, job_errors *errs)
+int api_registration_parse(const json_t *body, api_registration *out, field_errors *errs)
 {
     static const char *const known[] = {"name", "devices", NULL};
     errs->count = 0;
@@ -152,7 +136,7 @@ int api_registration_parse(const json_t *body, api_registration *out, job_errors
     json_t *devices = json_object_get(body, "devices");
     if (!json_is_array(devices) || json_array_size(devices) < 1 ||
         json_array_size(devices) > API_MAX_DEVICES) {
-        api_errors_add(errs, "devices", "must be an array of 1 to %d devices", API_MAX_DEVICES);
+        field_errors_add(errs, "devices", "must be an array of 1 to %d devices", API_MAX_DEVICES);
     } else {
         size_t i;
         json_t *dev;
@@ -172,7 +156,7 @@ int api_registration_parse(const json_t *body, api_registration *out, job_errors
 
 /* A number (integer or real) into *out; with nullable, JSON null gives NAN. */
 static void api_get_number(const json_t *obj, const char *key, size_t i, int required, int nullable,
-                           double min, double *out, job_errors *errs)
+                           double min, double *out, field_errors *errs)
 {
     char f[128];
     snprintf(f, sizeof f, "epochs[%zu].%s", i, key);
@@ -180,24 +164,24 @@ static void api_get_number(const json_t *obj, const char *key, size_t i, int req
     *out = NAN;
     if (!v) {
         if (required)
-            api_errors_add(errs, f, "is required");
+            field_errors_add(errs, f, "is required");
         return;
     }
     if (json_is_null(v) && nullable)
         return;
     if (!json_is_number(v)) {
-        api_errors_add(errs, f, nullable ? "must be a number or null" : "must be a number");
+        field_errors_add(errs, f, nullable ? "must be a number or null" : "must be a number");
         return;
     }
     double d = json_number_value(v);
     if (d < min) {
-        api_errors_add(errs, f, "must be >= %g", min);
+        field_errors_add(errs, f, "must be >= %g", min);
         return;
     }
     *out = d;
 }
 
-static void api_epoch_parse(const json_t *e, size_t i, db_metric *m, job_errors *errs)
+static void api_epoch_parse(const json_t *e, size_t i, db_metric *m, field_errors *errs)
 {
     static const char *const known[] = {"epoch",        "loss",    "val_loss",           "accuracy",
                                         "val_accuracy", "seconds", "samples_per_second", NULL};
@@ -205,14 +189,14 @@ static void api_epoch_parse(const json_t *e, size_t i, db_metric *m, job_errors 
     memset(m, 0, sizeof *m);
     if (!json_is_object(e)) {
         snprintf(f, sizeof f, "epochs[%zu]", i);
-        api_errors_add(errs, f, "must be an object");
+        field_errors_add(errs, f, "must be an object");
         return;
     }
     json_t *epoch = json_object_get(e, "epoch");
     long long n = 0;
     snprintf(f, sizeof f, "epochs[%zu].epoch", i);
     if (!api_integer(epoch, &n) || n < 1 || n > JOB_MAX_EPOCHS)
-        api_errors_add(errs, f, "must be an integer from 1 to %d", JOB_MAX_EPOCHS);
+        field_errors_add(errs, f, "must be an integer from 1 to %d", JOB_MAX_EPOCHS);
     else
         m->epoch = (int)n;
     api_get_number(e, "loss", i, 1, 0, -INFINITY, &m->loss, errs);
@@ -225,7 +209,7 @@ static void api_epoch_parse(const json_t *e, size_t i, db_metric *m, job_errors 
     api_unknown_members(e, f, known, errs);
 }
 
-int api_heartbeat_parse(const json_t *body, api_heartbeat *out, job_errors *errs)
+int api_heartbeat_parse(const json_t *body, api_heartbeat *out, field_errors *errs)
 {
     static const char *const known[] = {"phase", "epochs", "logs", "dataset_bytes", NULL};
     errs->count = 0;
@@ -234,19 +218,19 @@ int api_heartbeat_parse(const json_t *body, api_heartbeat *out, job_errors *errs
     if (phase) {
         hb.phase = db_phase_parse(json_string_value(phase));
         if (hb.phase < 0) {
-            api_errors_add(errs, "phase", "must be one of downloading, training, uploading");
+            field_errors_add(errs, "phase", "must be one of downloading, training, uploading");
             hb.phase = DB_PHASE_NONE;
         }
     }
     json_t *bytes = json_object_get(body, "dataset_bytes");
     long long n = 0;
     if (bytes && (!api_integer(bytes, &n) || n < 0))
-        api_errors_add(errs, "dataset_bytes", "must be an integer >= 0");
+        field_errors_add(errs, "dataset_bytes", "must be an integer >= 0");
     hb.dataset_bytes = n > 0 ? (uint64_t)n : 0;
     json_t *epochs = json_object_get(body, "epochs");
     if (epochs && (!json_is_array(epochs) || json_array_size(epochs) > API_MAX_EPOCHS)) {
-        api_errors_add(errs, "epochs", "must be an array of at most %d EpochMetrics",
-                       API_MAX_EPOCHS);
+        field_errors_add(errs, "epochs", "must be an array of at most %d EpochMetrics",
+                         API_MAX_EPOCHS);
     } else if (epochs && json_array_size(epochs) > 0) {
         hb.epochs = calloc(json_array_size(epochs), sizeof *hb.epochs);
         if (!hb.epochs)
@@ -260,7 +244,7 @@ int api_heartbeat_parse(const json_t *body, api_heartbeat *out, job_errors *errs
     }
     json_t *logs = json_object_get(body, "logs");
     if (logs && (!json_is_array(logs) || json_array_size(logs) > API_MAX_LOG_LINES)) {
-        api_errors_add(errs, "logs", "must be an array of at most %d strings", API_MAX_LOG_LINES);
+        field_errors_add(errs, "logs", "must be an array of at most %d strings", API_MAX_LOG_LINES);
     } else if (logs && json_array_size(logs) > 0) {
         hb.logs = calloc(json_array_size(logs), sizeof *hb.logs);
         if (!hb.logs) {
@@ -271,11 +255,11 @@ int api_heartbeat_parse(const json_t *body, api_heartbeat *out, job_errors *errs
         json_t *line;
         json_array_foreach (logs, i, line) {
             const char *s = json_string_value(line);
-            if (!s || api_utf8_chars(s) > API_LOG_LINE_CHARS) {
+            if (!s || utf8_chars(s) > API_LOG_LINE_CHARS) {
                 char f[64];
                 snprintf(f, sizeof f, "logs[%zu]", i);
-                api_errors_add(errs, f, "must be a string of at most %d characters",
-                               API_LOG_LINE_CHARS);
+                field_errors_add(errs, f, "must be a string of at most %d characters",
+                                 API_LOG_LINE_CHARS);
             }
             hb.logs[i] = s ? s : "";
         }
@@ -301,18 +285,19 @@ void api_heartbeat_free(api_heartbeat *hb)
 
 /* ---- Completion ------------------------------------------------------------------------- */
 
-int api_completion_parse(const json_t *body, int *status, const char **error, job_errors *errs)
+int api_completion_parse(const json_t *body, int *status, const char **error, field_errors *errs)
 {
     static const char *const known[] = {"status", "error", NULL};
     errs->count = 0;
     const char *s = json_string_value(json_object_get(body, "status"));
     int st = db_status_parse(s);
     if (!db_status_terminal(st))
-        api_errors_add(errs, "status", "must be one of succeeded, failed, cancelled");
+        field_errors_add(errs, "status", "must be one of succeeded, failed, cancelled");
     json_t *e = json_object_get(body, "error");
     const char *text = NULL;
-    if (e && (!json_is_string(e) || api_utf8_chars(json_string_value(e)) > API_ERROR_CHARS))
-        api_errors_add(errs, "error", "must be a string of at most %d characters", API_ERROR_CHARS);
+    if (e && (!json_is_string(e) || utf8_chars(json_string_value(e)) > API_ERROR_CHARS))
+        field_errors_add(errs, "error", "must be a string of at most %d characters",
+                         API_ERROR_CHARS);
     else if (e)
         text = json_string_value(e);
     api_unknown_members(body, "", known, errs);
@@ -325,14 +310,14 @@ int api_completion_parse(const json_t *body, int *status, const char **error, jo
 
 /* ---- TokenRequest ----------------------------------------------------------------------- */
 
-int api_token_request_parse(const json_t *body, const char **name, int *role, job_errors *errs)
+int api_token_request_parse(const json_t *body, const char **name, int *role, field_errors *errs)
 {
     static const char *const known[] = {"name", "role", NULL};
     errs->count = 0;
     *name = api_get_string(json_object_get(body, "name"), "name", 128, errs);
     *role = db_role_parse(json_string_value(json_object_get(body, "role")));
     if (*role < 0)
-        api_errors_add(errs, "role", "must be one of admin, user, worker, metrics");
+        field_errors_add(errs, "role", "must be one of admin, user, worker, metrics");
     api_unknown_members(body, "", known, errs);
     return errs->count ? -EINVAL : 0;
 }

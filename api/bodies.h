@@ -2,7 +2,7 @@
  * WorkerRegistration, Heartbeat and Completion) and of TokenRequest, reporting every problem as
  * {field, message} like job_parse() does for job documents, so a 400 names each bad field.
  *
- * Like job_json.c this needs only jansson and the db row types, not the HTTP framework.
+ * Like encode.c this needs only jansson and the db row types, not the HTTP framework.
  * Parsed values borrow from the JSON body they came from (which must outlive them), except
  * api_heartbeat's arrays, which api_heartbeat_free() releases. */
 #ifndef TRAINYARD_API_BODIES_H
@@ -13,7 +13,7 @@
 #include <jansson.h>
 
 #include "db/metrics.h"
-#include "worker/job.h"
+#include "util/field_errors.h"
 
 #define API_MAX_DEVICES    64
 #define API_MAX_EPOCHS     1000 /* EpochMetrics per heartbeat */
@@ -36,22 +36,18 @@ typedef struct api_heartbeat {
     uint64_t dataset_bytes; /* dataset bytes fetched since the last heartbeat (0: none) */
 } api_heartbeat;
 
-/* Records one problem in errs (the last slot says when there are more than fit). */
-void api_errors_add(job_errors *errs, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 /* Checks a WorkerRegistration; -EINVAL with errs filled when invalid. */
-int api_registration_parse(const json_t *body, api_registration *out, job_errors *errs);
+int api_registration_parse(const json_t *body, api_registration *out, field_errors *errs);
 /* Checks a Heartbeat; -EINVAL with errs filled when invalid, -ENOMEM. */
-int api_heartbeat_parse(const json_t *body, api_heartbeat *out, job_errors *errs);
+int api_heartbeat_parse(const json_t *body, api_heartbeat *out, field_errors *errs);
 /* Releases a heartbeat's arrays; accepts NULL. */
 void api_heartbeat_free(api_heartbeat *hb);
 /* Checks a Completion: *status is DB_SUCCEEDED, DB_FAILED or DB_CANCELLED, *error borrowed or
  * NULL; -EINVAL with errs filled when invalid. */
-int api_completion_parse(const json_t *body, int *status, const char **error, job_errors *errs);
+int api_completion_parse(const json_t *body, int *status, const char **error, field_errors *errs);
 
 /* Checks a TokenRequest: *name borrowed, *role an enum db_role; -EINVAL with errs filled when
  * invalid. */
-int api_token_request_parse(const json_t *body, const char **name, int *role, job_errors *errs);
+int api_token_request_parse(const json_t *body, const char **name, int *role, field_errors *errs);
 
 #endif

@@ -34,7 +34,7 @@
 #include <jansson.h>
 
 #include "util/err.h"
-#include "worker/job.h"
+#include "util/field_errors.h"
 
 #define HTTP_MAX_PARAMS    4
 #define HTTP_JSON_MAX_BODY (1u << 20) /* JSON request bodies: 1 MiB */
@@ -204,7 +204,7 @@ int http_etag_match(const char *list, const char *tag);
  * unless the handler added its own, a 503 Retry-After: HTTP_RETRY_AFTER seconds. */
 #define HTTP_RETRY_AFTER "5"
 int http_reply_problem(http_req *r, int status, const char *title, const char *detail,
-                       const job_errors *errs);
+                       const field_errors *errs);
 /* problem+json for a negative code through the error table (api/api_error.h), detail from
  * http_errbuf(). 5xx answers are also logged. */
 int http_reply_error(http_req *r, int code);

@@ -18,6 +18,8 @@
 #include "util/json_out.h"
 #include "util/utf8.h"
 
+#include "job/job.h" /* JOB_MAX_JSON_DEPTH, until the depth limit is an HTTP setting */
+
 #define HTTP_DETAIL_MAX 1024 /* bytes of a problem's detail or message kept */
 
 static int ctype_is_json(const char *ct)
@@ -248,7 +250,7 @@ static json_t *json_clean_string(const char *s)
 }
 
 int http_reply_problem(http_req *r, int status, const char *title, const char *detail,
-                       const job_errors *errs)
+                       const field_errors *errs)
 {
     json_t *doc = json_object(), *list = NULL;
     int rc = reply_allowed(r, status);
@@ -269,7 +271,7 @@ int http_reply_problem(http_req *r, int status, const char *title, const char *d
         list = json_array();
         if (!list || json_object_set_new(doc, "errors", list))
             goto fail;
-        for (size_t i = 0; i < errs->count && i < JOB_MAX_ERRORS; i++) {
+        for (size_t i = 0; i < errs->count && i < FIELD_ERRORS_MAX; i++) {
             json_t *e = json_pack("{s:o, s:o}", "field", json_clean_string(errs->items[i].field),
                                   "message", json_clean_string(errs->items[i].message));
             if (!e || json_array_append_new(list, e))

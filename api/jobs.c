@@ -16,7 +16,7 @@
  * its Idempotency-Keys are its own.
  *
  * Listing: newest first (by the internal seq), filters status and name (exact), limit 1..500
- * (default 50), and an opaque cursor (api_cursor_encode) naming where the next page starts;
+ * (default 50), and an opaque cursor (api_encode_cursor) naming where the next page starts;
  * next_cursor is null on the last page. Each page reads limit + 1 rows to know. */
 #include <errno.h>
 #include <pthread.h>
@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "api/api_priv.h"
-#include "api/job_json.h"
+#include "api/encode.h"
 #include "db/events.h"
 #include "db/jobs.h"
 #include "scheduler/lifecycle.h"
@@ -33,7 +33,8 @@
 #include "util/sha256.h"
 #include "util/timeutil.h"
 #include "util/url.h"
-#include "worker/job.h"
+#include "util/utf8.h"
+#include "job/job.h"
 
 #define API_LIST_DEFAULT 50
 #define API_LIST_MAX     500
@@ -43,7 +44,7 @@
 static int api_reply_job(http_req *r, int status, const db_job *j, int location)
 {
     size_t len = 0;
-    char *body = api_job_text(j, &len);
+    char *body = api_encode_job_text(j, &len);
     if (!body)
         return err_set(http_errbuf(r), -ENOMEM, "cannot build the job's JSON");
     if (location) {
@@ -73,7 +74,7 @@ int api_jobs_submit(http_req *r, void *ctx)
                        "back");
     const api_caller *caller = api_caller_of(r);
     const char *key = http_header(r, "Idempotency-Key");
-    if (key && (!*key || api_utf8_chars(key) > API_IDEM_MAX))
+    if (key && (!*key || utf8_chars(key) > API_IDEM_MAX))
         return api_reply_bad_param(r, "Idempotency-Key", "must be 1 to 200 characters");
     /* Keys are the submitter's own: the same key from two tokens names two jobs. */
     char scoped_key[DB_ID_LEN + 2 + 4 * API_IDEM_MAX];
@@ -85,7 +86,7 @@ int api_jobs_submit(http_req *r, void *ctx)
     int rc = http_body_json(r, &body);
     if (rc < 0)
         return rc; /* answered */
-    job_errors errs;
+    field_errors errs;
     rc = job_from_json(body, &spec, &errs);
     if (rc == -EINVAL) {
         rc = api_reply_invalid(r, "Invalid job document", &errs);
@@ -166,7 +167,7 @@ static int api_page_add(void *ctx, const db_job *j)
         p->more = 1;
         return 0;
     }
-    json_t *o = api_job_json(j);
+    json_t *o = api_encode_job(j);
     if (!o || json_array_append_new(p->jobs, o) < 0) {
         p->failed = 1;
         return -ENOMEM;
@@ -190,19 +191,20 @@ int api_jobs_list(http_req *r, void *ctx)
                                        "cancelled");
     }
     f.name = http_query(r, "name");
-    if (f.name && (api_utf8_chars(f.name) > 128 || strlen(f.name) > DB_NAME_MAX))
+    if (f.name && (utf8_chars(f.name) > 128 || strlen(f.name) > DB_NAME_MAX))
         return api_reply_bad_param(r, "name", "must be at most 128 characters");
     const char *limit = http_query(r, "limit");
     long lim = API_LIST_DEFAULT;
     if (limit && api_parse_int(limit, 1, API_LIST_MAX, &lim) < 0)
         return api_reply_bad_param(r, "limit", "must be an integer from 1 to 500");
     const char *cursor = http_query(r, "cursor");
-    if (cursor && (strlen(cursor) > API_CURSOR_MAX || api_cursor_decode(cursor, &f.before_seq) < 0))
+    if (cursor &&
+        (strlen(cursor) > API_CURSOR_MAX || api_encode_cursor_seq(cursor, &f.before_seq) < 0))
         return api_reply_bad_param(r, "cursor",
                                    "is not a cursor this server made: pass next_cursor as is");
     f.limit = (int)lim + 1;
     const api_caller *caller = api_caller_of(r);
-    if (!caller->authenticated || caller->role == DB_ROLE_USER)
+    if (!api_sees_every_job(caller))
         f.owner = caller->token_id; /* "" when not authenticated: no job */
 
     db *d = api_db(r, a);
@@ -221,13 +223,13 @@ int api_jobs_list(http_req *r, void *ctx)
     json_t *next = json_null();
     if (page.more) {
         char c[API_CURSOR_MAX + 1];
-        api_cursor_encode(page.last_seq, c);
+        api_encode_cursor(page.last_seq, c);
         json_decref(next);
         next = json_string(c);
     }
     static const char *const keys[] = {"jobs", "next_cursor"};
     json_t *vals[] = {page.jobs, next};
-    json_t *body = api_json_pack(keys, vals, 2);
+    json_t *body = api_encode_object(keys, vals, 2);
     if (!body)
         return err_set(err, -ENOMEM, "out of memory");
     return http_reply_json(r, 200, body);
@@ -288,7 +290,7 @@ static api_cached_job *api_job_slot(const char *id)
 /* db_event_list() callback: one event into the attempts array. */
 static int api_job_attempt(void *ctx, const db_event *e)
 {
-    return api_attempts_add(ctx, e);
+    return api_encode_attempts_add(ctx, e);
 }
 
 int api_jobs_get(http_req *r, void *ctx)
@@ -314,7 +316,7 @@ int api_jobs_get(http_req *r, void *ctx)
         return rc;
     }
     size_t len = 0;
-    char *text = api_job_text_with(&j, attempts, &len);
+    char *text = api_encode_job_text_with(&j, attempts, &len);
     char owner[DB_ID_LEN + 1];
     memcpy(owner, j.owner, sizeof owner);
     db_job_clear(&j);

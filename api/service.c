@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "api/api_priv.h"
-#include "api/job_json.h"
+#include "api/encode.h"
 #include "db/jobs.h"
 #include "db/workers.h"
 #include "util/timeutil.h"
@@ -44,7 +44,7 @@ int api_service_health(http_req *r, void *ctx)
     static const char *const keys[] = {"status", "version", "workers", "queued", "running"};
     json_t *vals[] = {json_string("ok"), json_string(a->version ? a->version : TRAINYARD_VERSION),
                       json_integer(workers), json_integer(queued), json_integer(running)};
-    json_t *body = api_json_pack(keys, vals, 5);
+    json_t *body = api_encode_object(keys, vals, 5);
     if (!body)
         return err_set(err, -ENOMEM, "out of memory");
     return http_reply_json(r, 200, body);
@@ -88,7 +88,7 @@ int api_service_devices(http_req *r, void *ctx)
         return rc;
     }
     static const char *const keys[] = {"devices"};
-    json_t *body = api_json_pack(keys, &list, 1);
+    json_t *body = api_encode_object(keys, &list, 1);
     if (!body)
         return err_set(http_errbuf(r), -ENOMEM, "out of memory");
     return http_reply_json(r, 200, body);

@@ -21,7 +21,7 @@
 
 #include "api/api_priv.h"
 #include "api/bodies.h"
-#include "api/job_json.h"
+#include "api/encode.h"
 #include "db/workers.h"
 #include "scheduler/lifecycle.h"
 #include "util/json_out.h"
@@ -63,7 +63,7 @@ int api_workers_register(http_req *r, void *ctx)
     if (rc < 0)
         return rc; /* answered */
     api_registration reg;
-    job_errors errs;
+    field_errors errs;
     db_worker w;
     memset(&w, 0, sizeof w);
     rc = api_registration_parse(body, &reg, &errs);
@@ -91,7 +91,8 @@ int api_workers_register(http_req *r, void *ctx)
     rc = db_worker_insert(d, &w, err);
     if (rc < 0)
         goto out;
-    json_t *answer = api_worker_json(&w, api_gone_before(a, w.last_seen_at), api_lease_seconds(a));
+    json_t *answer =
+        api_encode_worker(&w, api_gone_before(a, w.last_seen_at), api_lease_seconds(a));
     rc = answer ? http_reply_json(r, 201, answer) : err_set(err, -ENOMEM, "out of memory");
 out:
     db_worker_clear(&w);
@@ -108,7 +109,7 @@ typedef struct api_worker_list {
 static int api_worker_add(void *ctx, const db_worker *w)
 {
     api_worker_list *l = ctx;
-    json_t *o = api_worker_json(w, l->gone_before, l->lease_seconds);
+    json_t *o = api_encode_worker(w, l->gone_before, l->lease_seconds);
     if (!o || json_array_append_new(l->arr, o) < 0)
         return -ENOMEM;
     return 0;
@@ -178,7 +179,7 @@ int api_workers_lease(http_req *r, void *ctx)
             telemetry_observe(&a->stats.submit_to_running,
                               (double)(j.started_at - j.created_at) / 1000.0);
         api_raise(a->changed);
-        json_t *body = api_lease_json(&j);
+        json_t *body = api_encode_lease(&j);
         int epoch = 0;
         if (body && db_job_checkpoint_epoch(d, j.seq, &epoch, err) == 0 && epoch > 0) {
             char path[512];
@@ -217,7 +218,7 @@ int api_workers_heartbeat(http_req *r, void *ctx)
     if (rc < 0)
         return rc; /* answered */
     api_heartbeat hb;
-    job_errors errs;
+    field_errors errs;
     rc = api_heartbeat_parse(body, &hb, &errs);
     if (rc == -EINVAL) {
         rc = api_reply_invalid(r, "Invalid heartbeat", &errs);
@@ -251,8 +252,8 @@ int api_workers_heartbeat(http_req *r, void *ctx)
     if (progressed)
         api_raise(a->changed);
     static const char *const keys[] = {"cancel", "lease_expires_at"};
-    json_t *vals[] = {json_boolean(beat.cancel), api_time_json(beat.lease_expires_at)};
-    json_t *answer = api_json_pack(keys, vals, 2);
+    json_t *vals[] = {json_boolean(beat.cancel), api_encode_time(beat.lease_expires_at)};
+    json_t *answer = api_encode_object(keys, vals, 2);
     if (!answer)
         return err_set(err, -ENOMEM, "out of memory");
     return http_reply_json(r, 200, answer);
@@ -261,7 +262,7 @@ int api_workers_heartbeat(http_req *r, void *ctx)
 /* Answers 200 with job j as a Job, and clears j. */
 static int api_workers_reply_job(http_req *r, db_job *j)
 {
-    json_t *answer = api_job_json(j);
+    json_t *answer = api_encode_job(j);
     db_job_clear(j);
     if (!answer)
         return err_set(http_errbuf(r), -ENOMEM, "cannot build the job's JSON");
@@ -278,7 +279,7 @@ int api_workers_complete(http_req *r, void *ctx)
         return rc; /* answered */
     int status = 0;
     const char *error = NULL;
-    job_errors errs;
+    field_errors errs;
     rc = api_completion_parse(body, &status, &error, &errs);
     if (rc == -EINVAL) {
         rc = api_reply_invalid(r, "Invalid completion", &errs);

@@ -27,7 +27,7 @@
 #include "db/db.h"
 #include "scheduler/lifecycle.h"
 #include "util/timeutil.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 #define BENCH_MAX_SAMPLES 400000
 

@@ -17,7 +17,7 @@
 
 #include <jansson.h>
 
-#include "api/job_json.h"
+#include "api/encode.h"
 #include "cli/cli.h"
 #include "cli/cli_client.h"
 #include "db/db.h"
@@ -164,7 +164,7 @@ static void print_list(const token_opts *o, json_t *tokens)
 
 static int collect(void *ctx, const db_token *t)
 {
-    json_t *o = api_token_json(t);
+    json_t *o = api_encode_token(t);
     return o && json_array_append_new(ctx, o) == 0 ? 0 : -ENOMEM;
 }
 
@@ -190,7 +190,7 @@ static int token_local(const token_opts *o)
         char secret[DB_TOKEN_SECRET_LEN + 1];
         rc = db_token_create(d, o->name, db_role_parse(o->role), now, &t, secret, err);
         if (rc == 0) {
-            json_t *j = api_token_json(&t);
+            json_t *j = api_encode_token(&t);
             print_created(o, j, secret);
             json_decref(j);
         }

@@ -12,7 +12,7 @@
 #include "kernels/kernels.h"
 #include "util/err.h"
 #include "worker/fetch.h"
-#include "worker/job.h"
+#include "job/job.h"
 #include "worker/trainer.h"
 
 /* The default least time between two checkpoints (see trainer.h for the trade-off). */
@@ -161,7 +161,7 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "trainyard train: %s\n", err);
         return 2;
     }
-    job_errors errs = {0};
+    field_errors errs = {0};
     job_spec *job = NULL;
     int rc = job_parse(text, len, &job, &errs);
     free(text);

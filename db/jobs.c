@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "db/workers.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 #define DB_JOB_COLS                                                                                \
     "seq, id, name, status, phase, attempt, max_attempts, priority, device_kind, "                 \

@@ -20,7 +20,7 @@
 
 enum db_status { DB_QUEUED, DB_RUNNING, DB_SUCCEEDED, DB_FAILED, DB_CANCELLED, DB_N_STATUS };
 enum db_phase { DB_PHASE_NONE, DB_PHASE_DOWNLOADING, DB_PHASE_TRAINING, DB_PHASE_UPLOADING };
-/* Device kinds a job asks for are enum job_device (worker/job.h): any, gpu, cpu. */
+/* Device kinds a job asks for are enum job_device (job/job.h): any, gpu, cpu. */
 
 typedef struct db_job {
     int64_t seq; /* internal order; 0 before insertion */

@@ -23,7 +23,7 @@ static const char SQL_TOKEN_REVOKE_NAMED[] =
 static const char SQL_TOKEN_COUNT[] =
     "SELECT count(*) FROM tokens WHERE role = ? AND revoked_at IS NULL";
 
-static const char *const db_role_names[DB_N_ROLES] = {"admin", "user", "worker", "metrics"};
+static const char *const db_role_names[DB_N_ROLES] = {NULL, "admin", "user", "worker", "metrics"};
 
 const char *db_role_name(int role)
 {
@@ -32,7 +32,7 @@ const char *db_role_name(int role)
 
 int db_role_parse(const char *s)
 {
-    for (int i = 0; s && i < DB_N_ROLES; i++)
+    for (int i = DB_ROLE_NONE + 1; s && i < DB_N_ROLES; i++)
         if (strcmp(s, db_role_names[i]) == 0)
             return i;
     return -1;

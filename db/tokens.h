@@ -16,7 +16,16 @@
 #define DB_TOKEN_SECRET_LEN 43 /* "ty_" + 40 hex digits */
 #define DB_TOKEN_HASH_LEN   64 /* hex SHA-256 */
 
-enum db_role { DB_ROLE_ADMIN, DB_ROLE_USER, DB_ROLE_WORKER, DB_ROLE_METRICS, DB_N_ROLES };
+/* 0 is no role, so a zeroed caller or token has none; the table stores the names, not these
+ * numbers. */
+enum db_role {
+    DB_ROLE_NONE = 0,
+    DB_ROLE_ADMIN,
+    DB_ROLE_USER,
+    DB_ROLE_WORKER,
+    DB_ROLE_METRICS,
+    DB_N_ROLES
+};
 
 typedef struct db_token {
     char id[DB_ID_LEN + 1];
@@ -28,9 +37,9 @@ typedef struct db_token {
 
 typedef int (*db_token_fn)(void *ctx, const db_token *t);
 
-/* "admin", "user", "worker", "metrics"; NULL out of range. */
+/* "admin", "user", "worker", "metrics"; NULL for DB_ROLE_NONE and out of range. */
 const char *db_role_name(int role);
-/* The enum db_role of a name; -1 when unknown. */
+/* The enum db_role of a name (never DB_ROLE_NONE); -1 when unknown. */
 int db_role_parse(const char *s);
 
 /* A new random secret (NUL-terminated) and its hash. */

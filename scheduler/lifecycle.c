@@ -1,6 +1,6 @@
 /* lifecycle: lease, complete, cancel, expire and delete (the diagram and the table
  * "transition → function" are in lifecycle.h; the submit is in submit.c, heartbeats and
- * artifacts in progress.c).
+ * artifacts in reports.c).
  *
  * Every function has the same shape: BEGIN IMMEDIATE (the write lock, so what is read inside
  * is what the write applies to), read the job, check the rule, one guarded write whose
@@ -20,7 +20,7 @@
 #include "db/events.h"
 #include "db/logs.h"
 #include "db/workers.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 #define SCHED_SEEN_EVERY_MS 1000 /* an idle lease poll records the visit at most this often */
 #define SCHED_LEASE_EXPIRED "lease expired"

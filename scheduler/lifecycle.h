@@ -48,7 +48,7 @@
  *     max_attempts (the job did nothing wrong), though the next lease still numbers it + 1.
  *     sched_worker_lost is the lapse without the wait, for a worker known dead (serve saw its
  *     local worker process exit): the attempt counts, as after a lapse.
- * Every transition into a terminal state then settles the job's checkpoint (progress.c,
+ * Every transition into a terminal state then settles the job's checkpoint (reports.c,
  * sched_checkpoint_settle): deleted, or kept as the artifact checkpoint.safetensors when the job
  * says "delete_checkpoint": false. It runs after the commit, best effort: a file left behind by
  * a crash in between is removed with the job (sched_job_delete).

@@ -58,3 +58,25 @@ void utf8_clean(char *dst, size_t cap, const char *src)
     }
     dst[o] = '\0';
 }
+
+void utf8_trim_end(char *s)
+{
+    size_t n = strlen(s);
+    size_t lead = n;
+    while (lead > 0 && ((unsigned char)s[lead - 1] & 0xC0) == 0x80)
+        lead--;
+    if (lead == 0)
+        return;
+    unsigned char c = (unsigned char)s[lead - 1];
+    size_t want = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (n - (lead - 1) < want)
+        s[lead - 1] = '\0';
+}
+
+size_t utf8_chars(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}

@@ -10,5 +10,10 @@ size_t utf8_seq_len(const unsigned char *p, size_t n);
 /* Copies src into dst (cap bytes with the NUL) as valid UTF-8: invalid bytes and control
  * characters other than tab and newline become '?'; a sequence that does not fit is dropped. */
 void utf8_clean(char *dst, size_t cap, const char *src);
+/* Cuts s (NUL-terminated) so that it does not end inside a UTF-8 sequence (after snprintf
+ * truncated it, say). */
+void utf8_trim_end(char *s);
+/* Number of UTF-8 characters in s (bytes that do not continue a character). */
+size_t utf8_chars(const char *s);
 
 #endif

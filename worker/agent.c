@@ -288,11 +288,25 @@ static void hook_log(void *user, const char *line)
     fprintf(stderr, "%s\n", line);
 }
 
-static void hook_phase(void *user, const char *phase)
+/* The Heartbeat's phase (openapi.yaml) for a trainer phase. The service's "uploading" covers
+ * the artifacts' whole way to the server: the trainer saving them, then upload() sending them. */
+static const char *agent_phase_name(int phase)
+{
+    switch (phase) {
+    case TRAINER_PHASE_DOWNLOADING:
+        return "downloading";
+    case TRAINER_PHASE_TRAINING:
+        return "training";
+    default:
+        return "uploading";
+    }
+}
+
+static void hook_phase(void *user, int phase)
 {
     beat *b = user;
     pthread_mutex_lock(&b->mu);
-    snprintf(b->phase, sizeof b->phase, "%s", phase);
+    snprintf(b->phase, sizeof b->phase, "%s", agent_phase_name(phase));
     b->urgent = 1;
     pthread_cond_signal(&b->cv);
     pthread_mutex_unlock(&b->mu);
@@ -546,7 +560,7 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
     say("job %s attempt %lld", job_id,
         (long long)json_integer_value(json_object_get(lease, "attempt")));
 
-    job_errors errs = {0};
+    field_errors errs = {0};
     job_spec *job = NULL;
     int bad = job_from_json(doc, &job, &errs) < 0;
     json_decref(doc);

@@ -37,6 +37,21 @@ static size_t round_up(size_t v, size_t to)
 }
 
 /* Fills m->layers from the job: hidden layers, then the output layer. */
+/* The kernels' activation for a job's; the job validated it, so anything else cannot occur. */
+static int model_kern_act(int job_act)
+{
+    switch (job_act) {
+    case JOB_ACT_RELU:
+        return KERN_ACT_RELU;
+    case JOB_ACT_TANH:
+        return KERN_ACT_TANH;
+    case JOB_ACT_SIGMOID:
+        return KERN_ACT_SIGMOID;
+    default:
+        return KERN_ACT_LINEAR;
+    }
+}
+
 static void layers_plan(model *m, const job_spec *job, int inputs, int outputs)
 {
     int width = inputs;
@@ -47,7 +62,8 @@ static void layers_plan(model *m, const job_spec *job, int inputs, int outputs)
         l->in = width;
         if (l->type == JOB_LAYER_DENSE) {
             l->out = job->layers[i].units;
-            l->act = job->layers[i].activation;
+            l->job_act = job->layers[i].activation;
+            l->act = model_kern_act(l->job_act);
         } else {
             l->out = width;
             l->rate = (float)job->layers[i].rate;
@@ -59,6 +75,7 @@ static void layers_plan(model *m, const job_spec *job, int inputs, int outputs)
     o->in = width;
     o->out = outputs;
     o->act = KERN_ACT_LINEAR;
+    o->job_act = JOB_ACT_LINEAR;
 }
 
 uint64_t model_device_bytes(const job_spec *job, int inputs, int outputs, int capacity)

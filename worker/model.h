@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 enum model_loss { MODEL_LOSS_SOFTMAX_XENT = 0, MODEL_LOSS_BCE = 1, MODEL_LOSS_MSE = 2 };
 
@@ -40,6 +40,8 @@ typedef struct model_layer {
     int in, out;         /* widths: for dropout in == out */
     int act;             /* dense: enum kern_act (the output layer is linear; the loss applies
                             softmax or sigmoid) */
+    int job_act;         /* dense: the same as the job's enum job_activation, for the model's
+                            metadata */
     float rate;          /* dropout */
     size_t w_off, b_off; /* dense: offsets in floats into the parameter buffer */
     cl_mem w, b, gw, gb; /* dense: sub-buffers of params and grads */

@@ -73,10 +73,10 @@ static void say(run *r, const char *fmt, ...)
         r->hooks->on_log(r->hooks->user, line);
 }
 
-static void phase(run *r, const char *name)
+static void phase(run *r, int phase_now)
 {
     if (r->hooks && r->hooks->on_phase)
-        r->hooks->on_phase(r->hooks->user, name);
+        r->hooks->on_phase(r->hooks->user, phase_now);
 }
 
 static int path_join(char *out, size_t cap, const char *dir, const char *name, char *err)
@@ -161,7 +161,7 @@ static int load_data(run *r, char *err)
                      .ca_file = r->opts->dataset_ca,
                      .allow_private = r->opts->allow_private,
                      .stop = r->opts->stop_download};
-    phase(r, "downloading");
+    phase(r, TRAINER_PHASE_DOWNLOADING);
     int rc = fetch_url(job->dataset_url, &fo, &text, &len, &st, err);
     if (rc < 0)
         return rc;
@@ -516,7 +516,7 @@ static int train_all(run *r, trainer_result *res, char *err)
     if (!perm)
         return err_set(err, -ENOMEM, "out of memory");
     int rc = 0, classification = r->loss != MODEL_LOSS_MSE;
-    phase(r, "training");
+    phase(r, TRAINER_PHASE_TRAINING);
     r->last_ckpt = time_mono();
     for (int epoch = r->start + 1; epoch <= r->job->epochs; epoch++) {
         double t0 = time_mono(), totals[MODEL_TOTALS];
@@ -595,8 +595,8 @@ static json_t *model_config(run *r)
         json_array_append_new(layers,
                               json_pack("{s:s, s:i, s:i, s:s, s:s, s:s}", "type", "dense", "in",
                                         l->in, "out", l->out, "activation",
-                                        job_activation_name(l->act), "weight", w, "bias", b));
-        module += l->act == KERN_ACT_LINEAR ? 1 : 2;
+                                        job_activation_name(l->job_act), "weight", w, "bias", b));
+        module += l->job_act == JOB_ACT_LINEAR ? 1 : 2;
     }
     const char *output = r->loss == MODEL_LOSS_SOFTMAX_XENT ? "softmax"
                          : r->loss == MODEL_LOSS_BCE        ? "sigmoid"
@@ -644,7 +644,7 @@ static int write_model(run *r, char *err)
         t[nt].shape[0] = l->out;
         off += (size_t)l->out;
         nt++;
-        module += l->act == KERN_ACT_LINEAR ? 1 : 2;
+        module += l->job_act == JOB_ACT_LINEAR ? 1 : 2;
     }
 
     json_t *std = r->mean ? json_pack("{s:o, s:o}", "mean", floats_json(r->mean, d->cols), "std",
@@ -734,7 +734,7 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
     if (rc == 0)
         rc = train_all(&r, &out, err);
     if (rc == 0 && !out.stopped) {
-        phase(&r, "uploading");
+        phase(&r, TRAINER_PHASE_SAVING);
         rc = write_model(&r, err);
     }
     out.seconds = time_mono() - t0;

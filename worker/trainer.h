@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 typedef struct trainer_epoch {
     int epoch;                     /* 1-based */
@@ -44,12 +44,20 @@ typedef struct trainer_epoch {
     double samples_per_second;     /* training rows per second */
 } trainer_epoch;
 
+/* Where a run is. The trainer only writes files (the artifacts into its output folder); a
+ * caller that sends them somewhere names that part of the run itself. */
+enum trainer_phase {
+    TRAINER_PHASE_DOWNLOADING = 0, /* fetching the dataset */
+    TRAINER_PHASE_TRAINING = 1,    /* the epochs */
+    TRAINER_PHASE_SAVING = 2,      /* writing the model and the other artifacts */
+};
+
 typedef struct trainer_hooks {
     void *user;
     /* A line for people (also written to train.log). May be NULL. */
     void (*on_log)(void *user, const char *line);
-    /* The phase changes: "downloading", "training", "uploading". May be NULL. */
-    void (*on_phase)(void *user, const char *phase);
+    /* The phase changes (enum trainer_phase). May be NULL. */
+    void (*on_phase)(void *user, int phase);
     /* After each epoch; a nonzero return stops training after that epoch. May be NULL. */
     int (*on_epoch)(void *user, const trainer_epoch *e);
     /* Polled between steps; nonzero stops training at once (no artifacts). May be NULL. */

@@ -1,8 +1,8 @@
-/* fuzz_job: libFuzzer target for the job-document validator (worker/job.c).
+/* fuzz_job: libFuzzer target for the job-document validator (job/job.c).
  *
  * Input: arbitrary bytes, handed to job_parse() as the text of a job document. Properties:
  * job_parse() never crashes or leaks, and fails with -EINVAL (with at least one error, at most
- * JOB_MAX_ERRORS) or succeeds; on success, the resolved document job_to_json() writes is
+ * FIELD_ERRORS_MAX) or succeeds; on success, the resolved document job_to_json() writes is
  * accepted by job_from_json(), and the spec that gives resolves to the same document (compared as
  * sorted compact JSON text), which is job.h's promise that job.json artifacts read back. The one
  * exception is a URL with credentials: the resolved document shows them as ***@, which
@@ -16,7 +16,7 @@
 #include <jansson.h>
 
 #include "util/url.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -31,10 +31,10 @@ static char *fuzz_dump(const json_t *doc)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     job_spec *spec = NULL, *again = NULL;
-    job_errors errs;
+    field_errors errs;
     int rc = job_parse((const char *)data, size, &spec, &errs);
     if (rc < 0) {
-        if (rc != -EINVAL || errs.count == 0 || errs.count > JOB_MAX_ERRORS)
+        if (rc != -EINVAL || errs.count == 0 || errs.count > FIELD_ERRORS_MAX)
             abort();
         return 0;
     }

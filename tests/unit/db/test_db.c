@@ -19,7 +19,7 @@
 #include "db/metrics.h"
 #include "db/workers.h"
 #include "tests/unit/check.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 static char tmp_dir[] = "/tmp/trainyard-test-db-XXXXXX";
 

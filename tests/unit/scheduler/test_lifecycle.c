@@ -24,7 +24,7 @@
 #include "db/workers.h"
 #include "scheduler/sweeper.h"
 #include "tests/unit/check.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 #define T0    1700000000000LL /* the test's epoch, ms */
 #define LEASE 30              /* lease seconds */

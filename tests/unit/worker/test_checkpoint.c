@@ -60,7 +60,7 @@ static job_spec *make_job(int seed)
              "\"learning_rate\": 0.01, \"validation_split\": 0.2, \"seed\": %d}}",
              dir, EPOCHS, seed);
     job_spec *job = NULL;
-    job_errors errs = {0};
+    field_errors errs = {0};
     if (job_parse(text, strlen(text), &job, &errs) < 0)
         cltest_die("job_parse", errs.items[0].message);
     return job;

@@ -140,7 +140,7 @@ static void gradcheck(cltest *t, int act, int loss, int dropout)
 static void descends(cltest *t, int optimizer)
 {
     char err[ERR_LEN];
-    job_spec *job = make_job(KERN_ACT_RELU, 0, optimizer);
+    job_spec *job = make_job(JOB_ACT_RELU, 0, optimizer);
     model *m = NULL;
     CHECK(model_new(t->c, t->k, job, INPUTS, 3, MODEL_LOSS_SOFTMAX_XENT, ROWS, &m, err) == 0);
     uint64_t s = 5;
@@ -184,12 +184,12 @@ int main(void)
 {
     cltest t;
     cltest_open(&t);
-    const int acts[] = {KERN_ACT_RELU, KERN_ACT_TANH, KERN_ACT_SIGMOID, KERN_ACT_LINEAR};
+    const int acts[] = {JOB_ACT_RELU, JOB_ACT_TANH, JOB_ACT_SIGMOID, JOB_ACT_LINEAR};
     const int losses[] = {MODEL_LOSS_SOFTMAX_XENT, MODEL_LOSS_BCE, MODEL_LOSS_MSE};
     for (int a = 0; a < 4; a++)
         for (int l = 0; l < 3; l++)
             gradcheck(&t, acts[a], losses[l], 0);
-    gradcheck(&t, KERN_ACT_TANH, MODEL_LOSS_SOFTMAX_XENT, 1);
+    gradcheck(&t, JOB_ACT_TANH, MODEL_LOSS_SOFTMAX_XENT, 1);
     descends(&t, JOB_OPT_SGD);
     descends(&t, JOB_OPT_ADAM);
     cltest_close(&t);

@@ -1,4 +1,4 @@
-/* job_json: the JSON the API answers with, built from database rows exactly as openapi.yaml
+/* encode: the JSON the API answers with, built from database rows exactly as openapi.yaml
  * describes it (Job, Attempt, EpochMetrics, Artifact, Worker, Lease), and the small text
  * encodings the handlers share (RFC 3339 times, base64, the list cursor).
  *
@@ -8,11 +8,11 @@
  * no property outside the schema appears (the schemas say additionalProperties: false).
  *
  * This file needs jansson and the db row types only, not the HTTP framework, so it is unit
- * tested on its own (tests/unit/api/test_job_json.c). Every json_t returned is a new reference
- * the caller owns; NULL means out of memory, or for api_job_json a stored document that is not
+ * tested on its own (tests/unit/api/test_encode.c). Every json_t returned is a new reference
+ * the caller owns; NULL means out of memory, or for api_encode_job a stored document that is not
  * a JSON object. */
-#ifndef TRAINYARD_API_JOB_JSON_H
-#define TRAINYARD_API_JOB_JSON_H
+#ifndef TRAINYARD_API_ENCODE_H
+#define TRAINYARD_API_ENCODE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -31,48 +31,45 @@
 #define API_CURSOR_LEN 16 /* a cursor: 16 lowercase hex digits (openapi: its pattern) */
 
 /* Writes ms since the epoch as RFC 3339 UTC with milliseconds. */
-void api_time_format(int64_t ms, char buf[API_TIME_LEN]);
+void api_encode_time_format(int64_t ms, char buf[API_TIME_LEN]);
 /* The time as a JSON string, or JSON null when ms is 0 ("not yet"). */
-json_t *api_time_json(int64_t ms);
+json_t *api_encode_time(int64_t ms);
 /* A JSON number, or JSON null for NAN or an infinity. */
-json_t *api_real_json(double v);
+json_t *api_encode_real(double v);
 
 /* The object with keys[i] = vals[i] for i < n, stealing every value; NULL when any value is
  * NULL or the object cannot be built (every value is released either way). */
-json_t *api_json_pack(const char *const *keys, json_t **vals, size_t n);
+json_t *api_encode_object(const char *const *keys, json_t **vals, size_t n);
 /* The Job object of GET /jobs/{id}. */
-json_t *api_job_json(const db_job *j);
+json_t *api_encode_job(const db_job *j);
 /* The same Job as JSON text (malloc'd, *len bytes, NUL-terminated), the stored document copied
  * in as it is rather than parsed and printed again; NULL when out of memory or the stored
  * document is not an object. */
-char *api_job_text(const db_job *j, size_t *len);
+char *api_encode_job_text(const db_job *j, size_t *len);
 /* The same with an `attempts` array (stolen, NULL: none), as GET /jobs/{id} answers. */
-char *api_job_text_with(const db_job *j, json_t *attempts, size_t *len);
+char *api_encode_job_text_with(const db_job *j, json_t *attempts, size_t *len);
 /* Folds one event of a job's history (oldest first) into `attempts`, an array of openapi's
  * Attempt objects: a lease starts one, the end of a running attempt (requeue, release, finish)
  * closes the last. Other events change nothing. 0, or -ENOMEM. */
-int api_attempts_add(json_t *attempts, const db_event *e);
+int api_encode_attempts_add(json_t *attempts, const db_event *e);
 /* One EpochMetrics object. */
-json_t *api_metric_json(const db_metric *m);
+json_t *api_encode_metric(const db_metric *m);
 /* One Artifact object. */
-json_t *api_artifact_json(const db_artifact *a);
+json_t *api_encode_artifact(const db_artifact *a);
 /* One Token object (never the secret, which the table does not hold). */
-json_t *api_token_json(const db_token *t);
+json_t *api_encode_token(const db_token *t);
 /* One Worker object: status is gone when marked so or unseen since gone_before (ms), busy
  * when it holds a job, else idle. */
-json_t *api_worker_json(const db_worker *w, int64_t gone_before, int lease_seconds);
+json_t *api_encode_worker(const db_worker *w, int64_t gone_before, int lease_seconds);
 /* The Lease object answering POST /workers/{worker}/lease. */
-json_t *api_lease_json(const db_job *j);
+json_t *api_encode_lease(const db_job *j);
 
 /* Standard (url = 0, padded) or base64url (url = 1, unpadded) of len bytes into out; returns
  * the length written, or -ENOSPC when cap is too small for it and a NUL. */
-int api_base64(const void *data, size_t len, int url, char *out, size_t cap);
+int api_encode_base64(const void *data, size_t len, int url, char *out, size_t cap);
 /* The list cursor naming the position before seq (opaque to clients: 16 hex digits). */
-void api_cursor_encode(int64_t seq, char out[API_CURSOR_MAX + 1]);
+void api_encode_cursor(int64_t seq, char out[API_CURSOR_MAX + 1]);
 /* The seq a cursor names; -EINVAL for anything not of the cursor's form. */
-int api_cursor_decode(const char *cursor, int64_t *seq);
-
-/* Number of UTF-8 characters in s (bytes that do not continue a character). */
-size_t api_utf8_chars(const char *s);
+int api_encode_cursor_seq(const char *cursor, int64_t *seq);
 
 #endif

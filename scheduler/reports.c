@@ -1,4 +1,4 @@
-/* progress: what a running job's worker sends while it holds the lease — heartbeats (lease,
+/* reports: what a running job's worker reports while it holds the lease — heartbeats (lease,
  * phase, metrics, log lines) and artifact uploads. Both are transitions running → running of
  * lifecycle.h and follow its shape: one BEGIN IMMEDIATE transaction, checked against the lease
  * holder, with a job_events row where something a person would want in the history happened

@@ -15,19 +15,20 @@
  * does not parse back until the real userinfo is put in again (the worker does so with the
  * lease's dataset_credentials). Every other resolved document parses back to the same spec.
  * Ownership: job_spec strings are owned by the spec; job_free() releases all, accepts NULL. */
-#ifndef TRAINYARD_WORKER_JOB_H
-#define TRAINYARD_WORKER_JOB_H
+#ifndef TRAINYARD_JOB_JOB_H
+#define TRAINYARD_JOB_JOB_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include <jansson.h>
 
+#include "util/field_errors.h"
+
 #define JOB_MAX_LAYERS     32
 #define JOB_MAX_UNITS      65536
 #define JOB_MAX_EPOCHS     100000
 #define JOB_MAX_BATCH      (1 << 20)
-#define JOB_MAX_ERRORS     32
 #define JOB_MAX_JSON_DEPTH 16
 #define JOB_MAX_DOC_BYTES  (1 << 20) /* job_parse() refuses longer text */
 
@@ -35,13 +36,14 @@ enum job_task { JOB_TASK_CLASSIFICATION = 0, JOB_TASK_REGRESSION = 1 };
 enum job_layer_type { JOB_LAYER_DENSE = 0, JOB_LAYER_DROPOUT = 1 };
 enum job_optimizer { JOB_OPT_SGD = 0, JOB_OPT_ADAM = 1 };
 enum job_device { JOB_DEVICE_ANY = 0, JOB_DEVICE_GPU = 1, JOB_DEVICE_CPU = 2 };
-/* Activations use enum kern_act's values (kernels/kernels.h): linear 0, relu 1, tanh 2,
- * sigmoid 3. "softmax" is accepted only where it is the output, which the task decides. */
+/* A dense layer's activation. "softmax" is accepted only where it is the output, which the task
+ * decides. The trainer maps these to the kernels' own values where it calls them. */
+enum job_activation { JOB_ACT_LINEAR = 0, JOB_ACT_RELU = 1, JOB_ACT_TANH = 2, JOB_ACT_SIGMOID = 3 };
 
 typedef struct job_layer {
     int type;       /* enum job_layer_type */
     int units;      /* dense */
-    int activation; /* dense: enum kern_act; default relu */
+    int activation; /* dense: enum job_activation; default relu */
     double rate;    /* dropout: 0 <= rate < 1 */
 } job_layer;
 
@@ -82,26 +84,16 @@ typedef struct job_spec {
                                 has the same switch under the same name) */
 } job_spec;
 
-typedef struct job_error {
-    char field[128];
-    char message[256];
-} job_error;
-
-typedef struct job_errors {
-    size_t count;
-    job_error items[JOB_MAX_ERRORS];
-} job_errors;
-
 /* Parses and validates a job document from text. On success *out is a new spec; on failure
  * returns -EINVAL with every problem in errs (a syntax error is one error on field ""). */
-int job_parse(const char *text, size_t len, job_spec **out, job_errors *errs);
+int job_parse(const char *text, size_t len, job_spec **out, field_errors *errs);
 /* The same from an already-parsed JSON value (borrowed). */
-int job_from_json(const json_t *doc, job_spec **out, job_errors *errs);
+int job_from_json(const json_t *doc, job_spec **out, field_errors *errs);
 /* The resolved document with every default filled in (new reference). */
 json_t *job_to_json(const job_spec *spec);
 /* Releases a spec; accepts NULL. */
 void job_free(job_spec *spec);
-/* "relu", "tanh", "sigmoid", "linear" for an enum kern_act value; NULL for any other. */
+/* "relu", "tanh", "sigmoid", "linear" for an enum job_activation value; NULL for any other. */
 const char *job_activation_name(int act);
 
 #endif

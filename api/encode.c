@@ -1,4 +1,4 @@
-/* job_json: rows to openapi.yaml's JSON, and the shared encodings (see job_json.h).
+/* encode: rows to openapi.yaml's JSON, and the shared encodings (see encode.h).
  *
  * jansson references: json_object_set_new() and json_array_append_new() steal the value, and
  * both accept NULL (they fail and set nothing), so a builder packs everything and checks only
@@ -7,7 +7,7 @@
  * The cursor is base64url of "s<seq>": opaque to clients (they pass next_cursor back as is),
  * trivially versioned by its first letter, and strict to decode (a canonical decimal seq > 0),
  * so a cursor that was not made here is a 400, not a silently different page. */
-#include "api/job_json.h"
+#include "api/encode.h"
 
 #include <errno.h>
 #include <math.h>
@@ -17,11 +17,11 @@
 #include <time.h>
 
 #include "util/json_out.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 /* ---- scalars ---------------------------------------------------------------------------- */
 
-void api_time_format(int64_t ms, char buf[API_TIME_LEN])
+void api_encode_time_format(int64_t ms, char buf[API_TIME_LEN])
 {
     time_t secs = (time_t)(ms / 1000);
     int frac = (int)(ms % 1000);
@@ -36,16 +36,16 @@ void api_time_format(int64_t ms, char buf[API_TIME_LEN])
     snprintf(buf, API_TIME_LEN, "%s.%03dZ", date, frac);
 }
 
-json_t *api_time_json(int64_t ms)
+json_t *api_encode_time(int64_t ms)
 {
     if (ms == 0)
         return json_null();
     char buf[API_TIME_LEN];
-    api_time_format(ms, buf);
+    api_encode_time_format(ms, buf);
     return json_string(buf);
 }
 
-json_t *api_real_json(double v)
+json_t *api_encode_real(double v)
 {
     return isfinite(v) ? json_real(v) : json_null();
 }
@@ -56,17 +56,9 @@ static json_t *api_opt_string(const char *s)
     return s && *s ? json_string(s) : json_null();
 }
 
-size_t api_utf8_chars(const char *s)
-{
-    size_t n = 0;
-    for (; *s; s++)
-        n += ((unsigned char)*s & 0xC0) != 0x80;
-    return n;
-}
-
 /* ---- the builders ---------------------------------------------------------------------- */
 
-json_t *api_json_pack(const char *const *keys, json_t **vals, size_t n)
+json_t *api_encode_object(const char *const *keys, json_t **vals, size_t n)
 {
     json_t *o = json_object();
     int ok = o != NULL;
@@ -96,7 +88,7 @@ static json_t *api_job_links(const char *id)
         snprintf(buf, sizeof buf, "/jobs/%s%s", id, suffixes[i]);
         vals[i] = json_string(buf);
     }
-    return api_json_pack(names, vals, 6);
+    return api_encode_object(names, vals, 6);
 }
 
 /* The Job object with `document` given (a new reference, stolen; NULL means out of memory) and
@@ -120,9 +112,9 @@ static json_t *api_job_with(const db_job *j, json_t *doc, json_t *attempts)
                       json_integer(j->attempt),
                       json_integer(j->max_attempts),
                       json_integer(j->priority),
-                      api_time_json(j->created_at),
-                      api_time_json(j->started_at),
-                      api_time_json(j->finished_at),
+                      api_encode_time(j->created_at),
+                      api_encode_time(j->started_at),
+                      api_encode_time(j->finished_at),
                       api_opt_string(j->error),
                       api_opt_string(j->device),
                       api_opt_string(j->worker_id),
@@ -132,10 +124,10 @@ static json_t *api_job_with(const db_job *j, json_t *doc, json_t *attempts)
                       api_job_links(j->id),
                       attempts};
     size_t n = sizeof vals / sizeof vals[0];
-    return api_json_pack(keys, vals, attempts ? n : n - 1);
+    return api_encode_object(keys, vals, attempts ? n : n - 1);
 }
 
-json_t *api_job_json(const db_job *j)
+json_t *api_encode_job(const db_job *j)
 {
     json_t *doc = json_loads(j->document ? j->document : "", 0, NULL);
     if (doc && !json_is_object(doc)) {
@@ -145,12 +137,12 @@ json_t *api_job_json(const db_job *j)
     return api_job_with(j, doc, NULL);
 }
 
-char *api_job_text(const db_job *j, size_t *len)
+char *api_encode_job_text(const db_job *j, size_t *len)
 {
-    return api_job_text_with(j, NULL, len);
+    return api_encode_job_text_with(j, NULL, len);
 }
 
-char *api_job_text_with(const db_job *j, json_t *attempts, size_t *len)
+char *api_encode_job_text_with(const db_job *j, json_t *attempts, size_t *len)
 {
     /* The stored document is compact JSON the server wrote itself at submit time; parsing and
      * printing it again on every GET was most of a GET's cost. The outer object is dumped with a
@@ -202,7 +194,7 @@ static void api_lease_reason(const char *reason, json_t **worker, json_t **devic
     }
 }
 
-int api_attempts_add(json_t *attempts, const db_event *e)
+int api_encode_attempts_add(json_t *attempts, const db_event *e)
 {
     if (e->from == DB_QUEUED && e->to == DB_RUNNING) {
         static const char *const keys[] = {"attempt",  "worker",  "device", "started_at",
@@ -212,11 +204,11 @@ int api_attempts_add(json_t *attempts, const db_event *e)
         json_t *vals[] = {json_integer(e->attempt),
                           worker,
                           device,
-                          api_time_json(e->at),
+                          api_encode_time(e->at),
                           json_null(),
                           json_null(),
                           json_null()};
-        json_t *o = api_json_pack(keys, vals, 7);
+        json_t *o = api_encode_object(keys, vals, 7);
         return o && json_array_append_new(attempts, o) == 0 ? 0 : -ENOMEM;
     }
     if (e->from != DB_RUNNING || e->to == DB_RUNNING)
@@ -226,36 +218,36 @@ int api_attempts_add(json_t *attempts, const db_event *e)
         json_integer_value(json_object_get(last, "attempt")) != e->attempt)
         return 0; /* an end without its start (history from before this rule): skipped */
     const char *outcome = e->to == DB_QUEUED ? "requeued" : db_status_name(e->to);
-    int rc = json_object_set_new(last, "ended_at", api_time_json(e->at));
+    int rc = json_object_set_new(last, "ended_at", api_encode_time(e->at));
     rc |= json_object_set_new(last, "outcome", json_string(outcome));
     rc |= json_object_set_new(last, "reason", e->reason[0] ? json_string(e->reason) : json_null());
     return rc == 0 ? 0 : -ENOMEM;
 }
 
-json_t *api_metric_json(const db_metric *m)
+json_t *api_encode_metric(const db_metric *m)
 {
     static const char *const keys[] = {"epoch",        "loss",    "val_loss",          "accuracy",
                                        "val_accuracy", "seconds", "samples_per_second"};
     json_t *vals[] = {json_integer(m->epoch),
-                      api_real_json(m->loss),
-                      api_real_json(m->val_loss),
-                      api_real_json(m->accuracy),
-                      api_real_json(m->val_accuracy),
+                      api_encode_real(m->loss),
+                      api_encode_real(m->val_loss),
+                      api_encode_real(m->accuracy),
+                      api_encode_real(m->val_accuracy),
                       json_real(isfinite(m->seconds) ? m->seconds : 0.0),
                       isfinite(m->samples_per_second) ? json_real(m->samples_per_second) : NULL};
     /* samples_per_second is optional and not nullable: left out when unknown */
     size_t n = vals[6] ? 7 : 6;
-    return api_json_pack(keys, vals, n);
+    return api_encode_object(keys, vals, n);
 }
 
-json_t *api_artifact_json(const db_artifact *a)
+json_t *api_encode_artifact(const db_artifact *a)
 {
     static const char *const keys[] = {"name", "size", "sha256"};
     json_t *vals[] = {json_string(a->name), json_integer(a->size), json_string(a->sha256)};
-    return api_json_pack(keys, vals, 3);
+    return api_encode_object(keys, vals, 3);
 }
 
-json_t *api_worker_json(const db_worker *w, int64_t gone_before, int lease_seconds)
+json_t *api_encode_worker(const db_worker *w, int64_t gone_before, int lease_seconds)
 {
     static const char *const keys[] = {"id",  "name",          "status",       "devices",
                                        "job", "registered_at", "last_seen_at", "lease_seconds"};
@@ -272,24 +264,24 @@ json_t *api_worker_json(const db_worker *w, int64_t gone_before, int lease_secon
                       json_string(status),
                       devices,
                       api_opt_string(w->job_id),
-                      api_time_json(w->registered_at),
-                      api_time_json(w->last_seen_at),
+                      api_encode_time(w->registered_at),
+                      api_encode_time(w->last_seen_at),
                       json_integer(lease_seconds)};
-    return api_json_pack(keys, vals, 8);
+    return api_encode_object(keys, vals, 8);
 }
 
-json_t *api_lease_json(const db_job *j)
+json_t *api_encode_lease(const db_job *j)
 {
     static const char *const keys[] = {"job_id", "attempt", "lease_expires_at", "document"};
     json_t *doc = json_loads(j->document ? j->document : "", 0, NULL);
     json_t *vals[] = {json_string(j->id), json_integer(j->attempt),
-                      api_time_json(j->lease_expires_at), doc};
-    return api_json_pack(keys, vals, 4);
+                      api_encode_time(j->lease_expires_at), doc};
+    return api_encode_object(keys, vals, 4);
 }
 
 /* ---- encodings -------------------------------------------------------------------------- */
 
-int api_base64(const void *data, size_t len, int url, char *out, size_t cap)
+int api_encode_base64(const void *data, size_t len, int url, char *out, size_t cap)
 {
     static const char std[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     static const char safe[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -321,12 +313,12 @@ int api_base64(const void *data, size_t len, int url, char *out, size_t cap)
     return (int)o;
 }
 
-void api_cursor_encode(int64_t seq, char out[API_CURSOR_MAX + 1])
+void api_encode_cursor(int64_t seq, char out[API_CURSOR_MAX + 1])
 {
     snprintf(out, API_CURSOR_MAX + 1, "%016llx", (unsigned long long)seq);
 }
 
-int api_cursor_decode(const char *cursor, int64_t *seq)
+int api_encode_cursor_seq(const char *cursor, int64_t *seq)
 {
     /* Exactly API_CURSOR_LEN lowercase hex digits, so that every cursor the schema allows names
      * a position; values past INT64_MAX name the newest end. */
@@ -344,10 +336,10 @@ int api_cursor_decode(const char *cursor, int64_t *seq)
     return 0;
 }
 
-json_t *api_token_json(const db_token *t)
+json_t *api_encode_token(const db_token *t)
 {
     static const char *const keys[] = {"id", "name", "role", "created_at", "revoked_at"};
     json_t *vals[] = {json_string(t->id), json_string(t->name), json_string(db_role_name(t->role)),
-                      api_time_json(t->created_at), api_time_json(t->revoked_at)};
-    return api_json_pack(keys, vals, 5);
+                      api_encode_time(t->created_at), api_encode_time(t->revoked_at)};
+    return api_encode_object(keys, vals, 5);
 }

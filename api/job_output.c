@@ -1,5 +1,5 @@
-/* progress: GET /jobs/{id}/metrics, GET /jobs/{id}/logs (?follow=true) and
- * GET /jobs/{id}/events (Server-Sent Events).
+/* job_output: what a job puts out, as people watch it — GET /jobs/{id}/metrics,
+ * GET /jobs/{id}/logs (?follow=true) and GET /jobs/{id}/events (Server-Sent Events).
  *
  * Logs and events are pulled streams (http_reply_stream): each pull reads what is new from
  * SQLite with the pool thread's own connection, formats it into a pending buffer, and hands the
@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "api/api_priv.h"
-#include "api/job_json.h"
+#include "api/encode.h"
 #include "db/jobs.h"
 #include "db/logs.h"
 #include "db/metrics.h"
@@ -76,7 +76,7 @@ static size_t api_buf_take(api_buf *b, char *out, size_t cap)
 
 static int api_metric_add(void *ctx, const db_metric *m)
 {
-    json_t *o = api_metric_json(m);
+    json_t *o = api_encode_metric(m);
     if (!o || json_array_append_new(ctx, o) < 0)
         return -ENOMEM;
     return 0;
@@ -219,7 +219,7 @@ static int api_sse_metric(void *ctx, const db_metric *m)
     api_sse_stream *s = ctx;
     s->last_metric_id = m->id;
     s->batch_rows++;
-    return api_sse_event(s, "metrics", api_metric_json(m));
+    return api_sse_event(s, "metrics", api_encode_metric(m));
 }
 
 static int api_sse_status(api_sse_stream *s, const db_job *j)
@@ -232,7 +232,7 @@ static int api_sse_status(api_sse_stream *s, const db_job *j)
     s->phase = j->phase;
     s->attempt = j->attempt;
     s->cancel_requested = j->cancel_requested;
-    return api_sse_event(s, "status", api_job_json(j));
+    return api_sse_event(s, "status", api_encode_job(j));
 }
 
 /* Reads what changed since the last pull into the buffer. */

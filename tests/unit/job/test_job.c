@@ -1,11 +1,10 @@
-/* Unit tests of worker/job: defaults of a minimal document, a full document, every kind of
+/* Unit tests of job/job: defaults of a minimal document, a full document, every kind of
  * error naming its field, several errors from one parse, the depth and size guards, and the
  * round trip job_to_json → job_from_json. */
-#include "worker/job.h"
+#include "job/job.h"
 
 #include <errno.h>
 
-#include "kernels/kernels.h"
 #include "tests/unit/check.h"
 
 #define SHA_LOWER "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -14,7 +13,7 @@
 static job_spec *parse_ok(const char *text)
 {
     job_spec *s = NULL;
-    job_errors errs;
+    field_errors errs;
     int rc = job_parse(text, strlen(text), &s, &errs);
     CHECK_INT(rc, 0);
     CHECK_INT(errs.count, 0);
@@ -24,7 +23,7 @@ static job_spec *parse_ok(const char *text)
 }
 
 /* Index of the error on field whose message contains part, or -1. */
-static int find_error(const job_errors *errs, const char *field, const char *part)
+static int find_error(const field_errors *errs, const char *field, const char *part)
 {
     for (size_t i = 0; i < errs->count; i++) {
         if (strcmp(errs->items[i].field, field) == 0 && strstr(errs->items[i].message, part))
@@ -33,7 +32,7 @@ static int find_error(const job_errors *errs, const char *field, const char *par
     return -1;
 }
 
-static void dump_errors(const job_errors *errs)
+static void dump_errors(const field_errors *errs)
 {
     for (size_t i = 0; i < errs->count; i++)
         fprintf(stderr, "  error %zu: \"%s\": %s\n", i, errs->items[i].field,
@@ -46,7 +45,7 @@ static void expect_error_at(const char *text, const char *field, const char *par
                             int line)
 {
     job_spec *s = (job_spec *)1; /* must stay untouched */
-    job_errors errs;
+    field_errors errs;
     int rc = job_parse(text, strlen(text), &s, &errs);
     int ok = rc == -EINVAL && s == (job_spec *)1 && find_error(&errs, field, part) >= 0 &&
              (!single || errs.count == 1);
@@ -111,7 +110,7 @@ static void test_minimal_defaults(void)
     s = parse_ok(DOC(", \"model\": {\"layers\": [{\"type\": \"dense\", \"units\": 4}]}"));
     if (s) {
         CHECK_INT(s->n_layers, 1);
-        CHECK_INT(s->layers[0].activation, KERN_ACT_RELU);
+        CHECK_INT(s->layers[0].activation, JOB_ACT_RELU);
     }
     job_free(s);
     s = parse_ok(DOC(", \"model\": {}"));
@@ -155,12 +154,12 @@ static void test_full(void)
     CHECK_INT(s->n_layers, 5);
     CHECK_INT(s->layers[0].type, JOB_LAYER_DENSE);
     CHECK_INT(s->layers[0].units, 128);
-    CHECK_INT(s->layers[0].activation, KERN_ACT_TANH);
+    CHECK_INT(s->layers[0].activation, JOB_ACT_TANH);
     CHECK_INT(s->layers[1].type, JOB_LAYER_DROPOUT);
     CHECK_NEAR(s->layers[1].rate, 0.25, 0);
     CHECK_INT(s->layers[2].units, 65536);
-    CHECK_INT(s->layers[2].activation, KERN_ACT_SIGMOID);
-    CHECK_INT(s->layers[3].activation, KERN_ACT_LINEAR);
+    CHECK_INT(s->layers[2].activation, JOB_ACT_SIGMOID);
+    CHECK_INT(s->layers[3].activation, JOB_ACT_LINEAR);
     CHECK_NEAR(s->layers[4].rate, 0, 0);
     CHECK_INT(s->epochs, 100000);
     CHECK_INT(s->batch_size, 1 << 20);
@@ -227,7 +226,7 @@ static void test_wrong_types(void)
                  "must be an integer from 1 to 100000, got \"10\"");
     /* An integral real is an integer, as in JSON Schema; out of range it is still refused. */
     {
-        job_errors errs = {0};
+        field_errors errs = {0};
         job_spec *spec = NULL;
         const char *doc = DOC_HP("\"epochs\": 3.0");
         CHECK_INT(job_parse(doc, strlen(doc), &spec, &errs), 0);
@@ -394,7 +393,7 @@ static void test_document_level(void)
     EXPECT_ERROR("[1, 2]", "", "must be a JSON object (the job), got an array");
     EXPECT_ERROR("3", "", "must be a JSON object (the job), got 3");
     EXPECT_ERROR("\"job\"", "", "must be a JSON object");
-    job_errors errs;
+    field_errors errs;
     job_spec *s = NULL;
     CHECK_INT(job_from_json(NULL, &s, &errs), -EINVAL);
     CHECK_INT(errs.count, 1);
@@ -454,7 +453,7 @@ static void test_many_errors(void)
         "\"softmax\"}]},\n"
         " \"hyperparameters\": {\"epochs\": 0, \"optimizer\": \"adam\", \"momentum\": 0.5},\n"
         " \"priority\": 1000}";
-    job_errors errs;
+    field_errors errs;
     job_spec *s = NULL;
     CHECK_INT(job_parse(text, strlen(text), &s, &errs), -EINVAL);
     CHECK(s == NULL);
@@ -481,11 +480,11 @@ static void test_many_errors(void)
     }
     strcat(doc, "\"dataset_url\": \"http://h/x\", \"hyperparameters\": {}}");
     CHECK_INT(job_parse(doc, strlen(doc), &s, &errs), -EINVAL);
-    CHECK_INT(errs.count, JOB_MAX_ERRORS);
+    CHECK_INT(errs.count, FIELD_ERRORS_MAX);
     CHECK_STR(errs.items[0].field, "x0");
-    CHECK_STR(errs.items[JOB_MAX_ERRORS - 2].field, "x30");
-    CHECK_STR(errs.items[JOB_MAX_ERRORS - 1].field, "");
-    CHECK(strstr(errs.items[JOB_MAX_ERRORS - 1].message, "more than 31 problems") != NULL);
+    CHECK_STR(errs.items[FIELD_ERRORS_MAX - 2].field, "x30");
+    CHECK_STR(errs.items[FIELD_ERRORS_MAX - 1].field, "");
+    CHECK(strstr(errs.items[FIELD_ERRORS_MAX - 1].message, "more than 31 problems") != NULL);
 
     /* A long unknown key is cut to fit the field, never inside a UTF-8 character. */
     char key[400] = "";
@@ -607,10 +606,10 @@ static void test_round_trip(void)
 
 static void test_activation_names(void)
 {
-    CHECK_STR(job_activation_name(KERN_ACT_RELU), "relu");
-    CHECK_STR(job_activation_name(KERN_ACT_TANH), "tanh");
-    CHECK_STR(job_activation_name(KERN_ACT_SIGMOID), "sigmoid");
-    CHECK_STR(job_activation_name(KERN_ACT_LINEAR), "linear");
+    CHECK_STR(job_activation_name(JOB_ACT_RELU), "relu");
+    CHECK_STR(job_activation_name(JOB_ACT_TANH), "tanh");
+    CHECK_STR(job_activation_name(JOB_ACT_SIGMOID), "sigmoid");
+    CHECK_STR(job_activation_name(JOB_ACT_LINEAR), "linear");
     CHECK(job_activation_name(99) == NULL);
     job_free(NULL);
 }
@@ -626,7 +625,7 @@ static void test_url_credentials(void)
               "https://***@data.example/d.csv?sig=1");
     /* A shown document cannot stand in for the real one. */
     job_spec *back = (job_spec *)1;
-    job_errors errs;
+    field_errors errs;
     CHECK_INT(job_from_json(doc, &back, &errs), -EINVAL);
     CHECK(find_error(&errs, "dataset_url", "redacted") >= 0);
     json_decref(doc);

@@ -1,9 +1,9 @@
-/* Unit tests of api/job_json and api/bodies: the Job JSON has exactly the members the Job
+/* Unit tests of api/encode and api/bodies: the Job JSON has exactly the members the Job
  * schema of openapi.yaml requires and allows (read from the YAML itself), with the right types
  * and nulls; times are RFC 3339 UTC with milliseconds; EpochMetrics, Artifact, Worker and
  * Lease objects; base64 and the list cursor (round trip, and refusal of other forms); and
  * the worker protocol's body validators naming each bad field. */
-#include "api/job_json.h"
+#include "api/encode.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -87,7 +87,7 @@ static db_job sample_job(void)
     return j;
 }
 
-static void test_job_json_schema(void)
+static void test_encode_job_schema(void)
 {
     char required[32][32], props[32][32];
     int n_req = 0, n_props = 0;
@@ -100,7 +100,7 @@ static void test_job_json_schema(void)
     CHECK_INT(n_props, n_req + 1); /* attempts: GET /jobs/{id} only */
 
     db_job j = sample_job();
-    json_t *o = api_job_json(&j);
+    json_t *o = api_encode_job(&j);
     CHECK(o != NULL);
     for (int i = 0; o && i < n_req; i++) {
         if (!json_object_get(o, required[i])) {
@@ -154,7 +154,7 @@ static void test_job_json_schema(void)
     snprintf(j.worker_id, sizeof j.worker_id, "%s", "ffffffffffffffffffffffffffffffff");
     j.cancel_requested = 1;
     j.error = strdup("lease expired");
-    o = api_job_json(&j);
+    o = api_encode_job(&j);
     CHECK_STR(json_string_value(json_object_get(o, "phase")), "training");
     CHECK_STR(json_string_value(json_object_get(o, "started_at")), "2024-05-01T12:35:00.000Z");
     CHECK_STR(json_string_value(json_object_get(o, "device")), "NVIDIA H100");
@@ -165,7 +165,7 @@ static void test_job_json_schema(void)
     /* The text form splices the stored document in: it must say exactly what the object says,
      * also when a string value holds the member's own spelling. */
     size_t len = 0;
-    char *text = api_job_text(&j, &len);
+    char *text = api_encode_job_text(&j, &len);
     json_t *back = text ? json_loadb(text, len, 0, NULL) : NULL;
     CHECK(back != NULL && json_equal(back, o));
     CHECK(text && strlen(text) == len);
@@ -174,8 +174,8 @@ static void test_job_json_schema(void)
     free(j.error);
     j.error = strdup("\"document\":null,\"links\":{}");
     json_decref(o);
-    o = api_job_json(&j);
-    text = api_job_text(&j, &len);
+    o = api_encode_job(&j);
+    text = api_encode_job_text(&j, &len);
     back = text ? json_loadb(text, len, 0, NULL) : NULL;
     CHECK(back != NULL && json_equal(back, o));
     json_decref(back);
@@ -185,8 +185,8 @@ static void test_job_json_schema(void)
     /* a stored document that is not an object is refused, not passed on */
     free(j.document);
     j.document = strdup("[1, 2]");
-    CHECK(api_job_json(&j) == NULL);
-    CHECK(api_job_text(&j, &len) == NULL);
+    CHECK(api_encode_job(&j) == NULL);
+    CHECK(api_encode_job_text(&j, &len) == NULL);
     db_job_clear(&j);
 }
 
@@ -218,7 +218,7 @@ static void test_attempts(void)
     };
     json_t *a = json_array();
     for (size_t i = 0; i < sizeof history / sizeof history[0]; i++)
-        CHECK_INT(api_attempts_add(a, &history[i]), 0);
+        CHECK_INT(api_encode_attempts_add(a, &history[i]), 0);
     CHECK_INT(json_array_size(a), 3);
     json_t *first = json_array_get(a, 0), *second = json_array_get(a, 1),
            *third = json_array_get(a, 2);
@@ -243,9 +243,9 @@ static void test_attempts(void)
     /* a running attempt is open; an end without a start is skipped */
     json_t *b = json_array();
     db_event lone = event(DB_RUNNING, DB_QUEUED, 4, t, "lease expired");
-    CHECK_INT(api_attempts_add(b, &lone), 0);
+    CHECK_INT(api_encode_attempts_add(b, &lone), 0);
     CHECK_INT(json_array_size(b), 0);
-    CHECK_INT(api_attempts_add(b, &history[1]), 0);
+    CHECK_INT(api_encode_attempts_add(b, &history[1]), 0);
     json_t *open = json_array_get(b, 0);
     CHECK(json_is_null(json_object_get(open, "ended_at")));
     CHECK(json_is_null(json_object_get(open, "outcome")));
@@ -254,7 +254,7 @@ static void test_attempts(void)
     /* the Job text with attempts says what the object with them says */
     db_job j = sample_job();
     size_t len = 0;
-    char *text = api_job_text_with(&j, json_incref(a), &len);
+    char *text = api_encode_job_text_with(&j, json_incref(a), &len);
     json_t *back = text ? json_loadb(text, len, 0, NULL) : NULL;
     CHECK(back != NULL && json_equal(json_object_get(back, "attempts"), a));
     CHECK(json_is_object(json_object_get(back, "document")));
@@ -268,14 +268,14 @@ static void test_attempts(void)
 static void test_times(void)
 {
     char buf[API_TIME_LEN];
-    api_time_format(0, buf);
+    api_encode_time_format(0, buf);
     CHECK_STR(buf, "1970-01-01T00:00:00.000Z");
-    api_time_format(1, buf);
+    api_encode_time_format(1, buf);
     CHECK_STR(buf, "1970-01-01T00:00:00.001Z");
-    api_time_format(951782400999, buf); /* a leap day */
+    api_encode_time_format(951782400999, buf); /* a leap day */
     CHECK_STR(buf, "2000-02-29T00:00:00.999Z");
-    CHECK(json_is_null(api_time_json(0)));
-    json_t *t = api_time_json(1714566896789);
+    CHECK(json_is_null(api_encode_time(0)));
+    json_t *t = api_encode_time(1714566896789);
     CHECK_STR(json_string_value(t), "2024-05-01T12:34:56.789Z");
     json_decref(t);
 }
@@ -289,7 +289,7 @@ static void test_small_objects(void)
                    .val_accuracy = NAN,
                    .seconds = 1.25,
                    .samples_per_second = NAN};
-    json_t *o = api_metric_json(&m);
+    json_t *o = api_encode_metric(&m);
     CHECK_INT(json_integer_value(json_object_get(o, "epoch")), 3);
     CHECK_NEAR(json_number_value(json_object_get(o, "loss")), 0.5, 0);
     CHECK(json_is_null(json_object_get(o, "val_loss")));
@@ -299,13 +299,13 @@ static void test_small_objects(void)
     CHECK_INT(json_object_size(o), 6);
     json_decref(o);
     m.samples_per_second = 1000;
-    o = api_metric_json(&m);
+    o = api_encode_metric(&m);
     CHECK_NEAR(json_number_value(json_object_get(o, "samples_per_second")), 1000, 0);
     json_decref(o);
 
     db_artifact a = {.name = "metrics.csv", .size = 12};
     snprintf(a.sha256, sizeof a.sha256, "%064d", 7);
-    o = api_artifact_json(&a);
+    o = api_encode_artifact(&a);
     CHECK_INT(json_object_size(o), 3);
     CHECK_INT(json_integer_value(json_object_get(o, "size")), 12);
     json_decref(o);
@@ -317,7 +317,7 @@ static void test_small_objects(void)
     w.devices = "[{\"index\":0,\"name\":\"cpu\",\"type\":\"cpu\"}]";
     w.registered_at = 1000;
     w.last_seen_at = 5000;
-    o = api_worker_json(&w, 4000, 30);
+    o = api_encode_worker(&w, 4000, 30);
     CHECK_STR(json_string_value(json_object_get(o, "status")), "idle");
     CHECK(json_is_null(json_object_get(o, "job")));
     CHECK_INT(json_array_size(json_object_get(o, "devices")), 1);
@@ -325,18 +325,18 @@ static void test_small_objects(void)
     CHECK_INT(json_object_size(o), 8);
     json_decref(o);
     snprintf(w.job_id, sizeof w.job_id, "%s", "j1");
-    o = api_worker_json(&w, 4000, 30);
+    o = api_encode_worker(&w, 4000, 30);
     CHECK_STR(json_string_value(json_object_get(o, "status")), "busy");
     CHECK_STR(json_string_value(json_object_get(o, "job")), "j1");
     json_decref(o);
-    o = api_worker_json(&w, 6000, 30);
+    o = api_encode_worker(&w, 6000, 30);
     CHECK_STR(json_string_value(json_object_get(o, "status")), "gone");
     json_decref(o);
 
     db_job j = sample_job();
     j.attempt = 1;
     j.lease_expires_at = 1714566926789;
-    o = api_lease_json(&j);
+    o = api_encode_lease(&j);
     CHECK_INT(json_object_size(o), 4);
     CHECK_STR(json_string_value(json_object_get(o, "job_id")), j.id);
     CHECK_STR(json_string_value(json_object_get(o, "lease_expires_at")),
@@ -349,31 +349,31 @@ static void test_small_objects(void)
 static void test_encodings(void)
 {
     char out[64];
-    CHECK_INT(api_base64("", 0, 0, out, sizeof out), 0);
+    CHECK_INT(api_encode_base64("", 0, 0, out, sizeof out), 0);
     CHECK_STR(out, "");
-    api_base64("f", 1, 0, out, sizeof out);
+    api_encode_base64("f", 1, 0, out, sizeof out);
     CHECK_STR(out, "Zg==");
-    api_base64("foob", 4, 0, out, sizeof out);
+    api_encode_base64("foob", 4, 0, out, sizeof out);
     CHECK_STR(out, "Zm9vYg==");
-    api_base64("foobar", 6, 0, out, sizeof out);
+    api_encode_base64("foobar", 6, 0, out, sizeof out);
     CHECK_STR(out, "Zm9vYmFy");
-    api_base64("\xfb\xff", 2, 1, out, sizeof out);
+    api_encode_base64("\xfb\xff", 2, 1, out, sizeof out);
     CHECK_STR(out, "-_8");
-    CHECK_INT(api_base64("foobar", 6, 0, out, 8), -ENOSPC);
+    CHECK_INT(api_encode_base64("foobar", 6, 0, out, 8), -ENOSPC);
 
     int64_t seqs[] = {1, 9, 10, 123456, INT64_MAX};
     for (size_t i = 0; i < sizeof seqs / sizeof seqs[0]; i++) {
         char c[API_CURSOR_MAX + 1];
-        api_cursor_encode(seqs[i], c);
+        api_encode_cursor(seqs[i], c);
         int64_t back = 0;
-        CHECK_INT(api_cursor_decode(c, &back), 0);
+        CHECK_INT(api_encode_cursor_seq(c, &back), 0);
         CHECK_INT(back, seqs[i]);
         CHECK_INT(strlen(c), API_CURSOR_LEN);
         CHECK(strspn(c, "0123456789abcdef") == API_CURSOR_LEN);
     }
     /* Every cursor of the right form names a position; past INT64_MAX is the newest end. */
     int64_t top = 0;
-    CHECK_INT(api_cursor_decode("ffffffffffffffff", &top), 0);
+    CHECK_INT(api_encode_cursor_seq("ffffffffffffffff", &top), 0);
     CHECK(top == INT64_MAX);
     static const char *const bad[] = {
         "",
@@ -386,7 +386,7 @@ static void test_encodings(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int64_t v = -5;
-        if (api_cursor_decode(bad[i], &v) != -EINVAL || v != -5) {
+        if (api_encode_cursor_seq(bad[i], &v) != -EINVAL || v != -5) {
             fprintf(stderr, "cursor \"%s\" was accepted\n", bad[i]);
             check_failures++;
         }
@@ -394,7 +394,7 @@ static void test_encodings(void)
 }
 
 /* Index of the error on field, or -1. */
-static int error_on(const job_errors *errs, const char *field)
+static int error_on(const field_errors *errs, const char *field)
 {
     for (size_t i = 0; i < errs->count; i++) {
         if (strcmp(errs->items[i].field, field) == 0)
@@ -405,7 +405,7 @@ static int error_on(const job_errors *errs, const char *field)
 
 static void test_bodies(void)
 {
-    job_errors errs;
+    field_errors errs;
     api_registration reg;
     json_t *b = json_loads("{\"name\":\"box\",\"devices\":[{\"index\":0,\"name\":\"A100\","
                            "\"type\":\"gpu\"},{\"index\":1,"
@@ -484,7 +484,7 @@ static void test_bodies(void)
 
 int main(void)
 {
-    test_job_json_schema();
+    test_encode_job_schema();
     test_attempts();
     test_times();
     test_small_objects();

@@ -13,11 +13,11 @@
  * cut at a UTF-8 character boundary, so every field and message stays valid UTF-8 (the API
  * builds JSON from them).
  *
- * Invariants: errs->count <= JOB_MAX_ERRORS (when more are found the last slot says so);
+ * Invariants: errs->count <= FIELD_ERRORS_MAX (when more are found the last slot says so);
  * a spec handed out has passed every check; job_to_json() of such a spec is accepted by
  * job_from_json() and yields an equal spec. Only an out-of-memory failure leaves no {field,
  * message} pair naming the cause in the input (it gets one on field "" saying so). */
-#include "worker/job.h"
+#include "job/job.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -30,9 +30,9 @@
 
 #include <curl/curl.h>
 
-#include "kernels/kernels.h"
 #include "util/err.h"
 #include "util/url.h"
+#include "util/utf8.h"
 
 #define JOB_NAME_MAX_CHARS  128
 #define JOB_URL_MAX_BYTES   4096
@@ -40,51 +40,10 @@
 #define JOB_LABEL_INDEX_MAX 1000000 /* label_column index: -MAX .. MAX-1 */
 #define JOB_SNIP_BYTES      40      /* input text quoted in a message */
 
-/* ---- errors ---------------------------------------------------------------------------- */
-
-/* Cuts s (NUL-terminated) so that it does not end inside a UTF-8 sequence. */
-static void job_utf8_trim(char *s)
-{
-    size_t n = strlen(s);
-    size_t lead = n;
-    while (lead > 0 && ((unsigned char)s[lead - 1] & 0xC0) == 0x80)
-        lead--;
-    if (lead == 0)
-        return;
-    unsigned char c = (unsigned char)s[lead - 1];
-    size_t want = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    if (n - (lead - 1) < want)
-        s[lead - 1] = '\0';
-}
-
-static void job_errors_add(job_errors *errs, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Records one problem. Past the cap, the last slot is turned into a note that more exist. */
-static void job_errors_add(job_errors *errs, const char *field, const char *fmt, ...)
-{
-    if (errs->count >= JOB_MAX_ERRORS) {
-        job_error *last = &errs->items[JOB_MAX_ERRORS - 1];
-        last->field[0] = '\0';
-        snprintf(last->message, sizeof last->message,
-                 "more than %d problems; fix these and submit again to see the rest",
-                 JOB_MAX_ERRORS - 1);
-        return;
-    }
-    job_error *e = &errs->items[errs->count++];
-    snprintf(e->field, sizeof e->field, "%s", field);
-    job_utf8_trim(e->field);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-    job_utf8_trim(e->message);
-}
-
 /* ---- validation context and paths ------------------------------------------------------ */
 
 typedef struct job_vctx {
-    job_errors *errs;
+    field_errors *errs;
     int rc; /* -ENOMEM once an allocation failed; 0 otherwise */
 } job_vctx;
 
@@ -99,14 +58,14 @@ static void job_path_key(job_path out, const char *base, const char *key)
     else
         n = snprintf(out, sizeof(job_path), "%s", key);
     if (n < 0 || (size_t)n >= sizeof(job_path))
-        job_utf8_trim(out);
+        utf8_trim_end(out);
 }
 
 static void job_path_index(job_path out, const char *base, size_t i)
 {
     int n = snprintf(out, sizeof(job_path), "%s[%zu]", base, i);
     if (n < 0 || (size_t)n >= sizeof(job_path))
-        job_utf8_trim(out);
+        utf8_trim_end(out);
 }
 
 static char *job_strdup(job_vctx *v, const char *s)
@@ -129,7 +88,7 @@ static void job_describe(const json_t *v, char *buf, size_t cap)
             char cut[JOB_SNIP_BYTES + 1];
             memcpy(cut, s, JOB_SNIP_BYTES);
             cut[JOB_SNIP_BYTES] = '\0';
-            job_utf8_trim(cut);
+            utf8_trim_end(cut);
             snprintf(buf, cap, "\"%s...\"", cut);
         } else {
             snprintf(buf, cap, "\"%s\"", s);
@@ -166,7 +125,7 @@ static void job_bad(job_vctx *v, const char *path, const char *what, const json_
 {
     char desc[JOB_SNIP_BYTES + 16];
     job_describe(got, desc, sizeof desc);
-    job_errors_add(v->errs, path, "must be %s, got %s", what, desc);
+    field_errors_add(v->errs, path, "must be %s, got %s", what, desc);
 }
 
 /* Reports every key of obj that is not in known (NULL-terminated) as "unknown field". */
@@ -187,7 +146,7 @@ static void job_check_members(job_vctx *v, const json_t *obj, const char *path,
         if (!found) {
             job_path p;
             job_path_key(p, path, key);
-            job_errors_add(v->errs, p, "unknown field");
+            field_errors_add(v->errs, p, "unknown field");
         }
     }
 }
@@ -351,10 +310,10 @@ static int job_get_object(job_vctx *v, const json_t *obj, const char *key, const
 /* ---- sections ---------------------------------------------------------------------------- */
 
 static const job_enum job_activations[] = {
-    {"relu", KERN_ACT_RELU},
-    {"tanh", KERN_ACT_TANH},
-    {"sigmoid", KERN_ACT_SIGMOID},
-    {"linear", KERN_ACT_LINEAR},
+    {"relu", JOB_ACT_RELU},
+    {"tanh", JOB_ACT_TANH},
+    {"sigmoid", JOB_ACT_SIGMOID},
+    {"linear", JOB_ACT_LINEAR},
     {NULL, 0},
 };
 
@@ -423,12 +382,12 @@ static void job_v_name(job_vctx *v, const json_t *doc, job_spec *s)
             control = 1;
     }
     if (chars < 1 || chars > JOB_NAME_MAX_CHARS) {
-        job_errors_add(v->errs, "name", "must be 1 to %d characters long, got %zu",
-                       JOB_NAME_MAX_CHARS, chars);
+        field_errors_add(v->errs, "name", "must be 1 to %d characters long, got %zu",
+                         JOB_NAME_MAX_CHARS, chars);
         return;
     }
     if (control) {
-        job_errors_add(v->errs, "name", "must not contain control characters");
+        field_errors_add(v->errs, "name", "must not contain control characters");
         return;
     }
     char *copy = job_strdup(v, name);
@@ -444,14 +403,14 @@ static void job_v_url(job_vctx *v, const json_t *doc, job_spec *s)
     const char *url = NULL;
     int r = job_get_string(v, doc, "dataset_url", "", &url);
     if (r == 0)
-        job_errors_add(v->errs, "dataset_url",
-                       "is required: an http://, https:// or file:// URL of a CSV file");
+        field_errors_add(v->errs, "dataset_url",
+                         "is required: an http://, https:// or file:// URL of a CSV file");
     if (r != 1)
         return;
     size_t len = strlen(url);
     if (len > JOB_URL_MAX_BYTES) {
-        job_errors_add(v->errs, "dataset_url", "must be at most %d bytes long, got %zu",
-                       JOB_URL_MAX_BYTES, len);
+        field_errors_add(v->errs, "dataset_url", "must be at most %d bytes long, got %zu",
+                         JOB_URL_MAX_BYTES, len);
         return;
     }
     /* Schemes are matched exactly (lower case), so later checks on the prefix, such as the
@@ -467,21 +426,21 @@ static void job_v_url(job_vctx *v, const json_t *doc, job_spec *s)
         if (got)
             job_bad(v, "dataset_url", "a URL starting with http://, https:// or file://", got);
         else
-            job_errors_add(v->errs, "dataset_url", "must be an http://, https:// or file:// URL");
+            field_errors_add(v->errs, "dataset_url", "must be an http://, https:// or file:// URL");
         json_decref(got);
         free(shown);
         return;
     }
     if (len == scheme_len) {
-        job_errors_add(v->errs, "dataset_url", "has nothing after the scheme");
+        field_errors_add(v->errs, "dataset_url", "has nothing after the scheme");
         return;
     }
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)url[i];
         if (c <= 0x20 || c >= 0x7F) {
-            job_errors_add(v->errs, "dataset_url",
-                           "must not contain spaces, control or non-ASCII characters "
-                           "(percent-encode them, e.g. %%20 for a space)");
+            field_errors_add(v->errs, "dataset_url",
+                             "must not contain spaces, control or non-ASCII characters "
+                             "(percent-encode them, e.g. %%20 for a space)");
             return;
         }
     }
@@ -491,15 +450,15 @@ static void job_v_url(job_vctx *v, const json_t *doc, job_spec *s)
     CURLUcode uc = u ? curl_url_set(u, CURLUPART_URL, url, 0) : CURLUE_OUT_OF_MEMORY;
     curl_url_cleanup(u);
     if (uc != CURLUE_OK) {
-        job_errors_add(v->errs, "dataset_url", "is not a valid URL: %s", curl_url_strerror(uc));
+        field_errors_add(v->errs, "dataset_url", "is not a valid URL: %s", curl_url_strerror(uc));
         return;
     }
     size_t at, ui_len;
     if (url_userinfo_span(url, &at, &ui_len) && ui_len == strlen(URL_REDACTED) &&
         memcmp(url + at, URL_REDACTED, ui_len) == 0) {
-        job_errors_add(v->errs, "dataset_url",
-                       "has its credentials redacted (" URL_REDACTED "@), as jobs are shown: "
-                       "write the real user:password@ again");
+        field_errors_add(v->errs, "dataset_url",
+                         "has its credentials redacted (" URL_REDACTED "@), as jobs are shown: "
+                         "write the real user:password@ again");
         return;
     }
     char *copy = job_strdup(v, url);
@@ -533,9 +492,9 @@ static void job_v_label(job_vctx *v, const json_t *ds, job_spec *s)
         p += job_utf8_next(p, &cp);
     }
     if (chars < 1 || chars > JOB_LABEL_MAX_CHARS) {
-        job_errors_add(v->errs, "dataset.label_column",
-                       "must be a column name of 1 to %d characters, got %zu", JOB_LABEL_MAX_CHARS,
-                       chars);
+        field_errors_add(v->errs, "dataset.label_column",
+                         "must be a column name of 1 to %d characters, got %zu",
+                         JOB_LABEL_MAX_CHARS, chars);
         return;
     }
     char *copy = job_strdup(v, name);
@@ -556,16 +515,16 @@ static void job_v_sha256(job_vctx *v, const json_t *ds, job_spec *s)
     const char *hex = json_string_value(val);
     size_t len = strlen(hex);
     if (len != 64) {
-        job_errors_add(v->errs, "dataset.sha256", "must be %s, got %zu characters", what, len);
+        field_errors_add(v->errs, "dataset.sha256", "must be %s, got %zu characters", what, len);
         return;
     }
     char lower[65];
     for (size_t i = 0; i < 64; i++) {
         unsigned char c = (unsigned char)hex[i];
         if (!isxdigit(c)) {
-            job_errors_add(v->errs, "dataset.sha256",
-                           "must be %s, got a non-hexadecimal character at position %zu", what,
-                           i + 1);
+            field_errors_add(v->errs, "dataset.sha256",
+                             "must be %s, got a non-hexadecimal character at position %zu", what,
+                             i + 1);
             return;
         }
         lower[i] = (char)tolower(c);
@@ -614,28 +573,28 @@ static void job_v_layer(job_vctx *v, const json_t *l, const char *path, job_laye
     if (r == 0) {
         job_path p;
         job_path_key(p, path, "type");
-        job_errors_add(v->errs, p, "is required: \"dense\" or \"dropout\"");
+        field_errors_add(v->errs, p, "is required: \"dense\" or \"dropout\"");
     }
     if (r != 1) {
         job_check_members(v, l, path, any_known);
         return;
     }
-    job_layer layer = {.type = type, .units = 0, .activation = KERN_ACT_RELU, .rate = 0};
+    job_layer layer = {.type = type, .units = 0, .activation = JOB_ACT_RELU, .rate = 0};
     job_path p;
     if (type == JOB_LAYER_DENSE) {
         job_check_members(v, l, path, dense_known);
         if (job_get_int32(v, l, "units", path, 1, JOB_MAX_UNITS, &layer.units) == 0) {
             job_path_key(p, path, "units");
-            job_errors_add(v->errs, p, "is required for a dense layer: an integer from 1 to %d",
-                           JOB_MAX_UNITS);
+            field_errors_add(v->errs, p, "is required for a dense layer: an integer from 1 to %d",
+                             JOB_MAX_UNITS);
         }
         const json_t *act = json_object_get(l, "activation");
         if (json_is_string(act) && strcmp(json_string_value(act), "softmax") == 0) {
             job_path_key(p, path, "activation");
-            job_errors_add(v->errs, p,
-                           "softmax cannot be a hidden layer's activation: the output layer "
-                           "(softmax, sigmoid or linear) is added from \"task\"; use relu, tanh, "
-                           "sigmoid or linear here");
+            field_errors_add(v->errs, p,
+                             "softmax cannot be a hidden layer's activation: the output layer "
+                             "(softmax, sigmoid or linear) is added from \"task\"; use relu, tanh, "
+                             "sigmoid or linear here");
         } else {
             job_get_enum(v, l, "activation", path, job_activations,
                          "one of \"relu\", \"tanh\", \"sigmoid\", \"linear\"", &layer.activation);
@@ -645,7 +604,7 @@ static void job_v_layer(job_vctx *v, const json_t *l, const char *path, job_laye
         job_range rate = {0, 1, 0, 1};
         if (job_get_number(v, l, "rate", path, rate, &layer.rate) == 0) {
             job_path_key(p, path, "rate");
-            job_errors_add(v->errs, p, "is required for a dropout layer: a number >= 0 and < 1");
+            field_errors_add(v->errs, p, "is required for a dropout layer: a number >= 0 and < 1");
         }
     }
     *out = layer;
@@ -667,8 +626,8 @@ static void job_v_model(job_vctx *v, const json_t *doc, job_spec *s)
     }
     size_t n = json_array_size(layers);
     if (n > JOB_MAX_LAYERS) {
-        job_errors_add(v->errs, "model.layers", "must have at most %d layers, got %zu",
-                       JOB_MAX_LAYERS, n);
+        field_errors_add(v->errs, "model.layers", "must have at most %d layers, got %zu",
+                         JOB_MAX_LAYERS, n);
         return;
     }
     for (size_t i = 0; i < n; i++) {
@@ -687,8 +646,8 @@ static void job_not_for(job_vctx *v, const json_t *hp, const char *key, const ch
         return;
     job_path p;
     job_path_key(p, "hyperparameters", key);
-    job_errors_add(v->errs, p, "applies only to optimizer \"%s\"; this job uses \"%s\"", other,
-                   opt);
+    field_errors_add(v->errs, p, "applies only to optimizer \"%s\"; this job uses \"%s\"", other,
+                     opt);
 }
 
 static void job_v_hyper(job_vctx *v, const json_t *doc, job_spec *s)
@@ -700,8 +659,9 @@ static void job_v_hyper(job_vctx *v, const json_t *doc, job_spec *s)
     const json_t *hp = NULL;
     int r = job_get_object(v, doc, hpath, "", &hp);
     if (r == 0)
-        job_errors_add(v->errs, hpath,
-                       "is required: an object such as {\"epochs\": 10} ({} takes every default)");
+        field_errors_add(
+            v->errs, hpath,
+            "is required: an object such as {\"epochs\": 10} ({} takes every default)");
     if (r != 1)
         return;
     job_check_members(v, hp, hpath, known);
@@ -752,9 +712,9 @@ static void job_v_task(job_vctx *v, const json_t *doc, job_spec *s)
     job_get_enum(v, doc, "task", "", job_tasks, "\"classification\" or \"regression\"", &s->task);
     if (s->task == JOB_TASK_REGRESSION) {
         if (json_object_get(doc, "binary"))
-            job_errors_add(v->errs, "binary",
-                           "applies only to \"task\": \"classification\"; remove it for "
-                           "regression");
+            field_errors_add(v->errs, "binary",
+                             "applies only to \"task\": \"classification\"; remove it for "
+                             "regression");
         return;
     }
     job_get_bool(v, doc, "binary", "", &s->binary);
@@ -790,13 +750,13 @@ static void job_defaults(job_spec *s)
 
 /* ---- public ------------------------------------------------------------------------------ */
 
-int job_from_json(const json_t *doc, job_spec **out, job_errors *errs)
+int job_from_json(const json_t *doc, job_spec **out, field_errors *errs)
 {
     static const char *const known[] = {
         "name",     "dataset_url",       "dataset",   "task",         "binary",
         "model",    "hyperparameters",   "resources", "max_attempts", "max_runtime_seconds",
         "priority", "delete_checkpoint", NULL};
-    job_errors scratch;
+    field_errors scratch;
     if (!errs)
         errs = &scratch;
     errs->count = 0;
@@ -804,7 +764,7 @@ int job_from_json(const json_t *doc, job_spec **out, job_errors *errs)
     int rc = 0;
     job_spec *s = NULL;
     if (!doc) {
-        job_errors_add(errs, "", "no job document was given");
+        field_errors_add(errs, "", "no job document was given");
         rc = -EINVAL;
         goto out;
     }
@@ -844,7 +804,7 @@ int job_from_json(const json_t *doc, job_spec **out, job_errors *errs)
     s = NULL;
 out:
     if (rc == -ENOMEM)
-        job_errors_add(errs, "", "out of memory while checking the job");
+        field_errors_add(errs, "", "out of memory while checking the job");
     job_free(s);
     return rc;
 }
@@ -877,27 +837,28 @@ static size_t job_text_depth(const char *text, size_t len, size_t limit)
     return max;
 }
 
-int job_parse(const char *text, size_t len, job_spec **out, job_errors *errs)
+int job_parse(const char *text, size_t len, job_spec **out, field_errors *errs)
 {
-    job_errors scratch;
+    field_errors scratch;
     if (!errs)
         errs = &scratch;
     errs->count = 0;
     int rc = 0;
     json_t *doc = NULL;
     if (!text) {
-        job_errors_add(errs, "", "no job document was given");
+        field_errors_add(errs, "", "no job document was given");
         rc = -EINVAL;
         goto out;
     }
     if (len > JOB_MAX_DOC_BYTES) {
-        job_errors_add(errs, "", "the job document is %zu bytes; the limit is %d", len,
-                       JOB_MAX_DOC_BYTES);
+        field_errors_add(errs, "", "the job document is %zu bytes; the limit is %d", len,
+                         JOB_MAX_DOC_BYTES);
         rc = -EINVAL;
         goto out;
     }
     if (job_text_depth(text, len, JOB_MAX_JSON_DEPTH) > JOB_MAX_JSON_DEPTH) {
-        job_errors_add(errs, "", "the JSON is nested more than %d levels deep", JOB_MAX_JSON_DEPTH);
+        field_errors_add(errs, "", "the JSON is nested more than %d levels deep",
+                         JOB_MAX_JSON_DEPTH);
         rc = -EINVAL;
         goto out;
     }
@@ -905,12 +866,12 @@ int job_parse(const char *text, size_t len, job_spec **out, job_errors *errs)
     doc = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (!doc) {
         if (json_error_code(&jerr) == json_error_out_of_memory) {
-            job_errors_add(errs, "", "out of memory while reading the job");
+            field_errors_add(errs, "", "out of memory while reading the job");
             rc = -ENOMEM;
             goto out;
         }
-        job_errors_add(errs, "", "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
-                       jerr.text);
+        field_errors_add(errs, "", "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
+                         jerr.text);
         rc = -EINVAL;
         goto out;
     }
