@@ -25,7 +25,7 @@
 #include "util/err.h"
 #include "util/json_out.h"
 #include "util/timeutil.h"
-#include "worker/client.h"
+#include "client/client.h"
 
 static const char usage_text[] =
     "usage: trainyard token create --name NAME --role admin|user|worker|metrics [options]\n"

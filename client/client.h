@@ -1,5 +1,5 @@
-/* client: a small libcurl client of trainyard's own API, used by the worker process (and the CLI
- * commands that talk to a server). One client keeps one curl handle, so consecutive requests
+/* client: a small libcurl client of trainyard's own API, used by the worker process and the CLI
+ * commands that talk to a server. One client keeps one curl handle, so consecutive requests
  * reuse the connection. Not thread-safe: one client per thread.
  *
  * Every call returns 0 when an HTTP answer arrived (whatever its status, in *status) and a
@@ -9,8 +9,8 @@
  * NULL; client_problem() turns a problem body into one sentence.
  *
  * Ownership: client_free() accepts NULL; replies are the caller's to json_decref. */
-#ifndef TRAINYARD_WORKER_CLIENT_H
-#define TRAINYARD_WORKER_CLIENT_H
+#ifndef TRAINYARD_CLIENT_CLIENT_H
+#define TRAINYARD_CLIENT_CLIENT_H
 
 #include <signal.h>
 #include <stdint.h>
