@@ -1,5 +1,5 @@
 /* app: what the API handlers share — the data directory, the database, the signals that wake
- * parked requests, and the service's settings. `trainyard serve` (cli/cmd_serve.c) fills one,
+ * parked requests, and the service's settings. `trainyard serve` (serve/serve.c) fills one,
  * starts the HTTP server with api_routes(), and runs the scheduler's housekeeping.
  *
  * Threads: every HTTP pool thread opens its own SQLite connection on first use (app_db());

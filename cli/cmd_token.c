@@ -48,20 +48,6 @@ typedef struct token_opts {
     int revoked;
 } token_opts;
 
-int cli_secret_write(const char *path, const char *secret)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -1;
-    size_t len = strlen(secret);
-    int ok = fchmod(fd, 0600) == 0 && write(fd, secret, len) == (ssize_t)len &&
-             write(fd, "\n", 1) == 1 && fsync(fd) == 0;
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return ok ? 0 : -1;
-}
-
 static int token_args(int argc, char **argv, token_opts *o)
 {
     memset(o, 0, sizeof *o);

@@ -25,7 +25,7 @@ int client_new(const char *base_url, const char *token, client **out, char *err)
 void client_free(client *c);
 /* Verifies https servers against the PEM bundle ca_file instead of the system store (NULL: the
  * system store). pinned: ca_file is the server's own certificate, trusted as the one anchor;
- * then, and only then, the host name is not checked (serve's local workers, see cmd_serve.c). */
+ * then, and only then, the host name is not checked (serve's local workers, see serve/serve.c). */
 void client_set_ca(client *c, const char *ca_file, int pinned);
 /* Bounds the next requests: a whole request may take at most timeout_s seconds. */
 void client_set_timeout(client *c, long timeout_s);
