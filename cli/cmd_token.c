@@ -22,6 +22,7 @@
 #include "cli/cli_client.h"
 #include "db/db.h"
 #include "db/tokens.h"
+#include "util/datadir.h"
 #include "util/err.h"
 #include "util/json_out.h"
 #include "util/timeutil.h"
@@ -157,9 +158,12 @@ static int collect(void *ctx, const db_token *t)
 /* --data-dir: the database itself. */
 static int token_local(const token_opts *o)
 {
-    char path[4200], err[ERR_LEN];
+    char path[DATADIR_PATH_MAX], err[ERR_LEN];
     struct stat st;
-    snprintf(path, sizeof path, "%s/trainyard.db", o->data_dir);
+    if (datadir_path(o->data_dir, DATADIR_DB, path) < 0) {
+        fprintf(stderr, "trainyard token: %s: path too long\n", o->data_dir);
+        return 1;
+    }
     if (stat(o->data_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "trainyard token: %s is not a data directory\n", o->data_dir);
         return 1;

@@ -42,16 +42,17 @@
 #include <unistd.h>
 
 #include "api/app.h"
+#include "db/artifacts.h"
 #include "db/tokens.h"
 #include "kernels/ocl.h"
 #include "scheduler/sweeper.h"
 #include "scheduler/supervisor.h"
+#include "util/datadir.h"
 #include "util/err.h"
 #include "util/lockfile.h"
 #include "util/timeutil.h"
 
-#define SERVE_LOCK_FILE "serve.lock"
-#define PEM_CERT_END    "-----END CERTIFICATE-----"
+#define PEM_CERT_END "-----END CERTIFICATE-----"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -116,13 +117,13 @@ static int serve_pem_pin(const char *cert_pem, const char *path, char *err)
 {
     const char *begin = strstr(cert_pem, "-----BEGIN CERTIFICATE-----");
     const char *end = begin ? strstr(begin, PEM_CERT_END) : NULL;
-    char tmp[4200];
+    char tmp[DATADIR_PATH_MAX];
     int fd, rc = 0;
 
     if (!end)
         return err_set(err, -EINVAL, "the certificate file holds no PEM certificate");
     size_t len = (size_t)(end + strlen(PEM_CERT_END) - begin);
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
+    if (datadir_beside(path, ".tmp", tmp) < 0)
         return err_set(err, -ENAMETOOLONG, "%s: path too long", path);
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -161,11 +162,14 @@ static int serve_secret_write(const char *path, const char *secret)
  * lock's descriptor, or -1 after saying why. */
 static int serve_lock(const char *data_dir)
 {
-    char path[4300], err[ERR_LEN];
+    char path[DATADIR_PATH_MAX], err[ERR_LEN];
     lockfile_owner owner;
     int fd = -1;
-    snprintf(path, sizeof path, "%s/" SERVE_LOCK_FILE, data_dir);
-    int rc = lockfile_take(path, &fd, &owner, err);
+    int rc = datadir_path(data_dir, DATADIR_SERVE_LOCK, path);
+    if (rc < 0)
+        err_set(err, rc, "%s: the path of its lock file is too long", data_dir);
+    else
+        rc = lockfile_take(path, &fd, &owner, err);
     if (rc == -EBUSY)
         fprintf(stderr,
                 "trainyard serve: %s is in use by the serve with pid %d (%s); stop it first or "
@@ -174,6 +178,39 @@ static int serve_lock(const char *data_dir)
     else if (rc < 0)
         fprintf(stderr, "trainyard serve: %s\n", err);
     return rc < 0 ? -1 : fd;
+}
+
+/* The data directory's paths that the API uses, into a (util/datadir.h), and a check that the
+ * deepest path serve or a job can make under it fits: a job's artifact with the longest id and
+ * name, while being copied in (".part"), and a local worker's folder. When those fit, every
+ * other path does, so nothing later fails on a name too long. 0, or -1 after saying why. */
+static int serve_paths(app *a)
+{
+    char id[DB_ID_LEN + 1], name[DB_ARTIFACT_NAME_MAX + 1], work[DATADIR_PATH_MAX];
+    char deepest[DATADIR_PATH_MAX], part[DATADIR_PATH_MAX];
+    memset(id, 'x', DB_ID_LEN);
+    id[DB_ID_LEN] = '\0';
+    memset(name, 'x', DB_ARTIFACT_NAME_MAX);
+    name[DB_ARTIFACT_NAME_MAX] = '\0';
+    int rc = datadir_path(a->data_dir, DATADIR_DB, a->db_path);
+    if (rc == 0)
+        rc = datadir_path(a->data_dir, DATADIR_ARTIFACTS, a->artifacts_dir);
+    if (rc == 0)
+        rc = datadir_path(a->data_dir, DATADIR_TMP, a->tmp_dir);
+    if (rc == 0)
+        rc = datadir_job_file(a->artifacts_dir, id, name, deepest);
+    if (rc == 0)
+        rc = datadir_beside(deepest, ".part", part);
+    if (rc == 0)
+        rc = datadir_path(a->data_dir, DATADIR_WORK, work);
+    if (rc == 0)
+        rc = datadir_worker_dir(work, SUPERVISOR_MAX_WORKERS, deepest);
+    if (rc < 0)
+        fprintf(stderr,
+                "trainyard serve: the data directory %s is too deep: paths in it would pass %d "
+                "bytes; pick a shorter --data-dir\n",
+                a->data_dir, DATADIR_PATH_MAX);
+    return rc < 0 ? -1 : 0;
 }
 
 /* Every connection is a descriptor, and the HTTP layer sizes its connection limit from the
@@ -205,11 +242,14 @@ static int make_dir(const char *path)
 static int serve_tokens(app *a, char *note, size_t cap, char *workers_token_id)
 {
     db_token workers_token;
-    char err[ERR_LEN], secret[DB_TOKEN_SECRET_LEN + 1], path[4300];
+    char err[ERR_LEN], secret[DB_TOKEN_SECRET_LEN + 1], path[DATADIR_PATH_MAX];
     db *d = app_db(a);
     int64_t admins = 0, now = time_wall_ms();
-    snprintf(path, sizeof path, "%s/admin.token", a->data_dir);
-    int rc = db_token_count(d, DB_ROLE_ADMIN, &admins, err);
+    int rc = datadir_path(a->data_dir, DATADIR_ADMIN_TOKEN, path);
+    if (rc < 0)
+        err_set(err, rc, "%s: the admin token's path is too long", a->data_dir);
+    else
+        rc = db_token_count(d, DB_ROLE_ADMIN, &admins, err);
     if (rc == 0 && admins == 0) {
         rc = db_token_create(d, "admin", DB_ROLE_ADMIN, now, NULL, secret, err);
         if (rc == 0 && serve_secret_write(path, secret) < 0)
@@ -268,16 +308,15 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
             return 1;
         }
     }
+    if (serve_paths(&a) < 0)
+        return 1;
     int lock = serve_lock(a.data_dir);
     if (lock < 0)
         return 1;
-    snprintf(a.db_path, sizeof a.db_path, "%s/trainyard.db", a.data_dir);
-    snprintf(a.artifacts_dir, sizeof a.artifacts_dir, "%s/artifacts", a.data_dir);
-    snprintf(a.tmp_dir, sizeof a.tmp_dir, "%s/tmp", a.data_dir);
     if (make_dir(a.artifacts_dir) < 0 || make_dir(a.tmp_dir) < 0)
         return 1;
-    char key_path[4200], key_err[ERR_LEN];
-    snprintf(key_path, sizeof key_path, "%s/credentials.key", a.data_dir);
+    char key_path[DATADIR_PATH_MAX], key_err[ERR_LEN];
+    datadir_path(a.data_dir, DATADIR_CREDENTIALS_KEY, key_path); /* fits: serve_paths */
     if (secret_key_load(key_path, a.credentials_key, key_err) < 0) {
         fprintf(stderr, "trainyard serve: %s\n", key_err);
         return 1;
@@ -299,7 +338,7 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     }
     /* Before any thread starts: local workers inherit the worker token through the
      * environment (TRAINYARD_TOKEN), which keeps it out of their command lines. */
-    char admin_note[4400];
+    char admin_note[DATADIR_PATH_MAX + 200];
     static serve_local locals;
     locals.a = &a;
     if (serve_tokens(&a, admin_note, sizeof admin_note, locals.token_id) < 0)
@@ -310,9 +349,9 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
      * first certificate alone, so that no CA of the chain is trusted for anything else). As
      * the only trust anchor it proves the listener holds its key; so for them, and only them,
      * the name is not checked (client_set_ca). */
-    char pin[PATH_MAX + 32] = "";
+    char pin[DATADIR_PATH_MAX] = "";
     if (tls_cert) {
-        snprintf(pin, sizeof pin, "%s/server-cert.pem", a.data_dir);
+        datadir_path(a.data_dir, DATADIR_SERVER_CERT, pin); /* fits: serve_paths */
         if (serve_pem_pin(pems->cert_pem, pin, err) < 0) {
             fprintf(stderr, "trainyard serve: --tls-cert %s: %s\n", tls_cert, err);
             return 1;
@@ -368,14 +407,14 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
         log_line("no OpenCL device here: no local workers; jobs wait for a remote worker "
                  "(trainyard worker --server URL on a machine with one)");
     } else if (workers > 0) {
-        char exe[PATH_MAX] = "", work[4300];
+        char exe[PATH_MAX] = "", work[DATADIR_PATH_MAX];
         ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
         if (len > 0)
             exe[len] = '\0';
         int dev_index[SUPERVISOR_MAX_WORKERS];
         for (long i = 0; i < workers; i++)
             dev_index[i] = (int)(i % (long)ndev);
-        snprintf(work, sizeof work, "%s/work", a.data_dir);
+        datadir_path(a.data_dir, DATADIR_WORK, work); /* fits: serve_paths */
         make_dir(work);
         supervisor_opts so = {.exe = exe,
                               .server_url = url,
