@@ -279,11 +279,14 @@ static int serve_tokens(app *a, char *note, size_t cap, char *workers_token_id)
         fprintf(stderr, "trainyard serve: tokens: %s\n", err);
     return rc < 0 ? rc : 0;
 }
+
 /* The PEM texts serve_run took, NULL once wiped (serve_run wipes what is left at the end). */
 typedef struct serve_pems {
     char *cert_pem, *key_pem;
 } serve_pems;
 
+/* serve_run's work; returns the exit status. The options are read into locals named as the
+ * flags' variables were when this was cmd_serve, so the body reads as it did there. */
 static int serve_main(const serve_opts *o, serve_pems *pems)
 {
     const char *bind = o->bind, *data_dir = o->data_dir, *root = o->dataset_root;

@@ -34,7 +34,8 @@ typedef struct serve_opts {
 } serve_opts;
 
 /* Runs the service until SIGTERM/SIGINT and a bounded shutdown; returns the process exit status
- * (0 after a clean stop, 1 when it could not start, after saying why on stderr). */
+ * (0 after a clean stop, 1 when it could not start, after saying why on stderr). Once per
+ * process: it installs signal handlers and keeps the service's state in statics. */
 int serve_run(const serve_opts *o);
 
 /* Wipes and frees a PEM text (it may be a private key); accepts NULL. */
