@@ -1,5 +1,5 @@
 /* app: what the API handlers share — the data directory, the database, the signals that wake
- * parked requests, and the service's settings. `trainyard serve` (cli/cmd_serve.c) fills one,
+ * parked requests, and the service's settings. `trainyard serve` (serve/serve.c) fills one,
  * starts the HTTP server with api_routes(), and runs the scheduler's housekeeping.
  *
  * Threads: every HTTP pool thread opens its own SQLite connection on first use (app_db());
@@ -12,15 +12,17 @@
 
 #include "api/http.h"
 #include "api/telemetry.h"
+#include "util/datadir.h"
 #include "util/secret.h"
 
 struct db;
 
 typedef struct app {
-    char data_dir[4096];
-    char db_path[4200];       /* <data_dir>/trainyard.db */
-    char artifacts_dir[4200]; /* <data_dir>/artifacts: one folder per job id */
-    char tmp_dir[4200];       /* <data_dir>/tmp: uploads in flight */
+    /* The data directory and the paths in it that the handlers use (util/datadir.h). */
+    char data_dir[DATADIR_PATH_MAX];
+    char db_path[DATADIR_PATH_MAX];       /* DATADIR_DB */
+    char artifacts_dir[DATADIR_PATH_MAX]; /* DATADIR_ARTIFACTS: one folder per job id */
+    char tmp_dir[DATADIR_PATH_MAX];       /* DATADIR_TMP: uploads in flight */
     /* Seals dataset credentials in the database: <data_dir>/credentials.key */
     uint8_t credentials_key[SECRET_KEY_LEN];
     http_server *http;

@@ -24,6 +24,7 @@
 #include "db/artifacts.h"
 #include "db/jobs.h"
 #include "scheduler/lifecycle.h"
+#include "util/datadir.h"
 #include "util/sha256.h"
 #include "util/timeutil.h"
 
@@ -81,9 +82,11 @@ int api_artifacts_get(http_req *r, void *ctx)
         db_job_clear(&j);
         return rc;
     }
-    char path[4608], etag[70], b64[48], digest[64];
-    snprintf(path, sizeof path, "%s/%s/%s", a->artifacts_dir, j.id, art.name);
+    char path[DATADIR_PATH_MAX], etag[70], b64[48], digest[64];
+    rc = datadir_job_file(a->artifacts_dir, j.id, art.name, path);
     db_job_clear(&j);
+    if (rc < 0)
+        return err_set(err, rc, "the artifact's path is too long");
     snprintf(etag, sizeof etag, "\"%s\"", art.sha256);
     if (api_digest_b64(art.sha256, b64) == 0) {
         snprintf(digest, sizeof digest, "sha-256=:%s:", b64);

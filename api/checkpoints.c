@@ -19,6 +19,7 @@
 #include "api/api_priv.h"
 #include "db/jobs.h"
 #include "scheduler/lifecycle.h"
+#include "util/datadir.h"
 
 #define API_CKPT_MAX_HEADER (64u << 20) /* the metadata holds the job and every epoch's metrics */
 
@@ -111,13 +112,13 @@ int api_checkpoints_get(http_req *r, void *ctx)
     if (rc < 0)
         return rc;
     int epoch = 0;
-    char path[4608];
+    char path[DATADIR_PATH_MAX];
     rc = sched_lease_check(&j, http_param(r, "worker"), err);
     if (rc == 0)
         rc = db_job_checkpoint_epoch(d, j.seq, &epoch, err);
     if (rc == 0 && epoch == 0)
         rc = err_set(err, -ENOENT, "job %s has no checkpoint", j.id);
-    if (rc == 0 && sched_checkpoint_path(a->artifacts_dir, j.id, path, sizeof path) < 0)
+    if (rc == 0 && datadir_job_checkpoint(a->artifacts_dir, j.id, path) < 0)
         rc = err_set(err, -ENOENT, "job %s has no checkpoint", j.id);
     db_job_clear(&j);
     if (rc < 0)

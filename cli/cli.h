@@ -40,10 +40,6 @@ int cmd_workers(int argc, char **argv);
 /* trainyard devices --remote: the devices of the server's workers. */
 int cmd_devices_remote(int argc, char **argv);
 
-/* Writes secret and a newline to path, created or truncated with mode 0600 and synced; -1 with
- * errno on failure. */
-int cli_secret_write(const char *path, const char *secret);
-
 /* Parses a byte count for cmd's flag: digits, optionally followed by K, M, G or T (binary
  * multiples); 0 or a negative code after saying what is wrong on stderr. */
 int cli_bytes(const char *cmd, const char *flag, const char *v, uint64_t *out);
@@ -59,12 +55,8 @@ int cli_allow_add(char *list, size_t cap, const char *value, const char *cmd);
  * code after printing to stderr what is wrong, naming the flag and the file. */
 int cli_pem_read(const char *cmd, const char *flag, const char *path, const char *label,
                  char **out);
-/* Wipes and frees what cli_pem_read returned; accepts NULL. */
-void cli_pem_free(char *pem);
 /* Checks that the file given with flag is a readable PEM file holding a certificate (a CA
  * bundle); prints what is wrong, as cli_pem_read. */
 int cli_pem_check(const char *cmd, const char *flag, const char *path);
-/* Writes the first certificate of cert_pem (the leaf of a chain) to path, by rename. */
-int cli_pem_pin(const char *cert_pem, const char *path, char *err);
 
 #endif

@@ -19,7 +19,7 @@
 
 #include <jansson.h>
 
-#include "worker/client.h"
+#include "client/client.h"
 
 #define CLI_EXIT_OK          0
 #define CLI_EXIT_FAILED      1

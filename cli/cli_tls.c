@@ -1,6 +1,6 @@
 /* cli_tls: the certificate files the commands take (serve's --tls-cert and --tls-key, the CA
- * bundles of --ca and --dataset-ca) and the pinned copy of the server's certificate that serve
- * hands its local workers.
+ * bundles of --ca and --dataset-ca). serve pins the server's certificate for its local workers
+ * itself (serve/serve.c).
  *
  * Files are checked when the command starts, so that a missing, unreadable or wrong file is a
  * usage error naming the file and the flag, not a TLS failure later. PEM files are read whole,
@@ -17,7 +17,6 @@
 #include "util/err.h"
 
 #define CLI_PEM_MAX  (1 << 20)
-#define PEM_CERT_END "-----END CERTIFICATE-----"
 
 int cli_pem_read(const char *cmd, const char *flag, const char *path, const char *label, char **out)
 {
@@ -56,43 +55,10 @@ int cli_pem_read(const char *cmd, const char *flag, const char *path, const char
     return 0;
 }
 
-void cli_pem_free(char *pem)
-{
-    if (pem)
-        explicit_bzero(pem, strlen(pem)); /* it may be a private key */
-    free(pem);
-}
-
 int cli_pem_check(const char *cmd, const char *flag, const char *path)
 {
     char *pem = NULL;
     int rc = cli_pem_read(cmd, flag, path, "CERTIFICATE", &pem);
     free(pem);
-    return rc;
-}
-
-int cli_pem_pin(const char *cert_pem, const char *path, char *err)
-{
-    const char *begin = strstr(cert_pem, "-----BEGIN CERTIFICATE-----");
-    const char *end = begin ? strstr(begin, PEM_CERT_END) : NULL;
-    char tmp[4200];
-    int fd, rc = 0;
-
-    if (!end)
-        return err_set(err, -EINVAL, "the certificate file holds no PEM certificate");
-    size_t len = (size_t)(end + strlen(PEM_CERT_END) - begin);
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
-        return err_set(err, -ENAMETOOLONG, "%s: path too long", path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return err_set(err, -errno, "cannot write %s: %s", tmp, strerror(errno));
-    if (write(fd, begin, len) != (ssize_t)len || write(fd, "\n", 1) != 1)
-        rc = err_set(err, -EIO, "cannot write %s: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && rc == 0)
-        rc = err_set(err, -EIO, "cannot write %s: %s", tmp, strerror(errno));
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = err_set(err, -errno, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    if (rc < 0)
-        unlink(tmp);
     return rc;
 }

@@ -22,10 +22,11 @@
 #include "cli/cli_client.h"
 #include "db/db.h"
 #include "db/tokens.h"
+#include "util/datadir.h"
 #include "util/err.h"
 #include "util/json_out.h"
 #include "util/timeutil.h"
-#include "worker/client.h"
+#include "client/client.h"
 
 static const char usage_text[] =
     "usage: trainyard token create --name NAME --role admin|user|worker|metrics [options]\n"
@@ -47,20 +48,6 @@ typedef struct token_opts {
     const char *verb, *name, *role, *id, *data_dir;
     int revoked;
 } token_opts;
-
-int cli_secret_write(const char *path, const char *secret)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -1;
-    size_t len = strlen(secret);
-    int ok = fchmod(fd, 0600) == 0 && write(fd, secret, len) == (ssize_t)len &&
-             write(fd, "\n", 1) == 1 && fsync(fd) == 0;
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return ok ? 0 : -1;
-}
 
 static int token_args(int argc, char **argv, token_opts *o)
 {
@@ -171,9 +158,12 @@ static int collect(void *ctx, const db_token *t)
 /* --data-dir: the database itself. */
 static int token_local(const token_opts *o)
 {
-    char path[4200], err[ERR_LEN];
+    char path[DATADIR_PATH_MAX], err[ERR_LEN];
     struct stat st;
-    snprintf(path, sizeof path, "%s/trainyard.db", o->data_dir);
+    if (datadir_path(o->data_dir, DATADIR_DB, path) < 0) {
+        fprintf(stderr, "trainyard token: %s: path too long\n", o->data_dir);
+        return 1;
+    }
     if (stat(o->data_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "trainyard token: %s is not a data directory\n", o->data_dir);
         return 1;

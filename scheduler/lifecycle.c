@@ -21,6 +21,7 @@
 #include "db/logs.h"
 #include "db/workers.h"
 #include "job/job.h"
+#include "util/datadir.h"
 
 #define SCHED_SEEN_EVERY_MS 1000 /* an idle lease poll records the visit at most this often */
 #define SCHED_LEASE_EXPIRED "lease expired"
@@ -475,8 +476,9 @@ out:
  * effort: the rows are already gone, and a file left behind harms nothing. */
 static void sched_artifacts_remove(const char *artifacts_dir, const char *id)
 {
-    char dir[4608], path[4864];
-    snprintf(dir, sizeof dir, "%s/%s", artifacts_dir, id);
+    char dir[DATADIR_PATH_MAX], path[DATADIR_PATH_MAX];
+    if (datadir_job_dir(artifacts_dir, id, dir) < 0)
+        return;
     DIR *dh = opendir(dir);
     if (!dh)
         return;
@@ -486,8 +488,8 @@ static void sched_artifacts_remove(const char *artifacts_dir, const char *id)
             break;
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
+        if (datadir_job_file(artifacts_dir, id, e->d_name, path) == 0)
+            unlink(path);
     }
     closedir(dh);
     rmdir(dir);

@@ -163,18 +163,13 @@ int sched_artifact_name_ok(const char *name);
 int sched_artifact_add(db *d, const char *job_id, const char *worker_id, const char *artifacts_dir,
                        const char *tmp_path, const db_artifact *a, char *err);
 
-/* After job j reached a terminal state: deletes <artifacts_dir>/<id>/.checkpoint, or, when j's
- * document says "delete_checkpoint": false, moves it to the artifact SCHED_CHECKPOINT_KEPT and
+/* After job j reached a terminal state: deletes its checkpoint (datadir_job_checkpoint), or, when
+ * j's document says "delete_checkpoint": false, moves it to the artifact SCHED_CHECKPOINT_KEPT and
  * records it. artifacts_dir NULL does nothing. */
 int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, int64_t now);
 
 /* The artifact a kept checkpoint becomes: what `trainyard train --resume` reads. */
 #define SCHED_CHECKPOINT_KEPT "checkpoint.safetensors"
-/* The file name of a job's checkpoint in <artifacts_dir>/<job id>: a dot name, so it can never
- * be an artifact's. */
-#define SCHED_CHECKPOINT_NAME ".checkpoint"
-/* <artifacts_dir>/<job_id>/.checkpoint into out; -ENAMETOOLONG when it does not fit. */
-int sched_checkpoint_path(const char *artifacts_dir, const char *job_id, char *out, size_t cap);
 /* For the lease holder of running job_id: when epoch is after the stored checkpoint's, moves
  * tmp_path over the job's checkpoint file, records epoch and sets *stored to 1; else leaves
  * everything as it was and sets *stored to 0. */

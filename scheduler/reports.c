@@ -11,7 +11,8 @@
  * concurrent delete of the job (which takes the same lock) never leaves a file behind, and a
  * row never exists for a file that is not complete on disk.
  *
- * Checkpoints: the newest one of a running job is <artifacts_dir>/<id>/.checkpoint, never
+ * Checkpoints: the newest one of a running job is artifacts/<id>/.checkpoint
+ * (util/datadir.h), never
  * listed (sched_checkpoint_store). Once the job has ended, nothing resumes from it: it is
  * deleted, or, when the job document says "delete_checkpoint": false, renamed to the artifact
  * checkpoint.safetensors and recorded like an upload (sched_checkpoint_settle). */
@@ -29,6 +30,7 @@
 #include "db/events.h"
 #include "db/logs.h"
 #include "db/workers.h"
+#include "util/datadir.h"
 #include "util/sha256.h"
 
 int sched_job_heartbeat(db *d, const char *job_id, const char *worker_id, const sched_progress *p,
@@ -114,10 +116,11 @@ static int sched_fsync_path(const char *path, int flags, char *err)
 /* Copies src to dst (through dst.part and a rename), for an upload on another file system. */
 static int sched_copy_file(const char *src, const char *dst, char *err)
 {
-    char part[4928];
+    char part[DATADIR_PATH_MAX];
     char buf[1 << 16];
-    int rc = 0;
-    snprintf(part, sizeof part, "%s.part", dst);
+    int rc = datadir_beside(dst, ".part", part);
+    if (rc < 0)
+        return err_set(err, rc, "%s: path too long", dst);
     int in = open(src, O_RDONLY | O_CLOEXEC);
     if (in < 0)
         return err_set(err, -errno, "cannot open the upload %s: %s", src, strerror(errno));
@@ -161,23 +164,30 @@ static int sched_copy_file(const char *src, const char *dst, char *err)
     return rc;
 }
 
-/* Puts the upload at dir/name for good: mkdir, fsync, rename (or copy), fsync the folder. */
-static int sched_artifact_place(const char *dir, const char *name, const char *tmp_path,
-                                char *final, size_t cap, char *err)
+/* Puts the upload at <artifacts_dir>/<job_id>/<name> (final) for good: mkdir, fsync, rename (or
+ * copy), fsync the folder. final gets the file's path once the file is there. */
+static int sched_artifact_place(const char *artifacts_dir, const char *job_id, const char *name,
+                                const char *tmp_path, char final[DATADIR_PATH_MAX], char *err)
 {
+    char dir[DATADIR_PATH_MAX], path[DATADIR_PATH_MAX];
+    int rc = datadir_job_dir(artifacts_dir, job_id, dir);
+    if (rc == 0)
+        rc = datadir_job_file(artifacts_dir, job_id, name, path);
+    if (rc < 0)
+        return err_set(err, rc, "%s: the artifact's path is too long", artifacts_dir);
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         return err_set(err, -errno, "cannot create %s: %s", dir, strerror(errno));
-    snprintf(final, cap, "%s/%s", dir, name);
-    int rc = sched_fsync_path(tmp_path, O_RDONLY, err);
+    rc = sched_fsync_path(tmp_path, O_RDONLY, err);
     if (rc < 0)
         return rc;
-    if (rename(tmp_path, final) < 0) {
+    if (rename(tmp_path, path) < 0) {
         if (errno != EXDEV)
-            return err_set(err, -errno, "cannot move the upload to %s: %s", final, strerror(errno));
-        rc = sched_copy_file(tmp_path, final, err);
+            return err_set(err, -errno, "cannot move the upload to %s: %s", path, strerror(errno));
+        rc = sched_copy_file(tmp_path, path, err);
         if (rc < 0)
             return rc;
     }
+    memcpy(final, path, sizeof path);
     return sched_fsync_path(dir, O_RDONLY | O_DIRECTORY, err);
 }
 
@@ -189,13 +199,12 @@ int sched_artifact_add(db *d, const char *job_id, const char *worker_id, const c
                        "artifact names are 1 to 128 letters, digits, '.', '_' or '-', not "
                        "starting with '.'");
     db_job j;
-    char dir[4608], final[4864], reason[256];
+    char final[DATADIR_PATH_MAX], reason[256];
     final[0] = '\0';
     int rc = sched_job_begin_leased(d, job_id, worker_id, &j, err);
     if (rc < 0)
         return rc;
-    snprintf(dir, sizeof dir, "%s/%s", artifacts_dir, j.id);
-    rc = sched_artifact_place(dir, a->name, tmp_path, final, sizeof final, err);
+    rc = sched_artifact_place(artifacts_dir, j.id, a->name, tmp_path, final, err);
     if (rc < 0) {
         final[0] = '\0'; /* nothing of ours to remove */
         goto out;
@@ -226,18 +235,12 @@ out:
 
 /* ---- checkpoints ------------------------------------------------------------------------ */
 
-int sched_checkpoint_path(const char *artifacts_dir, const char *job_id, char *out, size_t cap)
-{
-    int n = snprintf(out, cap, "%s/%s/" SCHED_CHECKPOINT_NAME, artifacts_dir, job_id);
-    return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
-}
-
 int sched_checkpoint_store(db *d, const char *job_id, const char *worker_id,
                            const char *artifacts_dir, const char *tmp_path, int epoch, int *stored,
                            char *err)
 {
     db_job j;
-    char dir[4608], final[4864];
+    char final[DATADIR_PATH_MAX];
     int have = 0;
     int rc = sched_job_begin_leased(d, job_id, worker_id, &j, err);
     if (rc < 0)
@@ -252,8 +255,8 @@ int sched_checkpoint_store(db *d, const char *job_id, const char *worker_id,
         /* The file replaces the older one before the commit: should the commit fail, the file
          * is newer than the recorded epoch, and a resume merely starts later than the metrics
          * say (the resumed attempt's epochs replace their rows). */
-        snprintf(dir, sizeof dir, "%s/%s", artifacts_dir, j.id);
-        rc = sched_artifact_place(dir, SCHED_CHECKPOINT_NAME, tmp_path, final, sizeof final, err);
+        rc = sched_artifact_place(artifacts_dir, j.id, DATADIR_CHECKPOINT_NAME, tmp_path, final,
+                                  err);
         if (rc < 0)
             goto out;
     }
@@ -281,14 +284,14 @@ static int sched_checkpoint_unwanted(const char *document)
 
 int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, int64_t now)
 {
-    char path[4608], dir[4608], final[4864], err[ERR_LEN];
+    char path[DATADIR_PATH_MAX], final[DATADIR_PATH_MAX], err[ERR_LEN];
     db_artifact a;
     db_job cur;
     uint64_t size = 0;
     memset(&a, 0, sizeof a);
     memset(&cur, 0, sizeof cur);
     final[0] = '\0';
-    if (!artifacts_dir || sched_checkpoint_path(artifacts_dir, j->id, path, sizeof path) < 0 ||
+    if (!artifacts_dir || datadir_job_checkpoint(artifacts_dir, j->id, path) < 0 ||
         access(path, F_OK) != 0)
         return 0;
     if (sched_checkpoint_unwanted(j->document))
@@ -306,8 +309,7 @@ int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, i
         return rc;
     rc = db_job_get_seq(d, j->seq, &cur, err); /* not deleted meanwhile */
     if (rc == 0) {
-        snprintf(dir, sizeof dir, "%s/%s", artifacts_dir, j->id);
-        rc = sched_artifact_place(dir, a.name, path, final, sizeof final, err);
+        rc = sched_artifact_place(artifacts_dir, j->id, a.name, path, final, err);
         if (rc < 0)
             final[0] = '\0';
     }

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/datadir.h"
 #include "util/err.h"
 #include "util/timeutil.h"
 
@@ -82,17 +83,18 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
  * out another serve's. */
 static void work_clean(supervisor *s, int i)
 {
-    char work[4200];
-    snprintf(work, sizeof work, "%s/worker-%d", s->work, i);
-    nftw(work, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    char work[DATADIR_PATH_MAX];
+    if (datadir_worker_dir(s->work, i, work) == 0)
+        nftw(work, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 static int spawn(supervisor *s, int i, char *err)
 {
-    char device[16], name[64], work[4200], parent[24];
+    char device[16], name[64], work[DATADIR_PATH_MAX], parent[24];
     snprintf(device, sizeof device, "%d", s->slots[i].device);
     snprintf(name, sizeof name, SUPERVISOR_NAME_FMT, i);
-    snprintf(work, sizeof work, "%s/worker-%d", s->work, i);
+    if (datadir_worker_dir(s->work, i, work) < 0)
+        return err_set(err, -ENAMETOOLONG, "%s: a local worker's folder path is too long", s->work);
     const char *argv[32];
     int n = 0;
     argv[n++] = s->exe;

@@ -52,7 +52,7 @@
 #include "util/url.h"
 #include "util/utf8.h"
 #include "worker/checkpoint.h"
-#include "worker/client.h"
+#include "client/client.h"
 #include "worker/fetch.h"
 #include "worker/trainer.h"
 

@@ -25,6 +25,7 @@
 #include "scheduler/sweeper.h"
 #include "tests/unit/check.h"
 #include "job/job.h"
+#include "util/datadir.h"
 
 #define T0    1700000000000LL /* the test's epoch, ms */
 #define LEASE 30              /* lease seconds */
@@ -334,7 +335,7 @@ static void test_lapsed_leases(void)
     CHECK_INT(sched_job_heartbeat(d, id, w1, &p, T0 + 2000, LEASE, &beat, err), 0);
 
     /* a checkpoint after epoch 1 is stored for the lease holder only, and only when newer */
-    char adir[512], up[600], stored_path[1200];
+    char adir[512], up[600], stored_path[DATADIR_PATH_MAX];
     snprintf(adir, sizeof adir, "%s/ckpt-artifacts", tmp_dir);
     mkdir(adir, 0755);
     snprintf(up, sizeof up, "%s/ckpt-upload", tmp_dir);
@@ -345,7 +346,7 @@ static void test_lapsed_leases(void)
     CHECK_INT(sched_checkpoint_store(d, id, w2, adir, up, 1, &stored, err), -EBUSY);
     CHECK_INT(sched_checkpoint_store(d, id, w1, adir, up, 1, &stored, err), 0);
     CHECK_INT(stored, 1);
-    CHECK_INT(sched_checkpoint_path(adir, id, stored_path, sizeof stored_path), 0);
+    CHECK_INT(datadir_job_checkpoint(adir, id, stored_path), 0);
     CHECK_INT(access(stored_path, F_OK), 0);
     f = fopen(up, "w");
     fclose(f);
@@ -839,7 +840,7 @@ static void store_checkpoint(db *d, const char *adir, const char *id, const char
 static void test_checkpoint_settled_at_the_end(void)
 {
     db *d = fresh_db("settle");
-    char err[ERR_LEN], w[DB_ID_LEN + 1], got[DB_ID_LEN + 1], adir[512], path[1200];
+    char err[ERR_LEN], w[DB_ID_LEN + 1], got[DB_ID_LEN + 1], adir[512], path[DATADIR_PATH_MAX];
     char gone[DB_ID_LEN + 1], kept[DB_ID_LEN + 1], cancelled[DB_ID_LEN + 1];
     snprintf(adir, sizeof adir, "%s/settle-artifacts", tmp_dir);
     mkdir(adir, 0755);
@@ -851,7 +852,7 @@ static void test_checkpoint_settled_at_the_end(void)
     submit(d, "default", 0, JOB_DEVICE_ANY, 3, 3600, T0, gone);
     CHECK_INT(lease(d, w, T0, got), 1);
     store_checkpoint(d, adir, gone, w, 1);
-    CHECK_INT(sched_checkpoint_path(adir, gone, path, sizeof path), 0);
+    CHECK_INT(datadir_job_checkpoint(adir, gone, path), 0);
     CHECK_INT(access(path, F_OK), 0);
     CHECK_INT(sched_job_complete(d, gone, w, DB_SUCCEEDED, NULL, adir, T0 + 10, &j, err), 0);
     CHECK(access(path, F_OK) != 0);
@@ -864,7 +865,7 @@ static void test_checkpoint_settled_at_the_end(void)
     CHECK_INT(lease(d, w, T0 + 20, got), 1);
     store_checkpoint(d, adir, kept, w, 2);
     CHECK_INT(sched_job_complete(d, kept, w, DB_FAILED, "boom", adir, T0 + 30, &j, err), 0);
-    CHECK_INT(sched_checkpoint_path(adir, kept, path, sizeof path), 0);
+    CHECK_INT(datadir_job_checkpoint(adir, kept, path), 0);
     CHECK(access(path, F_OK) != 0);
     CHECK_INT(db_artifact_get(d, j.seq, SCHED_CHECKPOINT_KEPT, &a, err), 0);
     CHECK_INT(a.size, 5);
@@ -882,7 +883,7 @@ static void test_checkpoint_settled_at_the_end(void)
     int to = -2;
     CHECK_INT(sched_worker_lost(d, w, "died", adir, T0 + 50, &to, err), 0);
     CHECK_INT(to, DB_QUEUED);
-    CHECK_INT(sched_checkpoint_path(adir, cancelled, path, sizeof path), 0);
+    CHECK_INT(datadir_job_checkpoint(adir, cancelled, path), 0);
     CHECK_INT(access(path, F_OK), 0); /* the next attempt resumes from it */
     CHECK_INT(sched_job_cancel(d, cancelled, adir, T0 + 60, &j, err), 0);
     CHECK_INT(j.status, DB_CANCELLED);

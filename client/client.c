@@ -2,7 +2,7 @@
  * growing buffer capped at CLIENT_MAX_REPLY (API answers are small JSON; artifacts go through
  * client_download, which streams to a file, and streams through client_get_stream, which hands
  * the body to the caller as it arrives and keeps only an error answer's body). */
-#include "worker/client.h"
+#include "client/client.h"
 
 #include <curl/curl.h>
 #include <stdio.h>

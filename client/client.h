@@ -1,5 +1,5 @@
-/* client: a small libcurl client of trainyard's own API, used by the worker process (and the CLI
- * commands that talk to a server). One client keeps one curl handle, so consecutive requests
+/* client: a small libcurl client of trainyard's own API, used by the worker process and the CLI
+ * commands that talk to a server. One client keeps one curl handle, so consecutive requests
  * reuse the connection. Not thread-safe: one client per thread.
  *
  * Every call returns 0 when an HTTP answer arrived (whatever its status, in *status) and a
@@ -9,8 +9,8 @@
  * NULL; client_problem() turns a problem body into one sentence.
  *
  * Ownership: client_free() accepts NULL; replies are the caller's to json_decref. */
-#ifndef TRAINYARD_WORKER_CLIENT_H
-#define TRAINYARD_WORKER_CLIENT_H
+#ifndef TRAINYARD_CLIENT_CLIENT_H
+#define TRAINYARD_CLIENT_CLIENT_H
 
 #include <signal.h>
 #include <stdint.h>
@@ -25,7 +25,7 @@ int client_new(const char *base_url, const char *token, client **out, char *err)
 void client_free(client *c);
 /* Verifies https servers against the PEM bundle ca_file instead of the system store (NULL: the
  * system store). pinned: ca_file is the server's own certificate, trusted as the one anchor;
- * then, and only then, the host name is not checked (serve's local workers, see cmd_serve.c). */
+ * then, and only then, the host name is not checked (serve's local workers, see serve/serve.c). */
 void client_set_ca(client *c, const char *ca_file, int pinned);
 /* Bounds the next requests: a whole request may take at most timeout_s seconds. */
 void client_set_timeout(client *c, long timeout_s);

@@ -1,0 +1,44 @@
+/* serve: `trainyard serve` as a module — the API, the scheduler and SQLite in one process, plus
+ * one local worker process per OpenCL device, supervised and restarted when one dies. The CLI
+ * (cli/cmd_serve.c) parses and checks the flags into a serve_opts and calls serve_run, which
+ * owns everything after that: the data-directory lock, tokens, TLS, the HTTP server, the sweep
+ * loop, the local workers and the shutdown (serve.c says how each works).
+ *
+ * Layer: cli -> serve -> api -> scheduler -> db; nothing below reaches up to it.
+ *
+ * Ownership: serve_opts borrows its strings, except cert_pem and key_pem, which serve_run takes:
+ * it wipes and frees them (serve_pem_free) once the HTTP server holds its own copies, on every
+ * path. */
+#ifndef TRAINYARD_SERVE_SERVE_H
+#define TRAINYARD_SERVE_SERVE_H
+
+#include <stdint.h>
+
+typedef struct serve_opts {
+    const char *bind;              /* address to listen on ("127.0.0.1") */
+    int port;                      /* 0 picks a free one */
+    const char *data_dir;          /* made when missing */
+    long workers;                  /* local workers; -1: one per OpenCL device, 0: none */
+    const char *tls_cert;          /* the certificate's file, for messages; NULL: plain HTTP */
+    const char *tls_key;           /* the key's file, for messages */
+    char *cert_pem, *key_pem;      /* their PEM text (taken, see above); NULL: plain HTTP */
+    const char *dataset_root;      /* --dataset-root, or NULL */
+    const char *dataset_allow;     /* the joined --dataset-allow list, or NULL */
+    const char *dataset_ca;        /* --dataset-ca, or NULL */
+    const char *max_dataset_bytes; /* --max-dataset-bytes as given, or NULL */
+    long lease_seconds, checkpoint_seconds, dataset_stall_seconds, shutdown_seconds;
+    uint64_t max_artifact_bytes;
+    long max_queued;     /* per token; 0: no limit */
+    long threads;        /* HTTP threads */
+    long max_per_client; /* connections per client address; 0: no limit */
+} serve_opts;
+
+/* Runs the service until SIGTERM/SIGINT and a bounded shutdown; returns the process exit status
+ * (0 after a clean stop, 1 when it could not start, after saying why on stderr). Once per
+ * process: it installs signal handlers and keeps the service's state in statics. */
+int serve_run(const serve_opts *o);
+
+/* Wipes and frees a PEM text (it may be a private key); accepts NULL. */
+void serve_pem_free(char *pem);
+
+#endif
