@@ -44,14 +44,14 @@ long alloc_fail_count(void);
 int alloc_fail_hit(void);
 
 /* Runs body with the n-th allocation failing, for n = 1, 2, ... until one run injects no
- * failure; then *runs_out holds the number of failure points exercised (runs - 1). The body is
- * a statement; `alloc_fail_n` holds n inside it, `alloc_fail_hit()` says whether the failure
- * was injected so far in this run. */
-#define ALLOC_FAIL_LOOP(points_out, body)                                                          \
+ * failure; then *points_out holds the number of failure points exercised (runs - 1). The body (the
+ * macro's last argument, commas allowed) is a statement; `alloc_fail_n` holds n inside it,
+ * `alloc_fail_hit()` says whether the failure was injected so far in this run. */
+#define ALLOC_FAIL_LOOP(points_out, ...)                                                           \
     do {                                                                                           \
         for (long alloc_fail_n = 1;; alloc_fail_n++) {                                             \
             alloc_fail_after(alloc_fail_n);                                                        \
-            body;                                                                                  \
+            __VA_ARGS__;                                                                           \
             if (!alloc_fail_off()) {                                                               \
                 *(points_out) = alloc_fail_n - 1;                                                  \
                 break;                                                                             \
