@@ -30,9 +30,10 @@
  * any jansson or SQLite use. Returns 0, or -1 when SQLite refuses the configuration. */
 int alloc_fail_init(void);
 /* Whether jansson's allocations count (1, the default after alloc_fail_init) or not (0).
- * jansson 2.14's lexer drops a byte of a string when growing its buffer fails, and reports a
- * failed string copy as a syntax error; tests that want exact results from json_loads() turn
- * jansson's counting off around it. */
+ * jansson 2.14's lexer drops a byte of a string when growing its buffer fails (lex_save()
+ * ignores strbuffer_append_byte()'s error: akheron/jansson#362, open), and reports a failed
+ * string copy as a syntax error; tests that want exact results from json_loads() turn jansson's
+ * counting off around it. */
 void alloc_fail_jansson(int counted);
 /* Fails the n-th counted allocation from now (n >= 1); 0 disarms. */
 void alloc_fail_after(long n);
