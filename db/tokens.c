@@ -115,11 +115,15 @@ int db_token_insert(db *d, const char *name, int role, const char *hash, int64_t
 int db_token_create(db *d, const char *name, int role, int64_t now, db_token *out,
                     char secret[DB_TOKEN_SECRET_LEN + 1], char *err)
 {
-    char hash[DB_TOKEN_HASH_LEN + 1];
-    int rc = db_token_secret_new(secret, hash, err);
+    char made[DB_TOKEN_SECRET_LEN + 1], hash[DB_TOKEN_HASH_LEN + 1];
+    int rc = db_token_secret_new(made, hash, err);
     if (rc < 0)
         return rc;
-    return db_token_insert(d, name, role, hash, now, out, err);
+    rc = db_token_insert(d, name, role, hash, now, out, err);
+    if (rc < 0)
+        return rc;
+    memcpy(secret, made, sizeof made);
+    return 0;
 }
 
 int db_token_find_hash(db *d, const char *hash, db_token *out, char *err)
