@@ -3,9 +3,11 @@
  * release builds of SQLite lack its test hooks). Covered: db_open on a new file (the pragmas and
  * every migration), a submit's transaction (db_begin, db_job_insert, db_event_append,
  * db_commit), db_job_get, db_job_list, db_log_append and db_log_list, db_metric_put and
- * db_artifact_put. Each failing run must return a negative code with a message, leave its
- * output as it was, and roll back: no row of a failed transaction stays, the connection is back
- * in autocommit and the next transaction can begin. ASan checks nothing leaks. */
+ * db_artifact_put, a job's lease (db_job_set_running, db_job_set_finished), db_worker_insert and
+ * db_worker_get, db_token_create and db_token_find_hash. Each failing run must return a negative
+ * code with a message, leave its output as it was, and roll back: no row of a failed transaction
+ * stays, the connection is back in autocommit and the next transaction can begin. ASan checks
+ * nothing leaks. */
 #include "db/db.h"
 
 #include <errno.h>
@@ -19,6 +21,8 @@
 #include "db/jobs.h"
 #include "db/logs.h"
 #include "db/metrics.h"
+#include "db/tokens.h"
+#include "db/workers.h"
 #include "tests/unit/alloc_fail.h"
 #include "tests/unit/check.h"
 #include "worker/job.h"
@@ -47,11 +51,16 @@ static long long scalar(db *d, const char *sql)
     return v;
 }
 
-/* A failed call: -ENOMEM and a message (not -ENOENT or -EEXIST, which a lost binding gave). */
-static void check_error(int rc, const char *err)
+/* Whether a run failed; a failure must be the injected one, as -ENOMEM with a message (not
+ * -ENOENT or -EEXIST, which a lost binding gave). */
+static int failed(int rc, int hit, const char *err)
 {
+    if (rc >= 0)
+        return 0;
+    CHECK(hit);
     CHECK_INT(rc, -ENOMEM);
     CHECK(err[0] != '\0');
+    return 1;
 }
 
 static void test_open(void)
@@ -64,8 +73,7 @@ static void test_open(void)
         db *d = (db *)1;
         err[0] = '\0';
         int rc = db_open(path, &d, err);
-        if (alloc_fail_off() && rc < 0) {
-            check_error(rc, err);
+        if (failed(rc, alloc_fail_off(), err)) {
             CHECK(d == (db *)1);
         } else {
             /* SQLite has benign allocations (caches) whose failure it rides out */
@@ -135,9 +143,7 @@ static void test_submit(db *d)
         int rc = submit(d, &j, err);
         int hit = alloc_fail_off();
         CHECK(sqlite3_get_autocommit(db_sqlite(d)));
-        if (rc < 0) {
-            CHECK(hit);
-            check_error(rc, err);
+        if (failed(rc, hit, err)) {
             CHECK_INT(scalar(d, "SELECT count(*) FROM jobs"), jobs);
             CHECK_INT(scalar(d, "SELECT count(*) FROM job_events"), events);
         } else {
@@ -172,9 +178,7 @@ static void test_get(db *d)
         err[0] = '\0';
         int rc = db_job_get(d, j.id, &got, err);
         int hit = alloc_fail_off();
-        if (rc < 0) {
-            CHECK(hit);
-            check_error(rc, err);
+        if (failed(rc, hit, err)) {
             CHECK(memcmp(&got, &before, sizeof got) == 0);
         } else {
             CHECK_INT(got.seq, j.seq);
@@ -209,9 +213,7 @@ static void test_list(db *d)
         err[0] = '\0';
         int rc = db_job_list(d, &f, count_job, &n, err);
         int hit = alloc_fail_off();
-        if (rc < 0) {
-            CHECK(hit);
-            check_error(rc, err);
+        if (failed(rc, hit, err)) {
         } else {
             CHECK_INT(n, want);
         }
@@ -246,9 +248,7 @@ static void test_logs(db *d)
         else
             db_rollback(d);
         int hit = alloc_fail_off();
-        if (rc < 0) {
-            CHECK(hit);
-            check_error(rc, err);
+        if (failed(rc, hit, err)) {
             CHECK_INT(scalar(d, "SELECT count(*) FROM logs"), 0);
         } else {
             CHECK_INT(log_lines, 3);
@@ -286,9 +286,7 @@ static void test_metric_artifact(db *d)
         if (rc == 0)
             rc = db_artifact_put(d, j.seq, &a, err);
         int hit = alloc_fail_off();
-        if (rc < 0) {
-            CHECK(hit);
-            check_error(rc, err);
+        if (failed(rc, hit, err)) {
         } else {
             db_artifact got;
             CHECK_INT(db_artifact_get(d, j.seq, "model.safetensors", &got, err), 0);
@@ -297,6 +295,103 @@ static void test_metric_artifact(db *d)
         }
     });
     printf("db_metric_put, db_artifact_put: %ld failure points\n", points);
+    CHECK(points >= 2);
+}
+
+/* A worker takes a job and finishes it: each guarded write either happens whole or not at all. */
+static void test_lease(db *d)
+{
+    char err[ERR_LEN];
+    long points = 0;
+    int k = 4000;
+    ALLOC_FAIL_LOOP(&points, {
+        alloc_fail_off();
+        db_job j;
+        submitted(d, k++, &j);
+        alloc_fail_after(alloc_fail_n);
+        err[0] = '\0';
+        int rc = db_job_set_running(d, j.seq, "w1", "cpu", 10, 1000, err);
+        if (rc >= 0)
+            rc = db_job_set_finished(d, j.seq, "w1", DB_SUCCEEDED, NULL, 20, err);
+        int hit = alloc_fail_off();
+        db_job got;
+        CHECK_INT(db_job_get(d, j.id, &got, err), 0);
+        if (failed(rc, hit, err)) {
+            CHECK(got.status == DB_QUEUED || got.status == DB_RUNNING);
+        } else {
+            CHECK_INT(got.status, DB_SUCCEEDED);
+            CHECK_INT(got.attempt, 1);
+        }
+        db_job_clear(&got);
+    });
+    printf("db_job_set_running, db_job_set_finished: %ld failure points\n", points);
+    CHECK(points >= 2);
+}
+
+static void test_worker(db *d)
+{
+    char err[ERR_LEN];
+    long points = 0;
+    ALLOC_FAIL_LOOP(&points, {
+        alloc_fail_off();
+        db_worker w = {.kinds = 4, .registered_at = 5, .last_seen_at = 6};
+        CHECK_INT(db_id_new(w.id, err), 0);
+        snprintf(w.name, sizeof w.name, "host-%ld", alloc_fail_n);
+        w.devices = "[{\"kind\":\"cpu\"}]";
+        alloc_fail_after(alloc_fail_n);
+        err[0] = '\0';
+        db_worker got, before;
+        memset(&got, 0xAB, sizeof got);
+        before = got;
+        int rc = db_worker_insert(d, &w, err);
+        if (rc == 0)
+            rc = db_worker_get(d, w.id, &got, err);
+        int hit = alloc_fail_off();
+        if (failed(rc, hit, err)) {
+            CHECK(memcmp(&got, &before, sizeof got) == 0);
+        } else {
+            CHECK_STR(got.name, w.name);
+            CHECK_STR(got.devices, w.devices);
+            CHECK_INT(got.kinds, 4);
+            db_worker_clear(&got);
+        }
+    });
+    printf("db_worker_insert, db_worker_get: %ld failure points\n", points);
+    CHECK(points >= 2);
+}
+
+static void test_token(db *d)
+{
+    char err[ERR_LEN];
+    long points = 0;
+    ALLOC_FAIL_LOOP(&points, {
+        db_token t, before;
+        char secret[DB_TOKEN_SECRET_LEN + 1], secret_before[sizeof secret];
+        memset(&t, 0xAB, sizeof t);
+        before = t;
+        memset(secret, 'z', sizeof secret);
+        memcpy(secret_before, secret, sizeof secret);
+        err[0] = '\0';
+        int created = db_token_create(d, "ci", DB_ROLE_USER, 7, &t, secret, err);
+        int rc = created;
+        db_token found;
+        if (rc == 0) {
+            char hash[DB_TOKEN_HASH_LEN + 1];
+            db_token_hash(secret, hash);
+            rc = db_token_find_hash(d, hash, &found, err);
+        }
+        int hit = alloc_fail_off();
+        if (created < 0) { /* neither output written */
+            CHECK(memcmp(&t, &before, sizeof t) == 0);
+            CHECK(memcmp(secret, secret_before, sizeof secret) == 0);
+        }
+        if (failed(rc, hit, err)) {
+        } else {
+            CHECK_STR(found.id, t.id);
+            CHECK_INT(found.role, DB_ROLE_USER);
+        }
+    });
+    printf("db_token_create, db_token_find_hash: %ld failure points\n", points);
     CHECK(points >= 2);
 }
 
@@ -319,6 +414,9 @@ int main(void)
         test_list(d);
         test_logs(d);
         test_metric_artifact(d);
+        test_lease(d);
+        test_worker(d);
+        test_token(d);
         db_close(d);
     }
     remove_db(path);
