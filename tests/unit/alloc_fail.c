@@ -114,13 +114,3 @@ int alloc_fail_off(void)
     __atomic_store_n(&alloc_fail_at, 0, __ATOMIC_RELAXED);
     return __atomic_load_n(&alloc_fail_fired, __ATOMIC_RELAXED);
 }
-
-int alloc_fail_hit(void)
-{
-    return __atomic_load_n(&alloc_fail_fired, __ATOMIC_RELAXED);
-}
-
-long alloc_fail_count(void)
-{
-    return __atomic_load_n(&alloc_fail_seen, __ATOMIC_RELAXED);
-}

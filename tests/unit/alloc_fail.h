@@ -39,15 +39,12 @@ void alloc_fail_jansson(int counted);
 void alloc_fail_after(long n);
 /* Disarms; returns 1 when the armed failure was injected since alloc_fail_after(), else 0. */
 int alloc_fail_off(void);
-/* Counted allocations since the last alloc_fail_after() (armed or not). */
-long alloc_fail_count(void);
-/* Whether the armed failure has been injected since alloc_fail_after(). */
-int alloc_fail_hit(void);
 
 /* Runs body with the n-th allocation failing, for n = 1, 2, ... until one run injects no
- * failure; then *points_out holds the number of failure points exercised (runs - 1). The body (the
- * macro's last argument, commas allowed) is a statement; `alloc_fail_n` holds n inside it,
- * `alloc_fail_hit()` says whether the failure was injected so far in this run. */
+ * failure; then *points_out holds the number of failure points exercised (runs - 1). The body
+ * (the macro's last argument, commas allowed) is a statement; `alloc_fail_n` holds n inside it.
+ * Setup that should not count goes between alloc_fail_off() and alloc_fail_after(alloc_fail_n)
+ * at the top of the body. */
 #define ALLOC_FAIL_LOOP(points_out, ...)                                                           \
     do {                                                                                           \
         for (long alloc_fail_n = 1;; alloc_fail_n++) {                                             \
