@@ -19,9 +19,9 @@ int db_artifact_put(db *d, int64_t job_seq, const db_artifact *a, char *err)
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, job_seq);
-    sqlite3_bind_text(st, 2, a->name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, a->name, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, a->size);
-    sqlite3_bind_text(st, 4, a->sha256, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 4, a->sha256, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 5, a->created_at);
     rc = db_write(d, st, err);
     return rc < 0 ? rc : 0;
@@ -42,7 +42,7 @@ int db_artifact_get(db *d, int64_t job_seq, const char *name, db_artifact *out, 
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, job_seq);
-    sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
     int src = sqlite3_step(st);
     if (src == SQLITE_ROW)
         db_artifact_read(st, out);

@@ -403,7 +403,7 @@ int db_bind_opt_text(sqlite3_stmt *st, int idx, const char *s)
 {
     if (!s || !*s)
         return sqlite3_bind_null(st, idx);
-    return sqlite3_bind_text(st, idx, s, -1, SQLITE_TRANSIENT);
+    return sqlite3_bind_text(st, idx, s, -1, SQLITE_STATIC);
 }
 
 int db_bind_opt_time(sqlite3_stmt *st, int idx, int64_t v)

@@ -21,6 +21,11 @@
  * missing ones in order inside one BEGIN IMMEDIATE transaction, so a database is at one version
  * or the one before, never in between; a database from a newer trainyard is refused.
  *
+ * Bindings: text is bound SQLITE_STATIC (borrowed; the caller's string outlives the step, and
+ * db_stmt() clears the bindings before the statement is handed out again), never
+ * SQLITE_TRANSIENT: SQLite's copy can fail for lack of memory, and then the parameter stays NULL
+ * and the statement runs anyway, so a lookup by id finds nothing and an insert breaks NOT NULL.
+ *
  * Errors: SQLite result codes become negative errno codes (db_code): BUSY and LOCKED → -EAGAIN,
  * FULL → -ENOSPC, CONSTRAINT → -EEXIST, NOMEM → -ENOMEM, CANTOPEN → -ENOENT, the rest → -EIO.
  * Times in the database are milliseconds since the Unix epoch. */
@@ -101,7 +106,7 @@ int db_col_dup(sqlite3_stmt *st, int col, char **out);
 double db_col_real(sqlite3_stmt *st, int col);
 /* An INTEGER column, 0 for NULL. */
 int64_t db_col_int(sqlite3_stmt *st, int col);
-/* Binds text, or NULL when s is NULL or empty. */
+/* Binds text (borrowed, SQLITE_STATIC), or NULL when s is NULL or empty. */
 int db_bind_opt_text(sqlite3_stmt *st, int idx, const char *s);
 /* Binds an integer, or NULL when v is 0. */
 int db_bind_opt_time(sqlite3_stmt *st, int idx, int64_t v);

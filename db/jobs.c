@@ -158,13 +158,13 @@ int db_job_insert(db *d, db_job *j, const char *idem_key, const char *body_hash,
     int rc = db_stmt(d, SQL_JOB_INSERT, &st, err);
     if (rc < 0)
         return rc;
-    sqlite3_bind_text(st, 1, j->id, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 2, j->name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, j->id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, j->name, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 3, j->max_attempts);
     sqlite3_bind_int(st, 4, j->priority);
     sqlite3_bind_text(st, 5, db_device_kind_name(j->device_kind), -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 6, j->max_runtime_seconds);
-    sqlite3_bind_text(st, 7, j->document, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 7, j->document, -1, SQLITE_STATIC);
     db_bind_opt_text(st, 8, idem_key);
     db_bind_opt_text(st, 9, body_hash);
     sqlite3_bind_int64(st, 10, j->created_at);
@@ -189,7 +189,7 @@ int db_job_get(db *d, const char *id, db_job *out, char *err)
     int rc = db_stmt(d, SQL_JOB_GET, &st, err);
     if (rc < 0)
         return rc;
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     rc = db_job_one(d, st, out, err);
     db_stmt_done(st);
     return rc;
@@ -213,7 +213,7 @@ int db_job_get_by_key(db *d, const char *idem_key, db_job *out, char body_hash[6
     int rc = db_stmt(d, SQL_JOB_GET_KEY, &st, err);
     if (rc < 0)
         return rc;
-    sqlite3_bind_text(st, 1, idem_key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, idem_key, -1, SQLITE_STATIC);
     rc = db_job_one(d, st, out, err);
     if (rc == 0)
         db_col_copy(st, 23, body_hash, 65);
@@ -269,9 +269,9 @@ int db_job_list(db *d, const db_job_filter *f, db_job_fn fn, void *ctx, char *er
     if (f->status >= 0)
         sqlite3_bind_text(st, 3, db_status_name(f->status), -1, SQLITE_STATIC);
     if (f->name)
-        sqlite3_bind_text(st, 4, f->name, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 4, f->name, -1, SQLITE_STATIC);
     if (f->owner)
-        sqlite3_bind_text(st, 5, f->owner, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 5, f->owner, -1, SQLITE_STATIC);
     db_job_walk w = {fn, ctx, err};
     return db_rows(d, st, db_job_row, &w, err);
 }
@@ -333,7 +333,7 @@ int db_job_count_owned(db *d, const char *owner, int status, int64_t *out, char 
     int rc = db_stmt(d, SQL_JOB_COUNT_OWNER, &st, err);
     if (rc < 0)
         return rc;
-    sqlite3_bind_text(st, 1, owner, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, db_status_name(status), -1, SQLITE_STATIC);
     return db_count(d, st, out, err);
 }
@@ -353,7 +353,7 @@ int db_job_set_running(db *d, int64_t seq, const char *worker_id, const char *de
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, seq);
-    sqlite3_bind_text(st, 2, worker_id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, worker_id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, now);
     db_bind_opt_text(st, 4, device);
     sqlite3_bind_int64(st, 5, lease_until);
@@ -372,7 +372,7 @@ int db_job_set_lease(db *d, int64_t seq, const char *worker_id, int phase, int64
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, seq);
-    sqlite3_bind_text(st, 2, worker_id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, worker_id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, lease_until);
     db_bind_opt_text(st, 4, db_phase_name(phase));
     sqlite3_bind_int(st, 5, log_lines);
@@ -535,7 +535,7 @@ int db_job_set_credentials(db *d, int64_t seq, const char *sealed, char *err)
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, seq);
-    sqlite3_bind_text(st, 2, sealed, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, sealed, -1, SQLITE_STATIC);
     rc = db_write(d, st, err);
     return rc < 0 ? rc : 0;
 }

@@ -99,10 +99,10 @@ int db_token_insert(db *d, const char *name, int role, const char *hash, int64_t
     rc = db_stmt(d, SQL_TOKEN_INSERT, &st, err);
     if (rc < 0)
         return rc;
-    sqlite3_bind_text(st, 1, t.id, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 2, t.name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, t.id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, t.name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, db_role_name(role), -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, hash, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 4, hash, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 5, now);
     rc = db_write(d, st, err);
     if (rc < 0)
@@ -115,11 +115,15 @@ int db_token_insert(db *d, const char *name, int role, const char *hash, int64_t
 int db_token_create(db *d, const char *name, int role, int64_t now, db_token *out,
                     char secret[DB_TOKEN_SECRET_LEN + 1], char *err)
 {
-    char hash[DB_TOKEN_HASH_LEN + 1];
-    int rc = db_token_secret_new(secret, hash, err);
+    char made[DB_TOKEN_SECRET_LEN + 1], hash[DB_TOKEN_HASH_LEN + 1];
+    int rc = db_token_secret_new(made, hash, err);
     if (rc < 0)
         return rc;
-    return db_token_insert(d, name, role, hash, now, out, err);
+    rc = db_token_insert(d, name, role, hash, now, out, err);
+    if (rc < 0)
+        return rc;
+    memcpy(secret, made, sizeof made);
+    return 0;
 }
 
 int db_token_find_hash(db *d, const char *hash, db_token *out, char *err)
@@ -128,7 +132,7 @@ int db_token_find_hash(db *d, const char *hash, db_token *out, char *err)
     int rc = db_stmt(d, SQL_TOKEN_FIND, &st, err);
     if (rc < 0)
         return rc;
-    sqlite3_bind_text(st, 1, hash, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC);
     return db_token_one(d, st, out, "the token is not valid: unknown or revoked", err);
 }
 
@@ -138,7 +142,7 @@ int db_token_get(db *d, const char *id, db_token *out, char *err)
     int rc = db_stmt(d, SQL_TOKEN_GET, &st, err);
     if (rc < 0)
         return rc;
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     return db_token_one(d, st, out, "no such token", err);
 }
 
@@ -172,7 +176,7 @@ int db_token_revoke(db *d, const char *id, int64_t now, char *err)
     int rc = db_stmt(d, SQL_TOKEN_REVOKE, &st, err);
     if (rc < 0)
         return rc;
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, now);
     rc = db_write(d, st, err);
     if (rc == 0)
@@ -186,7 +190,7 @@ int db_token_revoke_named(db *d, const char *name, int role, int64_t now, char *
     int rc = db_stmt(d, SQL_TOKEN_REVOKE_NAMED, &st, err);
     if (rc < 0)
         return rc;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, db_role_name(role), -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, now);
     return db_write(d, st, err);

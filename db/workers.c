@@ -46,9 +46,9 @@ int db_worker_insert(db *d, const db_worker *w, char *err)
     int rc = db_stmt(d, SQL_WORKER_INSERT, &st, err);
     if (rc < 0)
         return rc;
-    sqlite3_bind_text(st, 1, w->id, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 2, w->name, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 3, w->devices ? w->devices : "[]", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, w->id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, w->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, w->devices ? w->devices : "[]", -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 4, (int)w->kinds);
     sqlite3_bind_int64(st, 5, w->registered_at);
     sqlite3_bind_int64(st, 6, w->last_seen_at);
@@ -83,7 +83,7 @@ int db_worker_get(db *d, const char *id, db_worker *out, char *err)
     int rc = db_stmt(d, SQL_WORKER_GET, &st, err);
     if (rc < 0)
         return rc;
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     int src = sqlite3_step(st);
     if (src == SQLITE_ROW)
         rc = db_worker_read(st, out, err);
@@ -152,7 +152,7 @@ int db_worker_seen(db *d, const char *id, int64_t now, char *err)
     int rc = db_stmt(d, SQL_WORKER_SEEN, &st, err);
     if (rc < 0)
         return rc;
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, now);
     return db_write(d, st, err);
 }
@@ -163,7 +163,7 @@ int db_worker_set_job(db *d, const char *id, const char *job_id, char *err)
     int rc = db_stmt(d, SQL_WORKER_JOB, &st, err);
     if (rc < 0)
         return rc;
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     db_bind_opt_text(st, 2, job_id);
     return db_write(d, st, err);
 }
@@ -174,8 +174,8 @@ int db_worker_release(db *d, const char *id, const char *job_id, char *err)
     int rc = db_stmt(d, SQL_WORKER_RELEASE, &st, err);
     if (rc < 0)
         return rc;
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 2, job_id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
     return db_write(d, st, err);
 }
 
@@ -186,8 +186,8 @@ int db_worker_list_named(db *d, const char *token_id, const char *name, db_worke
     int rc = db_stmt(d, SQL_WORKER_NAMED, &st, err);
     if (rc < 0)
         return rc;
-    sqlite3_bind_text(st, 1, token_id, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, token_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
     db_worker_walk wk = {fn, ctx, err};
     return db_rows(d, st, db_worker_row, &wk, err);
 }
@@ -198,7 +198,7 @@ int db_worker_set_gone(db *d, const char *id, char *err)
     int rc = db_stmt(d, SQL_WORKER_SET_GONE, &st, err);
     if (rc < 0)
         return rc;
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     return db_write(d, st, err);
 }
 

@@ -865,7 +865,10 @@ int job_parse(const char *text, size_t len, job_spec **out, field_errors *errs)
     json_error_t jerr;
     doc = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (!doc) {
-        if (json_error_code(&jerr) == json_error_out_of_memory) {
+        /* jansson 2.14 sets no error at all when some of its allocations fail (json_object()
+         * or json_array() while parsing): the position stays -1 and the text empty. A real
+         * syntax error always has a position. */
+        if (json_error_code(&jerr) == json_error_out_of_memory || jerr.line < 0) {
             field_errors_add(errs, "", "out of memory while reading the job");
             rc = -ENOMEM;
             goto out;

@@ -547,8 +547,14 @@ static int st_parse_owned(unsigned char *buf, size_t len, safetensors_file **out
     json_error_t jerr;
     f->header = json_loadb((const char *)buf + 8, (size_t)n_header, JSON_REJECT_DUPLICATES, &jerr);
     if (!f->header) {
-        rc = err_set(err, json_error_code(&jerr) == json_error_out_of_memory ? -ENOMEM : -EINVAL,
-                     "the header is not valid JSON: %s (at byte %d)", jerr.text, jerr.position);
+        /* jansson 2.14 sets no error (line -1) when json_object() or json_array() fails while
+         * parsing; every real syntax error has a position. */
+        if (json_error_code(&jerr) == json_error_out_of_memory || jerr.line < 0) {
+            rc = err_set(err, -ENOMEM, "out of memory reading the safetensors header");
+            goto out;
+        }
+        rc = err_set(err, -EINVAL, "the header is not valid JSON: %s (at byte %d)", jerr.text,
+                     jerr.position);
         goto out;
     }
     if (!json_is_object(f->header)) {
