@@ -9,7 +9,7 @@
 #define TRAINYARD_API_API_PRIV_H
 
 #include "api/app.h"
-#include "api/http.h"
+#include "http/http.h"
 #include "db/db.h"
 #include "db/jobs.h"
 #include "db/tokens.h"

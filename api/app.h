@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api/http.h"
 #include "api/telemetry.h"
+#include "http/http.h"
 #include "util/secret.h"
 
 struct db;
@@ -44,6 +44,9 @@ void app_log(app *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
  * the database cannot be opened. Closed when the thread exits. */
 struct db *app_db(app *a);
 
+/* http_config.json_max_depth for this table: the job document's limit, the deepest any
+ * of its bodies may be. */
+unsigned api_json_max_depth(void);
 /* The route table of every endpoint in openapi.yaml. */
 const http_route *api_routes(size_t *n);
 /* http_config.authorize for that table: bearer tokens and roles (api/auth.c). */

@@ -415,7 +415,8 @@ int cmd_serve(int argc, char **argv)
                        .log = log_request,
                        .tls_cert_pem = cert_pem,
                        .tls_key_pem = key_pem,
-                       .max_per_client = (unsigned)per_client};
+                       .max_per_client = (unsigned)per_client,
+                       .json_max_depth = api_json_max_depth()};
     int started = http_start(&cfg, &a.http, err); /* it keeps copies */
     cli_pem_free(cert_pem);
     cli_pem_free(key_pem);

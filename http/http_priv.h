@@ -12,8 +12,8 @@
  * us and not yet resumed. Suspend happens under s->lock together with the insertion; whoever
  * removes the entry (a raise, the timer, http_stop) resumes the connection under the same lock.
  * So every resume follows its suspend, and no connection is resumed twice. */
-#ifndef TRAINYARD_API_HTTP_PRIV_H
-#define TRAINYARD_API_HTTP_PRIV_H
+#ifndef TRAINYARD_HTTP_HTTP_PRIV_H
+#define TRAINYARD_HTTP_HTTP_PRIV_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,7 +21,7 @@
 
 #include <microhttpd.h>
 
-#include "api/http.h"
+#include "http/http.h"
 
 #define HTTP_MAX_HEADERS   32        /* headers a handler may add to one answer */
 #define HTTP_MAX_QUERY     64        /* query arguments kept per request */

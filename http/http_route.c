@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/http.h"
-#include "api/http_priv.h"
+#include "http/http.h"
+#include "http/http_priv.h"
 #include "util/utf8.h"
 
 static int hexval(char c)
@@ -244,7 +244,7 @@ int http_query_check(http_req *r)
         return 0;
     char detail[160];
     snprintf(detail, sizeof detail, "query argument %s holds an encoded NUL (%%00)", r->query_nul);
-    http_reply_problem(r, 400, "Invalid parameter", detail, NULL);
+    http_reply_problem(r, 400, "Invalid parameter", detail, NULL, 0);
     return 1;
 }
 

@@ -22,8 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/api_error.h"
-#include "api/http.h"
+#include "http/http_error.h"
+#include "http/http.h"
 #include "tests/unit/check.h"
 #include "util/timeutil.h"
 
@@ -662,7 +662,7 @@ static void test_json(void)
     for (int i = 0; i < 16; i++)
         strcat(deep, "[");
     send_body("POST", "/json", ct, deep, (long)strlen(deep), 0, &r);
-    check_problem(&r, 400, "Invalid request", "nested");
+    check_problem(&r, 400, "Invalid request", "nested more than 8 levels");
     resp_free(&r);
 
     send_body("POST", "/json", ct, "{\n\"a\": }", 8, 0, &r);
@@ -709,8 +709,8 @@ static void test_errors(void)
     char path[64];
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        CHECK_INT(api_error_status(-cases[i].code), cases[i].status);
-        CHECK_STR(api_error_title(-cases[i].code), cases[i].title);
+        CHECK_INT(http_error_status(-cases[i].code), cases[i].status);
+        CHECK_STR(http_error_title(-cases[i].code), cases[i].title);
         snprintf(path, sizeof(path), "/error/%d", cases[i].code);
         get(path, &r);
         snprintf(path, sizeof(path), "detail for %d", -cases[i].code);
@@ -719,9 +719,9 @@ static void test_errors(void)
             CHECK_STR(hdr(&r, "WWW-Authenticate"), "Bearer");
         resp_free(&r);
     }
-    CHECK_INT(api_error_status(-EHWPOISON), 500);
-    CHECK_INT(api_error_status(0), 500);
-    CHECK_INT(api_error_status(22), 500);
+    CHECK_INT(http_error_status(-EHWPOISON), 500);
+    CHECK_INT(http_error_status(0), 500);
+    CHECK_INT(http_error_status(22), 500);
 
     /* invalid UTF-8 in the detail is cleaned, the body stays valid JSON */
     get("/error/22?d=%FF%FE%C3", &r);
@@ -1133,6 +1133,7 @@ int main(void)
     cfg.tmp_dir = upload_dir;
     cfg.log = test_log;
     cfg.authorize = test_authorize;
+    cfg.json_max_depth = 8; /* below the 16 levels test_json sends */
     rc = http_start(&cfg, &srv, err);
     CHECK_INT(rc, 0);
     if (rc < 0) {

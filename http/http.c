@@ -5,7 +5,7 @@
  * refuse what we can before reading: 404, 405, 413 by Content-Length), once per piece of body
  * (kept in memory or written to a temporary file, within the route's cap), and once when the
  * body is complete, where the route's handler runs. A handler either answers (one
- * http_reply_*), fails (a negative code, answered through api_error's table), or parks
+ * http_reply_*), fails (a negative code, answered through http_error's table), or parks
  * (http_park.c suspends the connection; libmicrohttpd calls on_access() again on resume and the
  * handler runs again). on_completed() logs the request's line and frees it.
  *
@@ -43,7 +43,7 @@
  * Threads: handlers run on the pool threads, several at once; an http_req is touched only by
  * the thread that libmicrohttpd is calling for it. The log callback is called from every pool
  * thread (and the timer's never). Parking's locking is described in http_priv.h. */
-#include "api/http.h"
+#include "http/http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -58,8 +58,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/api_error.h"
-#include "api/http_priv.h"
+#include "http/http_error.h"
+#include "http/http_priv.h"
 #include "util/timeutil.h"
 
 #define HTTP_IDLE_TIMEOUT_S 15         /* no byte in or out this long: closed (not if parked) */
@@ -183,7 +183,7 @@ static void req_reject(http_req *r, int status, const char *fmt, ...)
 
 static int req_answer_reject(http_req *r)
 {
-    int rc = http_reply_problem(r, r->reject_status, NULL, r->reject_detail, NULL);
+    int rc = http_reply_problem(r, r->reject_status, NULL, r->reject_detail, NULL, 0);
     if (rc == 0)
         r->phase = HTTP_PHASE_DONE;
     return rc;
@@ -206,7 +206,7 @@ static void req_begin(http_req *r)
         r->errbuf[0] = '\0';
         int rc = r->s->cfg.authorize(r, r->s->cfg.app, r->route->access);
         if (rc < 0) {
-            req_reject(r, api_error_status(rc), "%s", r->errbuf);
+            req_reject(r, http_error_status(rc), "%s", r->errbuf);
             return;
         }
     }
@@ -371,7 +371,7 @@ static enum MHD_Result req_run(http_req *r)
             http_log_line(s, "http: %s %s: handler returned %d without answering (a bug)",
                           r->method, r->route->pattern, rc);
             r->errbuf[0] = '\0';
-            http_reply_problem(r, 500, NULL, "the handler gave no answer", NULL);
+            http_reply_problem(r, 500, NULL, "the handler gave no answer", NULL, 0);
             return req_answered(r);
         }
         prc = http_park_commit(r);
@@ -403,7 +403,7 @@ static enum MHD_Result req_final(http_req *r)
         }
         rc = body_finish(r);
         if (rc < 0) {
-            http_reply_problem(r, store_status(rc), NULL, "cannot store the upload", NULL);
+            http_reply_problem(r, store_status(rc), NULL, "cannot store the upload", NULL, 0);
             return req_answered(r);
         }
         return req_run(r);
