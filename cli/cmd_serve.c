@@ -38,7 +38,6 @@
 #include "cli/cli.h"
 #include "db/tokens.h"
 #include "kernels/ocl.h"
-#include "scheduler/sweeper.h"
 #include "scheduler/supervisor.h"
 #include "util/err.h"
 #include "util/lockfile.h"
@@ -139,13 +138,13 @@ typedef struct serve_local {
 } serve_local;
 
 /* A local worker process ended (crash, kill -9, OOM): the job it held goes back to the queue
- * now rather than when its lease lapses (scheduler/sweeper.h, sched_workers_lost). */
+ * now rather than when its lease lapses (api_workers_lost, over scheduler/sweeper.h). */
 static void serve_worker_exited(void *user, const char *name, pid_t pid, const char *how)
 {
     serve_local *l = user;
     char why[160], err[ERR_LEN];
     snprintf(why, sizeof why, "local worker %s (pid %d) %s", name, (int)pid, how);
-    if (sched_workers_lost(l->a, l->token_id, name, why, time_wall_ms(), err) < 0)
+    if (api_workers_lost(l->a, l->token_id, name, why, time_wall_ms(), err) < 0)
         log_line(err);
 }
 
@@ -495,7 +494,7 @@ int cmd_serve(int argc, char **argv)
     fflush(stdout);
 
     while (!stop_requested) {
-        if (sched_sweep(&a, time_wall_ms(), err) < 0)
+        if (api_sweep(&a, time_wall_ms(), err) < 0)
             log_line(err);
         struct timespec ts = {1, 0};
         nanosleep(&ts, NULL); /* a signal cuts it short */

@@ -4,8 +4,8 @@
  * hold the lease, idempotent submits, the event history, metrics replaced per epoch across
  * attempts, concurrent submits sharing transactions (group commit), artifacts, delete, a
  * worker known dead (sched_worker_lost), checkpoints deleted or kept when a job ends, and the
- * sweeper's database half (sched_sweep_db; the signals it raises through sched_sweep() are
- * seen by the end-to-end tests over HTTP).
+ * sweeper (sched_sweep_db; the signals api_sweep() raises for what it reports are seen by the
+ * end-to-end tests over HTTP).
  *
  * The clock is the test's: every call gets `now` explicitly. */
 #include "scheduler/lifecycle.h"
