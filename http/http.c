@@ -242,6 +242,7 @@ static int body_file_open(http_req *r)
         return rc;
     }
     r->body_path = path;
+    sha256_init(&r->body_hash);
     return 0;
 }
 
@@ -275,6 +276,7 @@ static enum MHD_Result body_take(http_req *r, const char *data, size_t n)
                 goto discard;
             }
         }
+        sha256_update(&r->body_hash, data, n); /* hashed as it streams, never read back */
         while (n > 0) {
             ssize_t w = write(r->body_fd, data, n);
             if (w < 0 && errno == EINTR)
@@ -317,9 +319,11 @@ discard:
     return MHD_YES;
 }
 
-/* The body is complete: close the file (the handler may rename it) or terminate the text. */
+/* The body is complete: close the file (the handler may rename it) and finish its digest, or
+ * terminate the text. */
 static int body_finish(http_req *r)
 {
+    uint8_t digest[32];
     int rc = 0;
 
     if (r->route->body_to_file) {
@@ -328,6 +332,8 @@ static int body_finish(http_req *r)
         if (r->body_fd >= 0) {
             close(r->body_fd);
             r->body_fd = -1;
+            sha256_final(&r->body_hash, digest);
+            sha256_hex(digest, r->body_sha256);
         }
     }
     return rc;

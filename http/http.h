@@ -160,6 +160,9 @@ const char *http_body(const http_req *r, size_t *len);
 /* The path of the temporary file holding a body_to_file body, and its size. The handler may
  * rename() it away; otherwise it is removed when the request ends. */
 const char *http_body_file(const http_req *r, uint64_t *len);
+/* The SHA-256 (64 lowercase hex digits) of that file's bytes, computed while they were written,
+ * so a handler never reads an upload back to hash it; NULL for a body kept in memory. */
+const char *http_body_sha256(const http_req *r);
 /* Parses the body as a JSON object: Content-Type must be application/json (415), depth at most
  * http_config.json_max_depth, syntax errors 400 with line and column, duplicate keys and invalid
  * UTF-8 400, anything but an object 400. On failure it has already answered with problem+json and

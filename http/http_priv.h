@@ -22,6 +22,7 @@
 #include <microhttpd.h>
 
 #include "http/http.h"
+#include "util/sha256.h"
 
 #define HTTP_MAX_HEADERS   32        /* headers a handler may add to one answer */
 #define HTTP_MAX_QUERY     64        /* query arguments kept per request */
@@ -121,9 +122,11 @@ struct http_req {
     uint64_t body_seen; /* bytes received so far */
     char *body;         /* in memory: NUL-terminated */
     size_t body_cap;
-    int body_fd;       /* body_to_file while receiving; -1 otherwise */
-    char *body_path;   /* body_to_file: removed when the request ends */
-    int reject_status; /* nonzero: answer this problem instead of calling the handler */
+    int body_fd;          /* body_to_file while receiving; -1 otherwise */
+    char *body_path;      /* body_to_file: removed when the request ends */
+    sha256_ctx body_hash; /* body_to_file: every byte written so far */
+    char body_sha256[65]; /* body_to_file: its hex digest once complete; "" before */
+    int reject_status;    /* nonzero: answer this problem instead of calling the handler */
     _Alignas(max_align_t) unsigned char auth[HTTP_AUTH_BYTES]; /* http_auth() */
     char reject_detail[160];
 

@@ -281,6 +281,11 @@ const char *http_body_file(const http_req *r, uint64_t *len)
     return r->body_path;
 }
 
+const char *http_body_sha256(const http_req *r)
+{
+    return r->body_path && r->body_sha256[0] ? r->body_sha256 : NULL;
+}
+
 char *http_errbuf(http_req *r)
 {
     return r->errbuf;
