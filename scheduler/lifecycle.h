@@ -177,9 +177,10 @@ int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, i
 int sched_checkpoint_path(const char *artifacts_dir, const char *job_id, char *out, size_t cap);
 /* For the lease holder of running job_id: when epoch is after the stored checkpoint's, moves
  * tmp_path over the job's checkpoint file, records epoch and sets *stored to 1; else leaves
- * everything as it was and sets *stored to 0. */
+ * everything as it was and sets *stored to 0. sha256 (hex, may be NULL) is the file's digest,
+ * computed as it was uploaded: kept beside it, it spares sched_checkpoint_settle a hash. */
 int sched_checkpoint_store(db *d, const char *job_id, const char *worker_id,
-                           const char *artifacts_dir, const char *tmp_path, int epoch, int *stored,
-                           char *err);
+                           const char *artifacts_dir, const char *tmp_path, const char *sha256,
+                           int epoch, int *stored, char *err);
 
 #endif

@@ -5,16 +5,22 @@
  * (a phase change, an artifact stored; not every heartbeat).
  *
  * Artifacts: the upload arrives in a temporary file under the data directory; its SHA-256 is
- * computed by the caller before the transaction (hashing gigabytes must not hold the write
- * lock). Inside the transaction the file is fsync'ed, renamed to <artifacts_dir>/<id>/<name>
- * (a copy when the two folders are on different file systems) and its row written, so a
- * concurrent delete of the job (which takes the same lock) never leaves a file behind, and a
- * row never exists for a file that is not complete on disk.
+ * the caller's, computed as the body streamed to that file (http_body_sha256), so nothing here
+ * reads the file back to hash it, and the write lock never waits on a hash. Inside the transaction
+ * the file is fsync'ed, renamed to <artifacts_dir>/<id>/<name> (a copy when the two folders are on
+ * different file systems) and its row written, so a concurrent delete of the job (which takes the
+ * same lock) never leaves a file behind, and a row never exists for a file that is not complete on
+ * disk.
  *
  * Checkpoints: the newest one of a running job is <artifacts_dir>/<id>/.checkpoint, never
- * listed (sched_checkpoint_store). Once the job has ended, nothing resumes from it: it is
- * deleted, or, when the job document says "delete_checkpoint": false, renamed to the artifact
- * checkpoint.safetensors and recorded like an upload (sched_checkpoint_settle). */
+ * listed (sched_checkpoint_store), with its upload's digest beside it in .checkpoint.sha256.
+ * Once the job has ended, nothing resumes from it: it is deleted, or, when the job document
+ * says "delete_checkpoint": false, renamed to the artifact checkpoint.safetensors and recorded
+ * like an upload with that digest (sched_checkpoint_settle). The digest file is a hint that is
+ * never stale: it is removed before a new checkpoint replaces the old one (the directory fsync
+ * of that replacement makes the removal durable with it) and written after; where it is
+ * missing or unreadable (a crash between the two, a checkpoint from an older version) settle
+ * hashes the file instead. */
 #include "scheduler/lifecycle.h"
 
 #include <errno.h>
@@ -232,12 +238,49 @@ int sched_checkpoint_path(const char *artifacts_dir, const char *job_id, char *o
     return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
+/* <dir>/.checkpoint.sha256: the digest of the checkpoint beside it. */
+static void sched_digest_path(const char *dir, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/" SCHED_CHECKPOINT_NAME ".sha256", dir);
+}
+
+/* Writes hex into the digest file at path (by rename, so it is whole or absent). Best effort:
+ * without it, settle hashes the checkpoint itself. */
+static void sched_digest_write(const char *path, const char *hex)
+{
+    char tmp[4712]; /* path (at most 4699 characters) + ".tmp" */
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "we");
+    if (!f)
+        return;
+    int ok = fprintf(f, "%s\n", hex) == 65;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) < 0)
+        unlink(tmp);
+}
+
+/* Reads a digest file's 64 lowercase hex digits into hex; -EINVAL when missing or malformed. */
+static int sched_digest_read(const char *path, char hex[65])
+{
+    char line[80];
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -EINVAL;
+    char *got = fgets(line, sizeof line, f);
+    fclose(f);
+    if (!got || strlen(line) != 65 || line[64] != '\n' || strspn(line, "0123456789abcdef") != 64)
+        return -EINVAL;
+    memcpy(hex, line, 64);
+    hex[64] = '\0';
+    return 0;
+}
+
 int sched_checkpoint_store(db *d, const char *job_id, const char *worker_id,
-                           const char *artifacts_dir, const char *tmp_path, int epoch, int *stored,
-                           char *err)
+                           const char *artifacts_dir, const char *tmp_path, const char *sha256,
+                           int epoch, int *stored, char *err)
 {
     db_job j;
-    char dir[4608], final[4864];
+    char dir[4608], final[4864], digest[4700];
     int have = 0;
     int rc = sched_job_begin_leased(d, job_id, worker_id, &j, err);
     if (rc < 0)
@@ -253,9 +296,13 @@ int sched_checkpoint_store(db *d, const char *job_id, const char *worker_id,
          * is newer than the recorded epoch, and a resume merely starts later than the metrics
          * say (the resumed attempt's epochs replace their rows). */
         snprintf(dir, sizeof dir, "%s/%s", artifacts_dir, j.id);
+        sched_digest_path(dir, digest, sizeof digest);
+        (void)unlink(digest); /* the old checkpoint's; gone before the new file is in place */
         rc = sched_artifact_place(dir, SCHED_CHECKPOINT_NAME, tmp_path, final, sizeof final, err);
         if (rc < 0)
             goto out;
+        if (sha256)
+            sched_digest_write(digest, sha256);
     }
     rc = db_commit(d, err);
     db_job_clear(&j);
@@ -281,24 +328,36 @@ static int sched_checkpoint_unwanted(const char *document)
 
 int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, int64_t now)
 {
-    char path[4608], dir[4608], final[4864], err[ERR_LEN];
+    char path[4608], dir[4608], final[4864], digest[4700], err[ERR_LEN];
     db_artifact a;
     db_job cur;
+    struct stat st;
     uint64_t size = 0;
+    int rc;
     memset(&a, 0, sizeof a);
     memset(&cur, 0, sizeof cur);
     final[0] = '\0';
     if (!artifacts_dir || sched_checkpoint_path(artifacts_dir, j->id, path, sizeof path) < 0 ||
         access(path, F_OK) != 0)
         return 0;
-    if (sched_checkpoint_unwanted(j->document))
+    snprintf(dir, sizeof dir, "%s/%s", artifacts_dir, j->id);
+    sched_digest_path(dir, digest, sizeof digest);
+    if (sched_checkpoint_unwanted(j->document)) {
+        (void)unlink(digest);
         return unlink(path) < 0 ? -errno : 0;
-    /* Hashed before the write lock, as uploads are: the file no longer changes (its job is
-     * over, so no lease holder can store another). */
+    }
+    /* The upload's digest, kept since it streamed in; hashed here, before the write lock, only
+     * when it is missing: the file no longer changes (its job is over, so no lease holder can
+     * store another). */
     snprintf(a.name, sizeof a.name, "%s", SCHED_CHECKPOINT_KEPT);
-    int rc = sha256_file(path, a.sha256, &size, err);
-    if (rc < 0)
-        return rc;
+    if (sched_digest_read(digest, a.sha256) == 0 && stat(path, &st) == 0) {
+        size = (uint64_t)st.st_size;
+    } else {
+        rc = sha256_file(path, a.sha256, &size, err);
+        if (rc < 0)
+            return rc;
+    }
+    (void)unlink(digest);
     a.size = (int64_t)size;
     a.created_at = now;
     rc = db_begin(d, err);
@@ -306,7 +365,6 @@ int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, i
         return rc;
     rc = db_job_get_seq(d, j->seq, &cur, err); /* not deleted meanwhile */
     if (rc == 0) {
-        snprintf(dir, sizeof dir, "%s/%s", artifacts_dir, j->id);
         rc = sched_artifact_place(dir, a.name, path, final, sizeof final, err);
         if (rc < 0)
             final[0] = '\0';
