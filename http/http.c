@@ -123,7 +123,7 @@ static void req_free(http_req *r)
         (void)unlink(r->body_path); /* ENOENT: the handler renamed it away */
         free(r->body_path);
     }
-    free(r->body);
+    dynbuf_free(&r->body);
     for (int i = 0; i < r->n_params; i++)
         free(r->param_value[i]);
     for (int i = 0; i < r->n_query; i++) {
@@ -202,6 +202,7 @@ static void req_begin(http_req *r)
     http_route_find(r);
     if (!r->route)
         return;
+    dynbuf_init(&r->body, r->route->max_body < SIZE_MAX ? (size_t)r->route->max_body : SIZE_MAX);
     if (r->s->cfg.authorize) {
         r->errbuf[0] = '\0';
         int rc = r->s->cfg.authorize(r, r->s->cfg.app, r->route->access);
@@ -292,23 +293,13 @@ static enum MHD_Result body_take(http_req *r, const char *data, size_t n)
         }
         return MHD_YES;
     }
-    if (r->body_seen + 1 > r->body_cap) {
-        size_t cap = r->body_cap ? r->body_cap : 4096;
-        char *nb;
-        while (cap < r->body_seen + 1)
-            cap *= 2;
-        if (max < SIZE_MAX && cap > max + 1)
-            cap = (size_t)max + 1;
-        nb = realloc(r->body, cap);
-        if (!nb) {
-            req_reject(r, 503, "out of memory for the body");
-            goto discard;
-        }
-        r->body = nb;
-        r->body_cap = cap;
+    rc = dynbuf_add(&r->body, data, n); /* capped at max_body too (http_route_find) */
+    if (rc < 0) {
+        req_reject(r, rc == -EFBIG ? 413 : 503, "%s",
+                   rc == -EFBIG ? "the body is larger than this endpoint accepts"
+                                : "out of memory for the body");
+        goto discard;
     }
-    memcpy(r->body + (r->body_seen - n), data, n);
-    r->body[r->body_seen] = '\0';
     return MHD_YES;
 discard:
     /* libmicrohttpd 0.9.75 refuses an answer queued while the body is still arriving, so read

@@ -22,6 +22,7 @@
 #include <microhttpd.h>
 
 #include "http/http.h"
+#include "util/dynbuf.h"
 #include "util/sha256.h"
 
 #define HTTP_MAX_HEADERS   32        /* headers a handler may add to one answer */
@@ -119,9 +120,8 @@ struct http_req {
     http_header_pair query[HTTP_MAX_QUERY];
 
     /* the body */
-    uint64_t body_seen; /* bytes received so far */
-    char *body;         /* in memory: NUL-terminated */
-    size_t body_cap;
+    uint64_t body_seen;   /* bytes received so far */
+    dynbuf body;          /* in memory, capped at the route's max_body; NUL-terminated */
     int body_fd;          /* body_to_file while receiving; -1 otherwise */
     char *body_path;      /* body_to_file: removed when the request ends */
     sha256_ctx body_hash; /* body_to_file: every byte written so far */

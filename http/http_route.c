@@ -270,8 +270,8 @@ const char *http_header(const http_req *r, const char *name)
 const char *http_body(const http_req *r, size_t *len)
 {
     if (len)
-        *len = r->body ? (size_t)r->body_seen : 0;
-    return r->body ? r->body : "";
+        *len = dynbuf_len(&r->body);
+    return dynbuf_str(&r->body);
 }
 
 const char *http_body_file(const http_req *r, uint64_t *len)
