@@ -2,10 +2,10 @@
  * that went silent.
  *
  * `trainyard serve` runs sched_sweep_db() about once a second from a housekeeping thread
- * (through api_sweep; never from an HTTP thread). A sweep reads the running jobs, and for each whose lease lapsed or
- * whose running time passed max_runtime_seconds calls sched_job_expire() (lifecycle.h), which
- * re-checks inside its own transaction, so a heartbeat that lands between the read and the
- * write wins. Then workers unseen for worker_gone_seconds are marked gone, and workers gone
+ * (through api_sweep; never from an HTTP thread). A sweep reads the running jobs, and for
+ * each whose lease lapsed or whose running time passed max_runtime_seconds calls
+ * sched_job_expire() (lifecycle.h), which re-checks inside its own transaction, so a
+ * heartbeat that lands between the read and the write wins. Then workers unseen for worker_gone_seconds are marked gone, and workers gone
  * for a day with no job are forgotten.
  *
  * The scheduler sits below the API: it raises no HTTP signal and writes no log line. Both
