@@ -5,8 +5,8 @@
  * (through api_sweep; never from an HTTP thread). A sweep reads the running jobs, and for
  * each whose lease lapsed or whose running time passed max_runtime_seconds calls
  * sched_job_expire() (lifecycle.h), which re-checks inside its own transaction, so a
- * heartbeat that lands between the read and the write wins. Then workers unseen for worker_gone_seconds are marked gone, and workers gone
- * for a day with no job are forgotten.
+ * heartbeat that lands between the read and the write wins. Then workers unseen for
+ * worker_gone_seconds are marked gone, and workers gone for a day with no job are forgotten.
  *
  * The scheduler sits below the API: it raises no HTTP signal and writes no log line. Both
  * functions return what changed (sched_sweep_stats, sched_lost_report) and the caller above
