@@ -1,7 +1,7 @@
 /* api_priv: what the files of api/ share and nothing else sees — the handlers that routes.c
  * lists, and the helpers every handler uses (api/app.c).
  *
- * Handler conventions (api/http.h): answer with exactly one http_reply_*() and return 0, or
+ * Handler conventions (http/http.h): answer with exactly one http_reply_*() and return 0, or
  * return a negative code with a sentence in http_errbuf() and let the error table answer
  * (-ENOENT 404, -EINVAL 400, -EEXIST/-EBUSY 409, -ENOSPC 507, ...). After a change commits, a
  * handler raises app->queued when a job became queued and app->changed on any job change. */
@@ -9,7 +9,7 @@
 #define TRAINYARD_API_API_PRIV_H
 
 #include "api/app.h"
-#include "api/http.h"
+#include "http/http.h"
 #include "db/db.h"
 #include "db/jobs.h"
 #include "db/tokens.h"

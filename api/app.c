@@ -68,21 +68,23 @@ void api_raise(http_signal *sig)
 
 int api_reply_invalid(http_req *r, const char *title, const field_errors *errs)
 {
+    http_field_error list[FIELD_ERRORS_MAX];
+    size_t n = errs->count < FIELD_ERRORS_MAX ? errs->count : FIELD_ERRORS_MAX;
     char detail[96];
+
+    for (size_t i = 0; i < n; i++)
+        list[i] = (http_field_error){errs->items[i].field, errs->items[i].message};
     snprintf(detail, sizeof detail, "%zu problem%s; `errors` names each field", errs->count,
              errs->count == 1 ? "" : "s");
-    return http_reply_problem(r, 400, title, detail, errs);
+    return http_reply_problem(r, 400, title, detail, list, n);
 }
 
 int api_reply_bad_param(http_req *r, const char *field, const char *message)
 {
-    field_errors errs;
-    errs.count = 1;
-    snprintf(errs.items[0].field, sizeof errs.items[0].field, "%s", field);
-    snprintf(errs.items[0].message, sizeof errs.items[0].message, "%s", message);
+    http_field_error e = {field, message};
     char detail[256];
     snprintf(detail, sizeof detail, "%s %s", field, message);
-    return http_reply_problem(r, 400, "Invalid parameter", detail, &errs);
+    return http_reply_problem(r, 400, "Invalid parameter", detail, &e, 1);
 }
 
 int api_no_job(http_req *r, int rc, const char *id)

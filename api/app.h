@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api/http.h"
 #include "api/telemetry.h"
+#include "http/http.h"
 #include "util/datadir.h"
 #include "util/secret.h"
 
@@ -45,6 +45,19 @@ void app_log(app *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 /* The calling thread's database connection, opened on first use; NULL (with a log line) when
  * the database cannot be opened. Closed when the thread exits. */
 struct db *app_db(app *a);
+
+/* http_config.json_max_depth for this table: the job document's limit, the deepest any
+ * of its bodies may be. */
+unsigned api_json_max_depth(void);
+/* One scheduler sweep (scheduler/sweeper.h) with the calling thread's connection, logging what
+ * it did and raising the app's signals (api/housekeeping.c). Returns the number of jobs
+ * changed, or a negative code with err filled (err may be NULL). */
+int api_sweep(app *a, int64_t now, char *err);
+/* The workers that token_id registered as name are dead (why says how): sched_workers_lost,
+ * then its log lines and signals. Returns the number of jobs changed, or a negative code with
+ * err filled. */
+int api_workers_lost(app *a, const char *token_id, const char *name, const char *why, int64_t now,
+                     char *err);
 
 /* The route table of every endpoint in openapi.yaml. */
 const http_route *api_routes(size_t *n);

@@ -117,11 +117,11 @@ int api_artifacts_upload(http_req *r, void *ctx)
     db_artifact art;
     memset(&art, 0, sizeof art);
     snprintf(art.name, sizeof art.name, "%s", name);
-    uint64_t size = 0;
-    rc = sha256_file(tmp, art.sha256, &size, err);
-    if (rc < 0)
-        return rc;
-    art.size = (int64_t)size;
+    const char *digest = http_body_sha256(r); /* hashed while it streamed in */
+    if (!digest)
+        return err_set(err, -EIO, "the upload's digest is missing");
+    snprintf(art.sha256, sizeof art.sha256, "%s", digest);
+    art.size = (int64_t)len;
     art.created_at = time_wall_ms();
     rc = sched_artifact_add(d, http_param(r, "id"), worker, a->artifacts_dir, tmp, &art, err);
     if (rc < 0)

@@ -92,8 +92,8 @@ int api_checkpoints_upload(http_req *r, void *ctx)
         return api_reply_bad_param(r, "body", err);
     if (rc < 0)
         return rc;
-    rc = sched_checkpoint_store(d, http_param(r, "id"), worker, a->artifacts_dir, tmp, epoch,
-                                &stored, err);
+    rc = sched_checkpoint_store(d, http_param(r, "id"), worker, a->artifacts_dir, tmp,
+                                http_body_sha256(r), epoch, &stored, err);
     if (rc < 0)
         return rc;
     json_t *body = json_pack("{s:i, s:b}", "epoch", epoch, "stored", stored);

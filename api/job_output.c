@@ -27,6 +27,7 @@
 #include "db/jobs.h"
 #include "db/logs.h"
 #include "db/metrics.h"
+#include "util/dynbuf.h"
 #include "util/json_out.h"
 #include "util/timeutil.h"
 
@@ -35,40 +36,47 @@
 #define API_SSE_KEEPALIVE_MS 15000
 #define API_STREAM_PULSE_MS  15000 /* the framework re-pulls at least this often */
 
-/* ---- a growable byte buffer for what a stream has yet to send ---------------------------- */
+/* ---- what a stream has yet to send -------------------------------------------------------- */
+
+/* One pull's batch: API_LOG_BATCH lines of at most DB_LOG_LINE_MAX bytes, or a status event
+ * (the job with its document, at most HTTP_JSON_MAX_BODY) and API_METRIC_BATCH epochs. Past
+ * this the stream is cut rather than grown. */
+#define API_STREAM_MAX_PENDING (8u << 20)
 
 typedef struct api_buf {
-    char *data;
-    size_t len, off, cap;
+    dynbuf pending; /* capped at API_STREAM_MAX_PENDING */
+    size_t off;     /* bytes of pending already handed out */
 } api_buf;
+
+static void api_buf_init(api_buf *b)
+{
+    dynbuf_init(&b->pending, API_STREAM_MAX_PENDING);
+    b->off = 0;
+}
 
 static int api_buf_add(api_buf *b, const char *s, size_t n)
 {
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n)
-            cap *= 2;
-        char *p = realloc(b->data, cap);
-        if (!p)
-            return -ENOMEM;
-        b->data = p;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    return 0;
+    return dynbuf_add(&b->pending, s, n);
+}
+
+/* Bytes queued and not yet handed out. */
+static size_t api_buf_left(const api_buf *b)
+{
+    return dynbuf_len(&b->pending) - b->off;
 }
 
 /* Hands out up to cap pending bytes; 0 when none are pending (and the buffer is reset). */
 static size_t api_buf_take(api_buf *b, char *out, size_t cap)
 {
-    size_t n = b->len - b->off;
+    size_t n = api_buf_left(b);
     if (n > cap)
         n = cap;
-    memcpy(out, b->data + b->off, n);
+    memcpy(out, dynbuf_str(&b->pending) + b->off, n);
     b->off += n;
-    if (b->off == b->len)
-        b->off = b->len = 0;
+    if (b->off == dynbuf_len(&b->pending)) {
+        b->off = 0;
+        dynbuf_reset(&b->pending);
+    }
     return n;
 }
 
@@ -110,7 +118,7 @@ static void api_log_stream_free(void *p)
 {
     api_log_stream *s = p;
     if (s)
-        free(s->buf.data);
+        dynbuf_free(&s->buf.pending);
     free(s);
 }
 
@@ -118,8 +126,11 @@ static int api_log_line(void *ctx, int line, int64_t at, const char *text, size_
 {
     api_log_stream *s = ctx;
     (void)at;
-    if (api_buf_add(&s->buf, text, len) < 0 || api_buf_add(&s->buf, "\n", 1) < 0)
-        return -ENOMEM;
+    int rc = api_buf_add(&s->buf, text, len);
+    if (rc == 0)
+        rc = api_buf_add(&s->buf, "\n", 1);
+    if (rc < 0)
+        return rc;
     s->last_line = line;
     return 0;
 }
@@ -127,7 +138,7 @@ static int api_log_line(void *ctx, int line, int64_t at, const char *text, size_
 static ssize_t api_log_pull(void *state, char *out, size_t cap)
 {
     api_log_stream *s = state;
-    if (s->buf.len == 0) {
+    if (api_buf_left(&s->buf) == 0) {
         db *d = app_db(s->a);
         if (!d)
             return HTTP_PULL_ERROR;
@@ -143,7 +154,7 @@ static ssize_t api_log_pull(void *state, char *out, size_t cap)
         }
         if (db_log_list(d, s->seq, s->last_line, API_LOG_BATCH, api_log_line, s, NULL) < 0)
             return HTTP_PULL_ERROR;
-        if (s->buf.len == 0)
+        if (api_buf_left(&s->buf) == 0)
             return ended ? HTTP_PULL_END : HTTP_PULL_WAIT;
     }
     return (ssize_t)api_buf_take(&s->buf, out, cap);
@@ -168,6 +179,7 @@ int api_jobs_logs(http_req *r, void *ctx)
     s->a = a;
     s->seq = j.seq;
     s->follow = follow;
+    api_buf_init(&s->buf);
     db_job_clear(&j);
     http_header_add(r, "Cache-Control", "no-store");
     return http_reply_stream(r, 200, "text/plain; charset=utf-8", api_log_pull, s,
@@ -192,7 +204,7 @@ static void api_sse_stream_free(void *p)
 {
     api_sse_stream *s = p;
     if (s)
-        free(s->buf.data);
+        dynbuf_free(&s->buf.pending);
     free(s);
 }
 
@@ -265,14 +277,14 @@ static int api_sse_fill(api_sse_stream *s, db *d)
 static ssize_t api_sse_pull(void *state, char *out, size_t cap)
 {
     api_sse_stream *s = state;
-    if (s->buf.len == 0) {
+    if (api_buf_left(&s->buf) == 0) {
         if (s->ended)
             return HTTP_PULL_END;
         db *d = app_db(s->a);
         if (!d || api_sse_fill(s, d) < 0)
             return HTTP_PULL_ERROR;
         double now = time_mono();
-        if (s->buf.len == 0) {
+        if (api_buf_left(&s->buf) == 0) {
             if (s->ended)
                 return HTTP_PULL_END;
             if ((now - s->last_write) * 1000 < API_SSE_KEEPALIVE_MS - 500)
@@ -301,6 +313,7 @@ int api_jobs_events(http_req *r, void *ctx)
     s->a = a;
     s->seq = j.seq;
     s->last_write = time_mono();
+    api_buf_init(&s->buf);
     db_job_clear(&j);
     http_header_add(r, "Cache-Control", "no-store");
     return http_reply_stream(r, 200, "text/event-stream", api_sse_pull, s, api_sse_stream_free,

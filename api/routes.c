@@ -69,3 +69,8 @@ const http_route *api_routes(size_t *n)
     *n = sizeof api_route_table / sizeof api_route_table[0];
     return api_route_table;
 }
+
+unsigned api_json_max_depth(void)
+{
+    return JOB_MAX_JSON_DEPTH;
+}

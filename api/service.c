@@ -39,7 +39,7 @@ int api_service_health(http_req *r, void *ctx)
     if (rc < 0) {
         char detail[ERR_LEN + 32];
         snprintf(detail, sizeof detail, "%s", d ? err : "the database cannot be opened");
-        return http_reply_problem(r, 503, "Database unavailable", detail, NULL);
+        return http_reply_problem(r, 503, "Database unavailable", detail, NULL, 0);
     }
     static const char *const keys[] = {"status", "version", "workers", "queued", "running"};
     json_t *vals[] = {json_string("ok"), json_string(a->version ? a->version : TRAINYARD_VERSION),

@@ -18,17 +18,21 @@
 #include <unistd.h>
 
 #include "cli/cli_client.h"
+#include "util/dynbuf.h"
 #include "util/err.h"
 
 #define FOLLOW_RECONNECTS 5
 #define FOLLOW_BAR_WIDTH  20
+/* The most one event's data may hold: a status event carries the job with its document (at
+ * most 1 MiB as submitted); past this the stream is not a trainyard server's. */
+#define FOLLOW_EVENT_MAX (8u << 20)
 
 typedef struct follow {
     const cli_conn *o;
     cli_lines lines;
     char event[32];
-    char *data; /* the event's data so far */
-    size_t data_len, data_cap;
+    dynbuf data;    /* the event's data so far, capped at FOLLOW_EVENT_MAX */
+    int too_big;    /* an event passed FOLLOW_EVENT_MAX: the stream is given up */
     json_t *job;    /* the newest status event */
     json_t *epochs; /* the epochs so far, in order (a replaced one is replaced) */
     long shown;     /* the highest epoch shown */
@@ -124,7 +128,8 @@ static int follow_line(void *ctx, const char *line, size_t len)
 {
     follow *f = ctx;
     if (len == 0) { /* dispatch */
-        json_t *v = f->data_len ? json_loadb(f->data, f->data_len, 0, NULL) : NULL;
+        size_t n = dynbuf_len(&f->data);
+        json_t *v = n ? json_loadb(dynbuf_str(&f->data), n, 0, NULL) : NULL;
         int done = 0;
         if (json_is_object(v) && !strcmp(f->event, "status")) {
             on_status(f, v);
@@ -135,7 +140,7 @@ static int follow_line(void *ctx, const char *line, size_t len)
             json_decref(v);
         }
         f->event[0] = '\0';
-        f->data_len = 0;
+        dynbuf_reset(&f->data);
         return done;
     }
     if (line[0] == ':')
@@ -148,19 +153,12 @@ static int follow_line(void *ctx, const char *line, size_t len)
         return 0;
     const char *d = line + 5 + (line[5] == ' ');
     size_t n = len - (size_t)(d - line);
-    if (f->data_len + n + 2 > f->data_cap) {
-        size_t cap = (f->data_len + n + 2) * 2;
-        char *p = realloc(f->data, cap);
-        if (!p)
-            return -ENOMEM;
-        f->data = p;
-        f->data_cap = cap;
-    }
-    if (f->data_len)
-        f->data[f->data_len++] = '\n';
-    memcpy(f->data + f->data_len, d, n);
-    f->data_len += n;
-    return 0;
+    int rc = dynbuf_len(&f->data) ? dynbuf_add(&f->data, "\n", 1) : 0;
+    if (rc == 0)
+        rc = dynbuf_add(&f->data, d, n);
+    if (rc == -EFBIG)
+        f->too_big = 1;
+    return rc;
 }
 
 static int follow_sink(void *ctx, long status, const char *data, size_t len)
@@ -219,6 +217,13 @@ static int follow_stream(follow *f, client *c, const char *path)
             return rc;
         }
         json_decref(reply);
+        if (f->too_big) {
+            fprintf(stderr,
+                    "trainyard %s: an event from the server is larger than %u MiB; is the "
+                    "server a trainyard server?\n",
+                    f->o->cmd, FOLLOW_EVENT_MAX >> 20);
+            return CLI_EXIT_FAILED;
+        }
         if (f->job && terminal(cli_str(f->job, "status")))
             return 0;
         if (f->drawn) { /* end the line drawn in place before saying anything */
@@ -237,7 +242,7 @@ static int follow_stream(follow *f, client *c, const char *path)
         if (rc < 0 && !f->o->json)
             fprintf(stderr, "trainyard %s: %s; reconnecting\n", f->o->cmd, err);
         f->lines.len = 0;
-        f->data_len = 0;
+        dynbuf_reset(&f->data);
         sleep(1);
     }
 }
@@ -248,6 +253,7 @@ int cli_follow(const cli_conn *o, client *c, const char *id)
     follow f = {.o = o, .lines = {.fn = follow_line}, .epochs = json_array()};
     json_t *artifacts = NULL;
     f.lines.ctx = &f;
+    dynbuf_init(&f.data, FOLLOW_EVENT_MAX);
     int rc = cli_job_path(o, id, "/events", path, sizeof path);
     if (rc == 0)
         rc = follow_stream(&f, c, path);
@@ -287,7 +293,7 @@ int cli_follow(const cli_conn *o, client *c, const char *id)
     json_decref(artifacts);
     json_decref(f.job);
     json_decref(f.epochs);
-    free(f.data);
+    dynbuf_free(&f.data);
     cli_lines_free(&f.lines);
     return rc;
 }

@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "kernels/kernels.h"
+#include "util/dynbuf.h"
 #include "util/err.h"
 #include "worker/fetch.h"
 #include "job/job.h"
@@ -60,38 +61,31 @@ static char *read_all(const char *path, size_t *len, char *err)
         err_set(err, -errno, "cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
-    size_t cap = 1 << 16, n = 0;
-    const size_t max = 1 << 20; /* a job document is small; the API caps bodies at 1 MiB too */
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
+    dynbuf doc;
+    dynbuf_init(&doc, 1 << 20); /* a job document is small; the API caps bodies at 1 MiB too */
+    char chunk[1 << 14];
+    int rc = 0;
+    for (;;) {
+        size_t got = fread(chunk, 1, sizeof chunk, f);
         if (got == 0)
             break;
-        if (n == cap) {
-            if (cap >= max) {
-                err_set(err, -EFBIG, "%s is larger than 1 MiB: not a job document", path);
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            cap *= 2;
-            char *bigger = realloc(buf, cap + 1);
-            if (!bigger)
-                free(buf);
-            buf = bigger;
-        }
+        rc = dynbuf_add(&doc, chunk, got);
+        if (rc < 0)
+            break;
     }
+    if (rc == 0 && ferror(f))
+        rc = err_set(err, -EIO, "cannot read %s", path);
     if (f != stdin)
         fclose(f);
-    if (!buf) {
-        if (err && !*err)
-            err_set(err, -ENOMEM, "out of memory reading %s", path);
-        return NULL;
-    }
-    buf[n] = '\0';
-    *len = n;
-    return buf;
+    if (rc == -EFBIG)
+        err_set(err, rc, "%s is larger than 1 MiB: not a job document", path);
+    else if (rc == -ENOMEM)
+        err_set(err, rc, "out of memory reading %s", path);
+    char *text = rc == 0 ? dynbuf_take(&doc, len) : NULL;
+    if (rc == 0 && !text)
+        err_set(err, -ENOMEM, "out of memory reading %s", path);
+    dynbuf_free(&doc);
+    return text;
 }
 
 static void print_line(void *user, const char *line)

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "util/dynbuf.h"
 #include "util/err.h"
 #include "util/json_out.h"
 
@@ -26,33 +27,24 @@ struct client {
 };
 
 typedef struct reply_buf {
-    char *data;
-    size_t len, cap;
+    dynbuf body; /* capped at CLIENT_MAX_REPLY (reply_buf_init) */
     int too_big;
 } reply_buf;
+
+static void reply_buf_init(reply_buf *b)
+{
+    dynbuf_init(&b->body, CLIENT_MAX_REPLY);
+    b->too_big = 0;
+}
 
 static size_t on_data(char *ptr, size_t size, size_t n, void *user)
 {
     reply_buf *b = user;
     size_t add = size * n;
-    if (b->len + add + 1 > CLIENT_MAX_REPLY) {
+    int rc = dynbuf_add(&b->body, ptr, add);
+    if (rc == -EFBIG)
         b->too_big = 1;
-        return 0;
-    }
-    if (b->len + add + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + add + 1)
-            cap *= 2;
-        char *bigger = realloc(b->data, cap);
-        if (!bigger)
-            return 0;
-        b->data = bigger;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, ptr, add);
-    b->len += add;
-    b->data[b->len] = '\0';
-    return add;
+    return rc < 0 ? 0 : add; /* a short count ends the transfer */
 }
 
 int client_new(const char *base_url, const char *token, client **out, char *err)
@@ -161,7 +153,8 @@ static int perform(client *c, const char *method, const char *path, struct curl_
                    long *status, json_t **reply, char *err)
 {
     char url[4096];
-    reply_buf b = {0};
+    reply_buf b;
+    reply_buf_init(&b);
     int rc = request_start(c, path, url, &headers, err);
     if (rc < 0)
         return rc;
@@ -186,8 +179,8 @@ static int perform(client *c, const char *method, const char *path, struct curl_
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
     if (reply) {
         *reply = NULL;
-        if (b.len > 0)
-            *reply = json_loadb(b.data, b.len, 0, NULL); /* NULL when not JSON */
+        if (dynbuf_len(&b.body) > 0) /* NULL when not JSON */
+            *reply = json_loadb(dynbuf_str(&b.body), dynbuf_len(&b.body), 0, NULL);
     }
 out:
     /* Leave the handle clean for the next request: no body, no upload. */
@@ -198,7 +191,7 @@ out:
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
     curl_easy_setopt(h, CURLOPT_NOBODY, 0L);
     curl_slist_free_all(headers);
-    free(b.data);
+    dynbuf_free(&b.body);
     return rc;
 }
 
@@ -320,6 +313,7 @@ int client_get_stream(client *c, const char *path, client_sink sink, void *ctx, 
     char url[4096];
     stream_state s = {.c = c, .sink = sink, .ctx = ctx};
     struct curl_slist *headers = NULL;
+    reply_buf_init(&s.bad);
     int rc = request_start(c, path, url, &headers, err);
     if (rc < 0)
         return rc;
@@ -347,13 +341,13 @@ int client_get_stream(client *c, const char *path, client_sink sink, void *ctx, 
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
     if (reply) {
         *reply = NULL;
-        if (s.bad.len > 0)
-            *reply = json_loadb(s.bad.data, s.bad.len, 0, NULL);
+        if (dynbuf_len(&s.bad.body) > 0)
+            *reply = json_loadb(dynbuf_str(&s.bad.body), dynbuf_len(&s.bad.body), 0, NULL);
     }
 out:
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
     curl_slist_free_all(headers);
-    free(s.bad.data);
+    dynbuf_free(&s.bad.body);
     return rc;
 }
 

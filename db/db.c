@@ -19,6 +19,7 @@
 #include <string.h>
 #include <math.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "util/secret.h"
 
@@ -297,14 +298,21 @@ int db_open(const char *path, db **out, char *err)
     }
     sqlite3_extended_result_codes(d->conn, 1);
     sqlite3_busy_timeout(d->conn, DB_BUSY_TIMEOUT_MS);
-    /* journal_mode and foreign_keys cannot change inside a transaction: set them first. */
-    rc = db_exec(d,
-                 "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"
-                 "PRAGMA temp_store=MEMORY;",
-                 err);
-    if (rc < 0)
-        goto out;
-    rc = db_migrate(d, err);
+    /* journal_mode and foreign_keys cannot change inside a transaction: set them first. When
+     * several connections open a new file at once, switching it to WAL can answer SQLITE_BUSY
+     * without waiting in the busy handler; that case is tried again for the busy timeout. */
+    for (int waited_ms = 0;; waited_ms += 10) {
+        rc = db_exec(d,
+                     "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"
+                     "PRAGMA temp_store=MEMORY;",
+                     err);
+        if (rc == 0)
+            rc = db_migrate(d, err);
+        if (rc != -EAGAIN || waited_ms >= DB_BUSY_TIMEOUT_MS)
+            break;
+        struct timespec pause = {0, 10 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
 out:
     if (rc < 0) {
         db_close(d);

@@ -36,7 +36,7 @@
  * |   at once: the worker's process died     |                         |
  * | running → queued (worker hands it back)  | sched_job_release (**)  |
  * | terminal → deleted                       | sched_job_delete        |
- * | (every lapsed lease, silent worker)      | sched_sweep (sweeper.h) |
+ * | (every lapsed lease, silent worker)      | sched_sweep_db          |
  *
  * (*) Concurrent submits share one transaction and one fsync (group commit, submit.c); each
  *     still gets its own job, its own event row and its own result.
@@ -172,9 +172,10 @@ int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, i
 #define SCHED_CHECKPOINT_KEPT "checkpoint.safetensors"
 /* For the lease holder of running job_id: when epoch is after the stored checkpoint's, moves
  * tmp_path over the job's checkpoint file, records epoch and sets *stored to 1; else leaves
- * everything as it was and sets *stored to 0. */
+ * everything as it was and sets *stored to 0. sha256 (hex, may be NULL) is the file's digest,
+ * computed as it was uploaded: kept beside it, it spares sched_checkpoint_settle a hash. */
 int sched_checkpoint_store(db *d, const char *job_id, const char *worker_id,
-                           const char *artifacts_dir, const char *tmp_path, int epoch, int *stored,
-                           char *err);
+                           const char *artifacts_dir, const char *tmp_path, const char *sha256,
+                           int epoch, int *stored, char *err);
 
 #endif

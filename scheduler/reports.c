@@ -5,17 +5,22 @@
  * (a phase change, an artifact stored; not every heartbeat).
  *
  * Artifacts: the upload arrives in a temporary file under the data directory; its SHA-256 is
- * computed by the caller before the transaction (hashing gigabytes must not hold the write
- * lock). Inside the transaction the file is fsync'ed, renamed to <artifacts_dir>/<id>/<name>
- * (a copy when the two folders are on different file systems) and its row written, so a
- * concurrent delete of the job (which takes the same lock) never leaves a file behind, and a
- * row never exists for a file that is not complete on disk.
+ * the caller's, computed as the body streamed to that file (http_body_sha256), so nothing here
+ * reads the file back to hash it, and the write lock never waits on a hash. Inside the transaction
+ * the file is fsync'ed, renamed to <artifacts_dir>/<id>/<name> (a copy when the two folders are on
+ * different file systems) and its row written, so a concurrent delete of the job (which takes the
+ * same lock) never leaves a file behind, and a row never exists for a file that is not complete on
+ * disk.
  *
- * Checkpoints: the newest one of a running job is artifacts/<id>/.checkpoint
- * (util/datadir.h), never
- * listed (sched_checkpoint_store). Once the job has ended, nothing resumes from it: it is
- * deleted, or, when the job document says "delete_checkpoint": false, renamed to the artifact
- * checkpoint.safetensors and recorded like an upload (sched_checkpoint_settle). */
+ * Checkpoints: the newest one of a running job is artifacts/<id>/.checkpoint (util/datadir.h),
+ * never listed (sched_checkpoint_store), with its upload's digest beside it in
+ * .checkpoint.sha256. Once the job has ended, nothing resumes from it: it is deleted, or, when
+ * the job document says "delete_checkpoint": false, renamed to the artifact
+ * checkpoint.safetensors and recorded like an upload with that digest (sched_checkpoint_settle).
+ * The digest file is a hint that is never stale: it is removed before a new checkpoint replaces
+ * the old one (the directory fsync of that replacement makes the removal durable with it) and
+ * written after; where it is missing or unreadable (a crash between the two, a checkpoint from
+ * an older version) settle hashes the file instead. */
 #include "scheduler/lifecycle.h"
 
 #include <errno.h>
@@ -235,12 +240,54 @@ out:
 
 /* ---- checkpoints ------------------------------------------------------------------------ */
 
+/* The checkpoint's digest file, beside it: <checkpoint>.sha256 (a hint that saves hashing a
+ * kept checkpoint again; see the top of this file). */
+static int sched_digest_path(const char *artifacts_dir, const char *job_id,
+                             char out[DATADIR_PATH_MAX])
+{
+    char ckpt[DATADIR_PATH_MAX];
+    int rc = datadir_job_checkpoint(artifacts_dir, job_id, ckpt);
+    return rc < 0 ? rc : datadir_beside(ckpt, ".sha256", out);
+}
+
+/* Writes hex into the digest file at path (by rename, so it is whole or absent). Best effort:
+ * without it, settle hashes the checkpoint itself. */
+static void sched_digest_write(const char *path, const char *hex)
+{
+    char tmp[DATADIR_PATH_MAX];
+    if (datadir_beside(path, ".tmp", tmp) < 0)
+        return;
+    FILE *f = fopen(tmp, "we");
+    if (!f)
+        return;
+    int ok = fprintf(f, "%s\n", hex) == 65;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) < 0)
+        unlink(tmp);
+}
+
+/* Reads a digest file's 64 lowercase hex digits into hex; -EINVAL when missing or malformed. */
+static int sched_digest_read(const char *path, char hex[65])
+{
+    char line[80];
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -EINVAL;
+    char *got = fgets(line, sizeof line, f);
+    fclose(f);
+    if (!got || strlen(line) != 65 || line[64] != '\n' || strspn(line, "0123456789abcdef") != 64)
+        return -EINVAL;
+    memcpy(hex, line, 64);
+    hex[64] = '\0';
+    return 0;
+}
+
 int sched_checkpoint_store(db *d, const char *job_id, const char *worker_id,
-                           const char *artifacts_dir, const char *tmp_path, int epoch, int *stored,
-                           char *err)
+                           const char *artifacts_dir, const char *tmp_path, const char *sha256,
+                           int epoch, int *stored, char *err)
 {
     db_job j;
-    char final[DATADIR_PATH_MAX];
+    char final[DATADIR_PATH_MAX], digest[DATADIR_PATH_MAX];
     int have = 0;
     int rc = sched_job_begin_leased(d, job_id, worker_id, &j, err);
     if (rc < 0)
@@ -255,10 +302,16 @@ int sched_checkpoint_store(db *d, const char *job_id, const char *worker_id,
         /* The file replaces the older one before the commit: should the commit fail, the file
          * is newer than the recorded epoch, and a resume merely starts later than the metrics
          * say (the resumed attempt's epochs replace their rows). */
+        rc = sched_digest_path(artifacts_dir, j.id, digest);
+        if (rc < 0)
+            goto out;
+        (void)unlink(digest); /* the old checkpoint's; gone before the new file is in place */
         rc = sched_artifact_place(artifacts_dir, j.id, DATADIR_CHECKPOINT_NAME, tmp_path, final,
                                   err);
         if (rc < 0)
             goto out;
+        if (sha256)
+            sched_digest_write(digest, sha256);
     }
     rc = db_commit(d, err);
     db_job_clear(&j);
@@ -284,24 +337,34 @@ static int sched_checkpoint_unwanted(const char *document)
 
 int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, int64_t now)
 {
-    char path[DATADIR_PATH_MAX], final[DATADIR_PATH_MAX], err[ERR_LEN];
+    char path[DATADIR_PATH_MAX], final[DATADIR_PATH_MAX], digest[DATADIR_PATH_MAX], err[ERR_LEN];
     db_artifact a;
     db_job cur;
+    struct stat st;
     uint64_t size = 0;
+    int rc;
     memset(&a, 0, sizeof a);
     memset(&cur, 0, sizeof cur);
     final[0] = '\0';
     if (!artifacts_dir || datadir_job_checkpoint(artifacts_dir, j->id, path) < 0 ||
-        access(path, F_OK) != 0)
+        sched_digest_path(artifacts_dir, j->id, digest) < 0 || access(path, F_OK) != 0)
         return 0;
-    if (sched_checkpoint_unwanted(j->document))
+    if (sched_checkpoint_unwanted(j->document)) {
+        (void)unlink(digest);
         return unlink(path) < 0 ? -errno : 0;
-    /* Hashed before the write lock, as uploads are: the file no longer changes (its job is
-     * over, so no lease holder can store another). */
+    }
+    /* The upload's digest, kept since it streamed in; hashed here, before the write lock, only
+     * when it is missing: the file no longer changes (its job is over, so no lease holder can
+     * store another). */
     snprintf(a.name, sizeof a.name, "%s", SCHED_CHECKPOINT_KEPT);
-    int rc = sha256_file(path, a.sha256, &size, err);
-    if (rc < 0)
-        return rc;
+    if (sched_digest_read(digest, a.sha256) == 0 && stat(path, &st) == 0) {
+        size = (uint64_t)st.st_size;
+    } else {
+        rc = sha256_file(path, a.sha256, &size, err);
+        if (rc < 0)
+            return rc;
+    }
+    (void)unlink(digest);
     a.size = (int64_t)size;
     a.created_at = now;
     rc = db_begin(d, err);

@@ -4,9 +4,9 @@
  * SCHED_SWEEP_MAX_JOBS, and sched_job_expire() decides each one under the lock. */
 #include "scheduler/sweeper.h"
 
+#include <errno.h>
 #include <string.h>
 
-#include "api/app.h"
 #include "db/jobs.h"
 #include "db/workers.h"
 #include "scheduler/lifecycle.h"
@@ -66,31 +66,9 @@ int sched_sweep_db(db *d, const char *artifacts_dir, int64_t now, int worker_gon
     return 0;
 }
 
-/* Raises the app's signals for what st counts; returns the number of jobs changed. */
-static int sched_announce(struct app *a, const sched_sweep_stats *st)
+int sched_sweep_changed(const sched_sweep_stats *st)
 {
-    if (st->requeued && a->queued)
-        http_signal_raise(a->queued);
-    int changed = st->requeued + st->failed + st->cancelled;
-    if (changed && a->changed)
-        http_signal_raise(a->changed);
-    return changed;
-}
-
-int sched_sweep(struct app *a, int64_t now, char *err)
-{
-    db *d = app_db(a);
-    if (!d)
-        return err_set(err, -EIO, "the database cannot be opened (see the log)");
-    sched_sweep_stats st;
-    int rc = sched_sweep_db(d, a->artifacts_dir, now, a->worker_gone_seconds, &st, err);
-    if (rc < 0)
-        return rc;
-    if (st.requeued)
-        app_log(a, "sweep: %d job(s) back in the queue after their lease lapsed", st.requeued);
-    if (st.failed)
-        app_log(a, "sweep: %d job(s) failed: attempts or max_runtime_seconds used up", st.failed);
-    return sched_announce(a, &st);
+    return st->requeued + st->failed + st->cancelled;
 }
 
 typedef struct sched_lost {
@@ -106,26 +84,24 @@ static int sched_lost_add(void *ctx, const db_worker *w)
     return 0;
 }
 
-int sched_workers_lost(struct app *a, const char *token_id, const char *name, const char *why,
-                       int64_t now, char *err)
+int sched_workers_lost(db *d, const char *artifacts_dir, const char *token_id, const char *name,
+                       const char *why, int64_t now, sched_lost_report *out, char *err)
 {
-    db *d = app_db(a);
-    if (!d)
-        return err_set(err, -EIO, "the database cannot be opened (see the log)");
     sched_lost lost = {.n = 0};
-    sched_sweep_stats st;
-    memset(&st, 0, sizeof st);
+    memset(out, 0, sizeof *out);
     int rc = db_worker_list_named(d, token_id, name, sched_lost_add, &lost, err);
     for (int i = 0; i < lost.n && rc >= 0; i++) {
         int to = -1;
-        rc = sched_worker_lost(d, lost.ids[i], why, a->artifacts_dir, now, &to, err);
-        if (rc == -ENOENT)
+        rc = sched_worker_lost(d, lost.ids[i], why, artifacts_dir, now, &to, err);
+        if (rc == -ENOENT) {
             rc = 0; /* forgotten meanwhile */
-        if (rc == 0 && to >= 0)
-            app_log(a, "worker %s is gone (%s): its job is %s", lost.ids[i], why,
-                    db_status_name(to));
-        sched_stats_count(&st, to);
+            continue;
+        }
+        if (rc < 0)
+            break;
+        memcpy(out->workers[out->n].worker_id, lost.ids[i], sizeof lost.ids[i]);
+        out->workers[out->n++].to = to;
+        sched_stats_count(&out->st, to);
     }
-    int changed = sched_announce(a, &st);
-    return rc < 0 ? rc : changed;
+    return rc < 0 ? rc : 0;
 }

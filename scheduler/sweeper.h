@@ -1,16 +1,19 @@
 /* sweeper: the scheduler's housekeeping — leases that lapsed, jobs past their runtime, workers
  * that went silent.
  *
- * `trainyard serve` calls sched_sweep() about once a second from a housekeeping thread (never
- * from an HTTP thread). A sweep reads the running jobs, and for each whose lease lapsed or
- * whose running time passed max_runtime_seconds calls sched_job_expire() (lifecycle.h), which
- * re-checks inside its own transaction, so a heartbeat that lands between the read and the
- * write wins. Then workers unseen for worker_gone_seconds are marked gone, and workers gone
- * for a day with no job are forgotten. sched_sweep() raises app->queued when a job went back
- * to the queue (a parked lease may take it) and app->changed when any job changed.
+ * `trainyard serve` runs sched_sweep_db() about once a second from a housekeeping thread
+ * (through api_sweep; never from an HTTP thread). A sweep reads the running jobs, and for
+ * each whose lease lapsed or whose running time passed max_runtime_seconds calls
+ * sched_job_expire() (lifecycle.h), which re-checks inside its own transaction, so a
+ * heartbeat that lands between the read and the write wins. Then workers unseen for
+ * worker_gone_seconds are marked gone, and workers gone for a day with no job are forgotten.
+ *
+ * The scheduler sits below the API: it raises no HTTP signal and writes no log line. Both
+ * functions return what changed (sched_sweep_stats, sched_lost_report) and the caller above
+ * (api_sweep, api_workers_lost in api/) logs it and wakes the parked requests.
  *
  * sched_workers_lost() is the sweep's fast path for workers known dead: serve's supervisor
- * calls it when it reaps a local worker process, so that the job it held is requeued at once
+ * reports a reaped local worker process, so that the job it held is requeued at once
  * instead of after its lease. It finds the worker rows by the token that registered them and
  * their name: serve's local-workers token is secret to serve and its children, so a remote
  * worker cannot make its row look like a local one; and the supervisor calls it before the
@@ -22,8 +25,6 @@
 
 #include "db/db.h"
 
-struct app;
-
 #define SCHED_SWEEP_MAX_JOBS   256 /* jobs expired per sweep; the rest next time */
 #define SCHED_LOST_MAX_WORKERS 16  /* rows one dead process may have (it re-registered) */
 #define SCHED_WORKER_FORGET_MS (24LL * 3600 * 1000) /* gone workers are dropped after a day */
@@ -33,17 +34,27 @@ typedef struct sched_sweep_stats {
     int workers_gone;                /* workers newly marked gone */
 } sched_sweep_stats;
 
+/* What sched_workers_lost changed: the workers it marked gone, where each one's job went. */
+typedef struct sched_lost_report {
+    int n; /* workers marked gone, at most SCHED_LOST_MAX_WORKERS */
+    struct {
+        char worker_id[DB_ID_LEN + 1];
+        int to; /* the new status of the job it held (DB_QUEUED, ...), -1: it held none */
+    } workers[SCHED_LOST_MAX_WORKERS];
+    sched_sweep_stats st; /* the jobs that left running, counted as a sweep counts them */
+} sched_lost_report;
+
+/* The number of jobs st counts as changed (requeued, failed or cancelled). */
+int sched_sweep_changed(const sched_sweep_stats *st);
 /* One sweep over database d at time now (ms); *st counts what changed. A job that ends has
  * its checkpoint settled under artifacts_dir (may be NULL: left alone). */
 int sched_sweep_db(db *d, const char *artifacts_dir, int64_t now, int worker_gone_seconds,
                    sched_sweep_stats *st, char *err);
-/* One sweep with the calling thread's connection (app_db), raising the app's signals.
- * Returns the number of jobs changed, or a negative code with err filled (err may be NULL). */
-int sched_sweep(struct app *a, int64_t now, char *err);
 /* The workers that token_id registered as name are dead (why says how, for the job's history):
- * each is marked gone and its job's attempt ends at once (sched_worker_lost), raising the app's
- * signals. Returns the number of jobs changed, or a negative code with err filled. */
-int sched_workers_lost(struct app *a, const char *token_id, const char *name, const char *why,
-                       int64_t now, char *err);
+ * each is marked gone and its job's attempt ends at once (sched_worker_lost). *out says what
+ * changed, also when a later worker failed (then the negative code is returned, err filled);
+ * 0 on success. */
+int sched_workers_lost(db *d, const char *artifacts_dir, const char *token_id, const char *name,
+                       const char *why, int64_t now, sched_lost_report *out, char *err);
 
 #endif

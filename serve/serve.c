@@ -45,7 +45,6 @@
 #include "db/artifacts.h"
 #include "db/tokens.h"
 #include "kernels/ocl.h"
-#include "scheduler/sweeper.h"
 #include "scheduler/supervisor.h"
 #include "util/datadir.h"
 #include "util/err.h"
@@ -95,13 +94,13 @@ typedef struct serve_local {
 } serve_local;
 
 /* A local worker process ended (crash, kill -9, OOM): the job it held goes back to the queue
- * now rather than when its lease lapses (scheduler/sweeper.h, sched_workers_lost). */
+ * now rather than when its lease lapses (api_workers_lost, over scheduler/sweeper.h). */
 static void serve_worker_exited(void *user, const char *name, pid_t pid, const char *how)
 {
     serve_local *l = user;
     char why[160], err[ERR_LEN];
     snprintf(why, sizeof why, "local worker %s (pid %d) %s", name, (int)pid, how);
-    if (sched_workers_lost(l->a, l->token_id, name, why, time_wall_ms(), err) < 0)
+    if (api_workers_lost(l->a, l->token_id, name, why, time_wall_ms(), err) < 0)
         log_line(err);
 }
 
@@ -374,7 +373,8 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
                        .log = log_request,
                        .tls_cert_pem = pems->cert_pem,
                        .tls_key_pem = pems->key_pem,
-                       .max_per_client = (unsigned)per_client};
+                       .max_per_client = (unsigned)per_client,
+                       .json_max_depth = api_json_max_depth()};
     int started = http_start(&cfg, &a.http, err); /* it keeps copies */
     serve_pem_free(pems->cert_pem);
     serve_pem_free(pems->key_pem);
@@ -454,7 +454,7 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     fflush(stdout);
 
     while (!stop_requested) {
-        if (sched_sweep(&a, time_wall_ms(), err) < 0)
+        if (api_sweep(&a, time_wall_ms(), err) < 0)
             log_line(err);
         struct timespec ts = {1, 0};
         nanosleep(&ts, NULL); /* a signal cuts it short */

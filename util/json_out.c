@@ -25,36 +25,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/dynbuf.h"
 #include "util/utf8.h"
 
 #define JSON_OUT_MAX_DEPTH 2048
 #define JSON_OUT_DIGITS    17 /* enough for any double */
 
 typedef struct jo_buf {
-    char *p;
-    size_t len, cap;
-    int rc; /* the first failure: -ENOMEM or -EINVAL */
+    dynbuf d; /* the text so far; no cap of its own (the values are the program's) */
+    int rc;   /* the first failure: -ENOMEM or -EINVAL */
 } jo_buf;
 
 static void jo_put(jo_buf *b, const char *s, size_t n)
 {
     if (b->rc < 0)
         return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *bigger = realloc(b->p, cap);
-        if (!bigger) {
-            b->rc = -ENOMEM;
-            return;
-        }
-        b->p = bigger;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
+    b->rc = dynbuf_add(&b->d, s, n);
 }
 
 static void jo_puts(jo_buf *b, const char *s)
@@ -330,27 +316,24 @@ static void jo_value(jo_buf *b, const json_t *v, size_t flags, int depth)
     }
 }
 
-/* The text of v into b; 0 or -EINVAL / -ENOMEM, b->p freed on failure. */
+/* The text of v into b; 0 or -EINVAL / -ENOMEM, b's memory freed on failure. */
 static int jo_dump(const json_t *v, size_t flags, jo_buf *b)
 {
-    *b = (jo_buf){0};
+    dynbuf_init(&b->d, SIZE_MAX);
+    b->rc = 0;
     if (!v || (flags & JSON_EMBED) ||
         (!(flags & JSON_ENCODE_ANY) && !json_is_object(v) && !json_is_array(v)))
         return -EINVAL;
     jo_value(b, v, flags, 0);
-    if (b->rc == 0 && !b->p)
-        b->rc = -ENOMEM;
-    if (b->rc < 0) {
-        free(b->p);
-        b->p = NULL;
-    }
+    if (b->rc < 0)
+        dynbuf_free(&b->d);
     return b->rc;
 }
 
 char *json_out_dumps(const json_t *v, size_t flags)
 {
     jo_buf b;
-    return jo_dump(v, flags, &b) < 0 ? NULL : b.p;
+    return jo_dump(v, flags, &b) < 0 ? NULL : dynbuf_take(&b.d, NULL);
 }
 
 int json_out_dumpf(const json_t *v, FILE *f, size_t flags)
@@ -359,9 +342,9 @@ int json_out_dumpf(const json_t *v, FILE *f, size_t flags)
     int rc = jo_dump(v, flags, &b);
     if (rc < 0)
         return rc;
-    if (fwrite(b.p, 1, b.len, f) != b.len)
+    if (fwrite(dynbuf_str(&b.d), 1, dynbuf_len(&b.d), f) != dynbuf_len(&b.d))
         rc = -EIO;
-    free(b.p);
+    dynbuf_free(&b.d);
     return rc;
 }
 
@@ -376,11 +359,11 @@ int json_out_dump_file(const json_t *v, const char *path, size_t flags)
         rc = -errno;
         goto out;
     }
-    if (fwrite(b.p, 1, b.len, f) != b.len)
+    if (fwrite(dynbuf_str(&b.d), 1, dynbuf_len(&b.d), f) != dynbuf_len(&b.d))
         rc = -EIO;
     if (fclose(f) != 0 && rc == 0)
         rc = -errno;
 out:
-    free(b.p);
+    dynbuf_free(&b.d);
     return rc;
 }

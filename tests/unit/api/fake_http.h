@@ -1,16 +1,16 @@
-/* fake_http: a stand-in for api/http.c that lets the unit tests call the API handlers directly.
+/* fake_http: a stand-in for http/http.c that lets the unit tests call the API handlers directly.
  *
  * A test builds a request (method, path, parameters, query, headers, body or body file), calls
  * a handler with fake_call(), and reads what the handler answered: status, headers, body (JSON
  * parsed), a file to send, a park, or a stream to pull. A handler that returns a negative code
- * without answering is answered the way api/http.h describes the error table (fake_status_of).
+ * without answering is answered the way http/http.h describes the error table (fake_status_of).
  * Signals count how often they were raised. Everything is single-threaded and synchronous.
  * A test #includes fake_http.c (so both share check.h's failure count) instead of linking the
  * real framework. */
 #ifndef TRAINYARD_TESTS_FAKE_HTTP_H
 #define TRAINYARD_TESTS_FAKE_HTTP_H
 
-#include "api/http.h"
+#include "http/http.h"
 
 #define FAKE_MAX_PAIRS 8
 

@@ -4,8 +4,8 @@
  * hold the lease, idempotent submits, the event history, metrics replaced per epoch across
  * attempts, concurrent submits sharing transactions (group commit), artifacts, delete, a
  * worker known dead (sched_worker_lost), checkpoints deleted or kept when a job ends, and the
- * sweeper's database half (sched_sweep_db; the signals it raises through sched_sweep() are
- * seen by the end-to-end tests over HTTP).
+ * sweeper (sched_sweep_db; the signals api_sweep() raises for what it reports are seen by the
+ * end-to-end tests over HTTP).
  *
  * The clock is the test's: every call gets `now` explicitly. */
 #include "scheduler/lifecycle.h"
@@ -343,14 +343,14 @@ static void test_lapsed_leases(void)
     fputs("state", f);
     fclose(f);
     int stored = -1;
-    CHECK_INT(sched_checkpoint_store(d, id, w2, adir, up, 1, &stored, err), -EBUSY);
-    CHECK_INT(sched_checkpoint_store(d, id, w1, adir, up, 1, &stored, err), 0);
+    CHECK_INT(sched_checkpoint_store(d, id, w2, adir, up, NULL, 1, &stored, err), -EBUSY);
+    CHECK_INT(sched_checkpoint_store(d, id, w1, adir, up, NULL, 1, &stored, err), 0);
     CHECK_INT(stored, 1);
     CHECK_INT(datadir_job_checkpoint(adir, id, stored_path), 0);
     CHECK_INT(access(stored_path, F_OK), 0);
     f = fopen(up, "w");
     fclose(f);
-    CHECK_INT(sched_checkpoint_store(d, id, w1, adir, up, 1, &stored, err), 0);
+    CHECK_INT(sched_checkpoint_store(d, id, w1, adir, up, NULL, 1, &stored, err), 0);
     CHECK_INT(stored, 0); /* not newer: dropped, the stored file stays */
     CHECK_INT(access(up, F_OK), 0);
 
@@ -824,8 +824,10 @@ static void test_worker_lost(void)
     db_close(d);
 }
 
-/* Stores a checkpoint file with content for running job id held by worker w. */
-static void store_checkpoint(db *d, const char *adir, const char *id, const char *w, int epoch)
+/* Stores a checkpoint file with content for running job id held by worker w, with the upload's
+ * digest sha256 (NULL: none). */
+static void store_checkpoint(db *d, const char *adir, const char *id, const char *w, int epoch,
+                             const char *sha256)
 {
     char up[600], err[ERR_LEN];
     snprintf(up, sizeof up, "%s/ckpt-upload", tmp_dir);
@@ -833,7 +835,7 @@ static void store_checkpoint(db *d, const char *adir, const char *id, const char
     fputs("state", f);
     fclose(f);
     int stored = 0;
-    CHECK_INT(sched_checkpoint_store(d, id, w, adir, up, epoch, &stored, err), 0);
+    CHECK_INT(sched_checkpoint_store(d, id, w, adir, up, sha256, epoch, &stored, err), 0);
     CHECK_INT(stored, 1);
 }
 
@@ -851,7 +853,7 @@ static void test_checkpoint_settled_at_the_end(void)
     /* by default the checkpoint goes when the job succeeds, and is no artifact */
     submit(d, "default", 0, JOB_DEVICE_ANY, 3, 3600, T0, gone);
     CHECK_INT(lease(d, w, T0, got), 1);
-    store_checkpoint(d, adir, gone, w, 1);
+    store_checkpoint(d, adir, gone, w, 1, NULL);
     CHECK_INT(datadir_job_checkpoint(adir, gone, path), 0);
     CHECK_INT(access(path, F_OK), 0);
     CHECK_INT(sched_job_complete(d, gone, w, DB_SUCCEEDED, NULL, adir, T0 + 10, &j, err), 0);
@@ -863,7 +865,7 @@ static void test_checkpoint_settled_at_the_end(void)
     submit_doc(d, "keep", "{\"delete_checkpoint\":false}", 0, JOB_DEVICE_ANY, 3, 3600, T0 + 20,
                kept);
     CHECK_INT(lease(d, w, T0 + 20, got), 1);
-    store_checkpoint(d, adir, kept, w, 2);
+    store_checkpoint(d, adir, kept, w, 2, NULL);
     CHECK_INT(sched_job_complete(d, kept, w, DB_FAILED, "boom", adir, T0 + 30, &j, err), 0);
     CHECK_INT(datadir_job_checkpoint(adir, kept, path), 0);
     CHECK(access(path, F_OK) != 0);
@@ -876,10 +878,36 @@ static void test_checkpoint_settled_at_the_end(void)
     CHECK_INT(sched_job_delete(d, kept, adir, err), 0);
     CHECK(access(path, F_OK) != 0);
 
+    /* the upload's digest is kept beside the checkpoint and recorded as given, not hashed
+     * again (a value the file does not have shows which was used); a later checkpoint without
+     * one removes it, so settle hashes that file rather than trust a stale digest */
+    const char *given = "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee";
+    char hinted[DB_ID_LEN + 1], stale[DB_ID_LEN + 1];
+    submit_doc(d, "hinted", "{\"delete_checkpoint\":false}", 0, JOB_DEVICE_ANY, 3, 3600, T0 + 32,
+               hinted);
+    CHECK_INT(lease(d, w, T0 + 32, got), 1);
+    store_checkpoint(d, adir, hinted, w, 1, given);
+    CHECK_INT(sched_job_complete(d, hinted, w, DB_SUCCEEDED, NULL, adir, T0 + 33, &j, err), 0);
+    CHECK_INT(db_artifact_get(d, j.seq, SCHED_CHECKPOINT_KEPT, &a, err), 0);
+    CHECK_INT(a.size, 5);
+    CHECK_STR(a.sha256, given);
+    snprintf(path, sizeof path, "%s/%s/" DATADIR_CHECKPOINT_NAME ".sha256", adir, hinted);
+    CHECK(access(path, F_OK) != 0);
+    db_job_clear(&j);
+    submit_doc(d, "stale", "{\"delete_checkpoint\":false}", 0, JOB_DEVICE_ANY, 3, 3600, T0 + 34,
+               stale);
+    CHECK_INT(lease(d, w, T0 + 34, got), 1);
+    store_checkpoint(d, adir, stale, w, 1, given);
+    store_checkpoint(d, adir, stale, w, 2, NULL);
+    CHECK_INT(sched_job_complete(d, stale, w, DB_SUCCEEDED, NULL, adir, T0 + 35, &j, err), 0);
+    CHECK_INT(db_artifact_get(d, j.seq, SCHED_CHECKPOINT_KEPT, &a, err), 0);
+    CHECK_STR(a.sha256, "4ba69735ca53765ed6a709edb56c6ea236b7193a3b29a6b390c346f0f4340e4e");
+    db_job_clear(&j);
+
     /* a requeued job cancelled while queued: its checkpoint goes too */
     submit(d, "requeued", 0, JOB_DEVICE_ANY, 3, 3600, T0 + 40, cancelled);
     CHECK_INT(lease(d, w, T0 + 40, got), 1);
-    store_checkpoint(d, adir, cancelled, w, 1);
+    store_checkpoint(d, adir, cancelled, w, 1, NULL);
     int to = -2;
     CHECK_INT(sched_worker_lost(d, w, "died", adir, T0 + 50, &to, err), 0);
     CHECK_INT(to, DB_QUEUED);

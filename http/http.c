@@ -5,7 +5,7 @@
  * refuse what we can before reading: 404, 405, 413 by Content-Length), once per piece of body
  * (kept in memory or written to a temporary file, within the route's cap), and once when the
  * body is complete, where the route's handler runs. A handler either answers (one
- * http_reply_*), fails (a negative code, answered through api_error's table), or parks
+ * http_reply_*), fails (a negative code, answered through http_error's table), or parks
  * (http_park.c suspends the connection; libmicrohttpd calls on_access() again on resume and the
  * handler runs again). on_completed() logs the request's line and frees it.
  *
@@ -43,7 +43,7 @@
  * Threads: handlers run on the pool threads, several at once; an http_req is touched only by
  * the thread that libmicrohttpd is calling for it. The log callback is called from every pool
  * thread (and the timer's never). Parking's locking is described in http_priv.h. */
-#include "api/http.h"
+#include "http/http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -58,8 +58,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/api_error.h"
-#include "api/http_priv.h"
+#include "http/http_error.h"
+#include "http/http_priv.h"
 #include "util/timeutil.h"
 
 #define HTTP_IDLE_TIMEOUT_S 15         /* no byte in or out this long: closed (not if parked) */
@@ -123,7 +123,7 @@ static void req_free(http_req *r)
         (void)unlink(r->body_path); /* ENOENT: the handler renamed it away */
         free(r->body_path);
     }
-    free(r->body);
+    dynbuf_free(&r->body);
     for (int i = 0; i < r->n_params; i++)
         free(r->param_value[i]);
     for (int i = 0; i < r->n_query; i++) {
@@ -183,7 +183,7 @@ static void req_reject(http_req *r, int status, const char *fmt, ...)
 
 static int req_answer_reject(http_req *r)
 {
-    int rc = http_reply_problem(r, r->reject_status, NULL, r->reject_detail, NULL);
+    int rc = http_reply_problem(r, r->reject_status, NULL, r->reject_detail, NULL, 0);
     if (rc == 0)
         r->phase = HTTP_PHASE_DONE;
     return rc;
@@ -202,11 +202,12 @@ static void req_begin(http_req *r)
     http_route_find(r);
     if (!r->route)
         return;
+    dynbuf_init(&r->body, r->route->max_body < SIZE_MAX ? (size_t)r->route->max_body : SIZE_MAX);
     if (r->s->cfg.authorize) {
         r->errbuf[0] = '\0';
         int rc = r->s->cfg.authorize(r, r->s->cfg.app, r->route->access);
         if (rc < 0) {
-            req_reject(r, api_error_status(rc), "%s", r->errbuf);
+            req_reject(r, http_error_status(rc), "%s", r->errbuf);
             return;
         }
     }
@@ -242,6 +243,7 @@ static int body_file_open(http_req *r)
         return rc;
     }
     r->body_path = path;
+    sha256_init(&r->body_hash);
     return 0;
 }
 
@@ -275,6 +277,7 @@ static enum MHD_Result body_take(http_req *r, const char *data, size_t n)
                 goto discard;
             }
         }
+        sha256_update(&r->body_hash, data, n); /* hashed as it streams, never read back */
         while (n > 0) {
             ssize_t w = write(r->body_fd, data, n);
             if (w < 0 && errno == EINTR)
@@ -290,23 +293,13 @@ static enum MHD_Result body_take(http_req *r, const char *data, size_t n)
         }
         return MHD_YES;
     }
-    if (r->body_seen + 1 > r->body_cap) {
-        size_t cap = r->body_cap ? r->body_cap : 4096;
-        char *nb;
-        while (cap < r->body_seen + 1)
-            cap *= 2;
-        if (max < SIZE_MAX && cap > max + 1)
-            cap = (size_t)max + 1;
-        nb = realloc(r->body, cap);
-        if (!nb) {
-            req_reject(r, 503, "out of memory for the body");
-            goto discard;
-        }
-        r->body = nb;
-        r->body_cap = cap;
+    rc = dynbuf_add(&r->body, data, n); /* capped at max_body too (http_route_find) */
+    if (rc < 0) {
+        req_reject(r, rc == -EFBIG ? 413 : 503, "%s",
+                   rc == -EFBIG ? "the body is larger than this endpoint accepts"
+                                : "out of memory for the body");
+        goto discard;
     }
-    memcpy(r->body + (r->body_seen - n), data, n);
-    r->body[r->body_seen] = '\0';
     return MHD_YES;
 discard:
     /* libmicrohttpd 0.9.75 refuses an answer queued while the body is still arriving, so read
@@ -317,9 +310,11 @@ discard:
     return MHD_YES;
 }
 
-/* The body is complete: close the file (the handler may rename it) or terminate the text. */
+/* The body is complete: close the file (the handler may rename it) and finish its digest, or
+ * terminate the text. */
 static int body_finish(http_req *r)
 {
+    uint8_t digest[32];
     int rc = 0;
 
     if (r->route->body_to_file) {
@@ -328,6 +323,8 @@ static int body_finish(http_req *r)
         if (r->body_fd >= 0) {
             close(r->body_fd);
             r->body_fd = -1;
+            sha256_final(&r->body_hash, digest);
+            sha256_hex(digest, r->body_sha256);
         }
     }
     return rc;
@@ -371,7 +368,7 @@ static enum MHD_Result req_run(http_req *r)
             http_log_line(s, "http: %s %s: handler returned %d without answering (a bug)",
                           r->method, r->route->pattern, rc);
             r->errbuf[0] = '\0';
-            http_reply_problem(r, 500, NULL, "the handler gave no answer", NULL);
+            http_reply_problem(r, 500, NULL, "the handler gave no answer", NULL, 0);
             return req_answered(r);
         }
         prc = http_park_commit(r);
@@ -403,7 +400,7 @@ static enum MHD_Result req_final(http_req *r)
         }
         rc = body_finish(r);
         if (rc < 0) {
-            http_reply_problem(r, store_status(rc), NULL, "cannot store the upload", NULL);
+            http_reply_problem(r, store_status(rc), NULL, "cannot store the upload", NULL, 0);
             return req_answered(r);
         }
         return req_run(r);

@@ -1,21 +1,21 @@
-/* api_error: the one table from negative errno-style codes to HTTP statuses and problem titles.
+/* http_error: the one table from negative errno-style codes to HTTP statuses and problem titles.
  *
  * Rows with a code map that code; rows with code 0 only name a status that the HTTP layer
  * answers by itself (405 with Allow, 415 from http_body_json, 416 from http_reply_file). The
  * first row for a status gives that status's title. Lookups are linear: the table is short and
  * only read on error paths. */
-#include "api/api_error.h"
+#include "http/http_error.h"
 
 #include <errno.h>
 #include <stddef.h>
 
-typedef struct api_error_row {
+typedef struct http_error_row {
     int code; /* negative errno-style code; 0: a status-only row */
     int status;
     const char *title;
-} api_error_row;
+} http_error_row;
 
-static const api_error_row api_error_table[] = {
+static const http_error_row http_error_table[] = {
     /* the client's request is wrong */
     {-EINVAL, 400, "Invalid request"},
     {-ERANGE, 400, "Invalid request"},
@@ -52,34 +52,34 @@ static const api_error_row api_error_table[] = {
     {0, 414, "URI too long"},
 };
 
-#define API_ERROR_ROWS (sizeof(api_error_table) / sizeof(api_error_table[0]))
+#define HTTP_ERROR_ROWS (sizeof(http_error_table) / sizeof(http_error_table[0]))
 
-static const api_error_row *api_error_find(int code)
+static const http_error_row *http_error_find(int code)
 {
     if (code >= 0)
         return NULL;
-    for (size_t i = 0; i < API_ERROR_ROWS; i++)
-        if (api_error_table[i].code == code)
-            return &api_error_table[i];
+    for (size_t i = 0; i < HTTP_ERROR_ROWS; i++)
+        if (http_error_table[i].code == code)
+            return &http_error_table[i];
     return NULL;
 }
 
-int api_error_status(int code)
+int http_error_status(int code)
 {
-    const api_error_row *row = api_error_find(code);
+    const http_error_row *row = http_error_find(code);
     return row ? row->status : 500;
 }
 
-const char *api_error_title(int code)
+const char *http_error_title(int code)
 {
-    const api_error_row *row = api_error_find(code);
+    const http_error_row *row = http_error_find(code);
     return row ? row->title : "Internal error";
 }
 
-const char *api_error_status_title(int status)
+const char *http_error_status_title(int status)
 {
-    for (size_t i = 0; i < API_ERROR_ROWS; i++)
-        if (api_error_table[i].status == status)
-            return api_error_table[i].title;
+    for (size_t i = 0; i < HTTP_ERROR_ROWS; i++)
+        if (http_error_table[i].status == status)
+            return http_error_table[i].title;
     return "Error";
 }

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/http.h"
+#include "http/http.h"
 #include "tests/unit/check.h"
 #include "util/timeutil.h"
 

@@ -1,9 +1,9 @@
-/* test_http_conn: the connection table of api/http_conn.c without a daemon: per-address counts
+/* test_http_conn: the connection table of http/http_conn.c without a daemon: per-address counts
  * (against a plain array, with keys crowded into a small table so that probe runs overlap and
  * deletions shift entries back), admission (the per-address limit, the reserve kept for light
  * clients), and the watcher cutting a connection that is past its head deadline, seen from the
  * other end of a socket pair. */
-#include "api/http_conn.c"
+#include "http/http_conn.c"
 
 #include <arpa/inet.h>
 #include <poll.h>

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/http.h"
-#include "api/http_priv.h"
+#include "http/http.h"
+#include "http/http_priv.h"
 #include "util/utf8.h"
 
 static int hexval(char c)
@@ -244,7 +244,7 @@ int http_query_check(http_req *r)
         return 0;
     char detail[160];
     snprintf(detail, sizeof detail, "query argument %s holds an encoded NUL (%%00)", r->query_nul);
-    http_reply_problem(r, 400, "Invalid parameter", detail, NULL);
+    http_reply_problem(r, 400, "Invalid parameter", detail, NULL, 0);
     return 1;
 }
 
@@ -270,8 +270,8 @@ const char *http_header(const http_req *r, const char *name)
 const char *http_body(const http_req *r, size_t *len)
 {
     if (len)
-        *len = r->body ? (size_t)r->body_seen : 0;
-    return r->body ? r->body : "";
+        *len = dynbuf_len(&r->body);
+    return dynbuf_str(&r->body);
 }
 
 const char *http_body_file(const http_req *r, uint64_t *len)
@@ -279,6 +279,11 @@ const char *http_body_file(const http_req *r, uint64_t *len)
     if (len)
         *len = r->body_path ? r->body_seen : 0;
     return r->body_path;
+}
+
+const char *http_body_sha256(const http_req *r)
+{
+    return r->body_path && r->body_sha256[0] ? r->body_sha256 : NULL;
 }
 
 char *http_errbuf(http_req *r)

@@ -22,9 +22,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/api_error.h"
-#include "api/http.h"
+#include "http/http_error.h"
+#include "http/http.h"
 #include "tests/unit/check.h"
+#include "util/sha256.h"
 #include "util/timeutil.h"
 
 static http_server *srv;
@@ -95,7 +96,23 @@ static int h_upload(http_req *r, void *app)
     snprintf(last_upload, sizeof(last_upload), "%s", path);
     if (http_query(r, "keep") && rename(path, kept_path) != 0)
         return err_set(http_errbuf(r), -EIO, "rename failed");
-    return http_reply_json(r, 201, json_pack("{s:I}", "size", (json_int_t)len));
+    return http_reply_json(
+        r, 201, json_pack("{s:I, s:s?}", "size", (json_int_t)len, "sha256", http_body_sha256(r)));
+}
+
+/* 1 when the answer's "sha256" is the digest of the len bytes at data. */
+static int body_has_sha256(const char *answer, const void *data, size_t len)
+{
+    sha256_ctx c;
+    uint8_t digest[32];
+    char hex[65], want[80];
+
+    sha256_init(&c);
+    sha256_update(&c, data, len);
+    sha256_final(&c, digest);
+    sha256_hex(digest, hex);
+    snprintf(want, sizeof want, "\"sha256\":\"%s\"", hex);
+    return answer && strstr(answer, want) != NULL;
 }
 
 /* The authorize hook of these tests: routes with access 1 need "Bearer good" ("Bearer other" is
@@ -564,6 +581,7 @@ static void test_bodies(void)
     send_body("PUT", "/upload", NULL, blob, sizeof(blob), 0, &r);
     CHECK_INT(r.status, 201);
     CHECK(strstr(r.body, "\"size\":100000") != NULL);
+    CHECK(body_has_sha256(r.body, blob, sizeof(blob))); /* hashed as it streamed in */
     /* removed when the request ends, which may be just after the client has the answer */
     for (int i = 0; i < 1000 && last_upload[0] && stat(last_upload, &st) == 0; i++)
         usleep(1000);
@@ -573,12 +591,14 @@ static void test_bodies(void)
     send_body("PUT", "/upload?keep=1", NULL, blob, 1234, 1, &r);
     CHECK_INT(r.status, 201);
     CHECK(stat(kept_path, &st) == 0 && st.st_size == 1234);
+    CHECK(body_has_sha256(r.body, blob, 1234)); /* chunked */
     unlink(kept_path);
     resp_free(&r);
 
     send_body("PUT", "/upload", NULL, "", 0, 0, &r);
     CHECK_INT(r.status, 201);
     CHECK(strstr(r.body, "\"size\":0") != NULL);
+    CHECK(body_has_sha256(r.body, "", 0));
     resp_free(&r);
 
     /* the upload directory gone: the server's fault (500), not the client's. The last upload's
@@ -662,7 +682,7 @@ static void test_json(void)
     for (int i = 0; i < 16; i++)
         strcat(deep, "[");
     send_body("POST", "/json", ct, deep, (long)strlen(deep), 0, &r);
-    check_problem(&r, 400, "Invalid request", "nested");
+    check_problem(&r, 400, "Invalid request", "nested more than 8 levels");
     resp_free(&r);
 
     send_body("POST", "/json", ct, "{\n\"a\": }", 8, 0, &r);
@@ -709,8 +729,8 @@ static void test_errors(void)
     char path[64];
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        CHECK_INT(api_error_status(-cases[i].code), cases[i].status);
-        CHECK_STR(api_error_title(-cases[i].code), cases[i].title);
+        CHECK_INT(http_error_status(-cases[i].code), cases[i].status);
+        CHECK_STR(http_error_title(-cases[i].code), cases[i].title);
         snprintf(path, sizeof(path), "/error/%d", cases[i].code);
         get(path, &r);
         snprintf(path, sizeof(path), "detail for %d", -cases[i].code);
@@ -719,9 +739,9 @@ static void test_errors(void)
             CHECK_STR(hdr(&r, "WWW-Authenticate"), "Bearer");
         resp_free(&r);
     }
-    CHECK_INT(api_error_status(-EHWPOISON), 500);
-    CHECK_INT(api_error_status(0), 500);
-    CHECK_INT(api_error_status(22), 500);
+    CHECK_INT(http_error_status(-EHWPOISON), 500);
+    CHECK_INT(http_error_status(0), 500);
+    CHECK_INT(http_error_status(22), 500);
 
     /* invalid UTF-8 in the detail is cleaned, the body stays valid JSON */
     get("/error/22?d=%FF%FE%C3", &r);
@@ -1133,6 +1153,7 @@ int main(void)
     cfg.tmp_dir = upload_dir;
     cfg.log = test_log;
     cfg.authorize = test_authorize;
+    cfg.json_max_depth = 8; /* below the 16 levels test_json sends */
     rc = http_start(&cfg, &srv, err);
     CHECK_INT(rc, 0);
     if (rc < 0) {

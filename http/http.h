@@ -1,10 +1,14 @@
-/* http: trainyard's HTTP layer over libmicrohttpd.
+/* http: trainyard's HTTP layer over libmicrohttpd, a library of its own (http/).
+ *
+ * It knows nothing of jobs: the API (api/) hands it a route table and an opaque app pointer,
+ * and the limits that depend on the API's documents (the JSON nesting depth) come in through
+ * http_config.
  *
  * A server is a libmicrohttpd daemon with a thread pool and a route table. For each request the
  * framework matches the route (method + pattern with {params}), reads the body within the
  * route's cap (413 past it), and calls the route's handler once the whole body is in. A handler
  * answers with exactly one http_reply_*() call and returns 0, or returns a negative errno-style
- * code and leaves the answer to the error table (api_error.c: -ENOENT → 404, -EINVAL → 400,
+ * code and leaves the answer to the error table (http_error.c: -ENOENT → 404, -EINVAL → 400,
  * -EEXIST/-EBUSY → 409, -EFBIG → 413, -ENOSPC → 507, ...), which writes problem+json with the
  * handler's sentence from http_errbuf() as `detail`. Unknown paths are 404 and known paths with
  * another method 405 (with Allow), both problem+json.
@@ -24,8 +28,8 @@
  * Threads: handlers run on the pool's threads, several at once; everything taking an http_req
  * is for the handler's own call only (not another thread, not after it returned). Signals may
  * be raised from any thread until http_stop(), which frees them: stop whatever raises first. */
-#ifndef TRAINYARD_API_HTTP_H
-#define TRAINYARD_API_HTTP_H
+#ifndef TRAINYARD_HTTP_HTTP_H
+#define TRAINYARD_HTTP_HTTP_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -34,10 +38,10 @@
 #include <jansson.h>
 
 #include "util/err.h"
-#include "util/field_errors.h"
 
-#define HTTP_MAX_PARAMS    4
-#define HTTP_JSON_MAX_BODY (1u << 20) /* JSON request bodies: 1 MiB */
+#define HTTP_MAX_PARAMS     4
+#define HTTP_JSON_MAX_BODY  (1u << 20) /* JSON request bodies: 1 MiB */
+#define HTTP_JSON_MAX_DEPTH 32         /* http_body_json's nesting limit when the config has 0 */
 
 typedef struct http_server http_server;
 typedef struct http_req http_req;
@@ -81,6 +85,10 @@ typedef struct http_config {
     unsigned max_connections;
     /* Open connections one client address may hold; 0: no limit. */
     unsigned max_per_client;
+    /* The deepest nesting of arrays and objects http_body_json accepts (400 past it, before
+     * jansson's recursive parser sees the text); 0: HTTP_JSON_MAX_DEPTH. The API sets its job
+     * document's limit. */
+    unsigned json_max_depth;
 } http_config;
 
 #define HTTP_MAX_CONNECTIONS 4096
@@ -152,9 +160,12 @@ const char *http_body(const http_req *r, size_t *len);
 /* The path of the temporary file holding a body_to_file body, and its size. The handler may
  * rename() it away; otherwise it is removed when the request ends. */
 const char *http_body_file(const http_req *r, uint64_t *len);
+/* The SHA-256 (64 lowercase hex digits) of that file's bytes, computed while they were written,
+ * so a handler never reads an upload back to hash it; NULL for a body kept in memory. */
+const char *http_body_sha256(const http_req *r);
 /* Parses the body as a JSON object: Content-Type must be application/json (415), depth at most
- * JOB_MAX_JSON_DEPTH, syntax errors 400 with line and column, duplicate keys and invalid UTF-8
- * 400, anything but an object 400. On failure it has already answered with problem+json and
+ * http_config.json_max_depth, syntax errors 400 with line and column, duplicate keys and invalid
+ * UTF-8 400, anything but an object 400. On failure it has already answered with problem+json and
  * returns the negative code (-EMEDIUMTYPE, -EINVAL); the handler returns it as is. On success
  * *out is a new reference. For in-memory bodies (not body_to_file routes). */
 int http_body_json(http_req *r, json_t **out);
@@ -198,14 +209,20 @@ int http_reply_file(http_req *r, const char *path, const char *content_type, con
 /* 1 when an If-None-Match list matches tag, a quoted ETag (weak comparison: W/ ignored on both
  * sides; "*" matches anything; a malformed list matches nothing). */
 int http_etag_match(const char *list, const char *tag);
+/* One entry of a problem's `errors` list. */
+typedef struct http_field_error {
+    const char *field;   /* a JSON path into the request ("model.layers[0].units"), "" for all */
+    const char *message; /* what is wrong with it */
+} http_field_error;
+
 /* problem+json: type "about:blank"; title NULL takes the error table's title for status;
- * detail may be NULL; errs (may be NULL) becomes the `errors` list of {field, message}. Every
+ * detail may be NULL; the n_errs entries of errs (NULL when 0) become the `errors` list. Every
  * string is made valid UTF-8 (invalid bytes become '?'). A 401 gets WWW-Authenticate: Bearer
  * unless the handler added its own, a 503 Retry-After: HTTP_RETRY_AFTER seconds. */
 #define HTTP_RETRY_AFTER "5"
 int http_reply_problem(http_req *r, int status, const char *title, const char *detail,
-                       const field_errors *errs);
-/* problem+json for a negative code through the error table (api/api_error.h), detail from
+                       const http_field_error *errs, size_t n_errs);
+/* problem+json for a negative code through the error table (http/http_error.h), detail from
  * http_errbuf(). 5xx answers are also logged. */
 int http_reply_error(http_req *r, int code);
 

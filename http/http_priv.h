@@ -12,8 +12,8 @@
  * us and not yet resumed. Suspend happens under s->lock together with the insertion; whoever
  * removes the entry (a raise, the timer, http_stop) resumes the connection under the same lock.
  * So every resume follows its suspend, and no connection is resumed twice. */
-#ifndef TRAINYARD_API_HTTP_PRIV_H
-#define TRAINYARD_API_HTTP_PRIV_H
+#ifndef TRAINYARD_HTTP_HTTP_PRIV_H
+#define TRAINYARD_HTTP_HTTP_PRIV_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,7 +21,9 @@
 
 #include <microhttpd.h>
 
-#include "api/http.h"
+#include "http/http.h"
+#include "util/dynbuf.h"
+#include "util/sha256.h"
 
 #define HTTP_MAX_HEADERS   32        /* headers a handler may add to one answer */
 #define HTTP_MAX_QUERY     64        /* query arguments kept per request */
@@ -118,12 +120,13 @@ struct http_req {
     http_header_pair query[HTTP_MAX_QUERY];
 
     /* the body */
-    uint64_t body_seen; /* bytes received so far */
-    char *body;         /* in memory: NUL-terminated */
-    size_t body_cap;
-    int body_fd;       /* body_to_file while receiving; -1 otherwise */
-    char *body_path;   /* body_to_file: removed when the request ends */
-    int reject_status; /* nonzero: answer this problem instead of calling the handler */
+    uint64_t body_seen;   /* bytes received so far */
+    dynbuf body;          /* in memory, capped at the route's max_body; NUL-terminated */
+    int body_fd;          /* body_to_file while receiving; -1 otherwise */
+    char *body_path;      /* body_to_file: removed when the request ends */
+    sha256_ctx body_hash; /* body_to_file: every byte written so far */
+    char body_sha256[65]; /* body_to_file: its hex digest once complete; "" before */
+    int reject_status;    /* nonzero: answer this problem instead of calling the handler */
     _Alignas(max_align_t) unsigned char auth[HTTP_AUTH_BYTES]; /* http_auth() */
     char reject_detail[160];
 

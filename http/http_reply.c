@@ -12,9 +12,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "api/api_error.h"
-#include "api/http.h"
-#include "api/http_priv.h"
+#include "http/http_error.h"
+#include "http/http.h"
+#include "http/http_priv.h"
 #include "util/json_out.h"
 #include "util/utf8.h"
 
@@ -65,28 +65,28 @@ int http_body_json(http_req *r, json_t **out)
     json_error_t jerr;
     json_t *doc;
     char detail[300];
+    unsigned max_depth = r->s->cfg.json_max_depth ? r->s->cfg.json_max_depth : HTTP_JSON_MAX_DEPTH;
 
     if (!ctype_is_json(http_header(r, "Content-Type"))) {
-        http_reply_problem(r, 415, NULL,
-                           "the body must be JSON, sent as Content-Type: application/json", NULL);
+        http_reply_problem(
+            r, 415, NULL, "the body must be JSON, sent as Content-Type: application/json", NULL, 0);
         return -EMEDIUMTYPE;
     }
-    if (json_depth(body, len, JOB_MAX_JSON_DEPTH) > JOB_MAX_JSON_DEPTH) {
-        snprintf(detail, sizeof(detail), "the JSON is nested more than %d levels deep",
-                 JOB_MAX_JSON_DEPTH);
-        http_reply_problem(r, 400, NULL, detail, NULL);
+    if (json_depth(body, len, max_depth) > max_depth) {
+        snprintf(detail, sizeof(detail), "the JSON is nested more than %u levels deep", max_depth);
+        http_reply_problem(r, 400, NULL, detail, NULL, 0);
         return -EINVAL;
     }
     doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!doc) {
         snprintf(detail, sizeof(detail), "invalid JSON at line %d, column %d: %s", jerr.line,
                  jerr.column, jerr.text);
-        http_reply_problem(r, 400, NULL, detail, NULL);
+        http_reply_problem(r, 400, NULL, detail, NULL, 0);
         return -EINVAL;
     }
     if (!json_is_object(doc)) {
         json_decref(doc);
-        http_reply_problem(r, 400, NULL, "the body must be a JSON object", NULL);
+        http_reply_problem(r, 400, NULL, "the body must be a JSON object", NULL, 0);
         return -EINVAL;
     }
     *out = doc;
@@ -250,7 +250,7 @@ static json_t *json_clean_string(const char *s)
 }
 
 int http_reply_problem(http_req *r, int status, const char *title, const char *detail,
-                       const field_errors *errs)
+                       const http_field_error *errs, size_t n_errs)
 {
     json_t *doc = json_object(), *list = NULL;
     int rc = reply_allowed(r, status);
@@ -262,18 +262,18 @@ int http_reply_problem(http_req *r, int status, const char *title, const char *d
         goto fail;
     if (json_object_set_new(doc, "type", json_string("about:blank")) ||
         json_object_set_new(doc, "title",
-                            json_clean_string(title ? title : api_error_status_title(status))) ||
+                            json_clean_string(title ? title : http_error_status_title(status))) ||
         json_object_set_new(doc, "status", json_integer(status)))
         goto fail;
     if (detail && detail[0] && json_object_set_new(doc, "detail", json_clean_string(detail)))
         goto fail;
-    if (errs && errs->count) {
+    if (errs && n_errs) {
         list = json_array();
         if (!list || json_object_set_new(doc, "errors", list))
             goto fail;
-        for (size_t i = 0; i < errs->count && i < FIELD_ERRORS_MAX; i++) {
-            json_t *e = json_pack("{s:o, s:o}", "field", json_clean_string(errs->items[i].field),
-                                  "message", json_clean_string(errs->items[i].message));
+        for (size_t i = 0; i < n_errs; i++) {
+            json_t *e = json_pack("{s:o, s:o}", "field", json_clean_string(errs[i].field),
+                                  "message", json_clean_string(errs[i].message));
             if (!e || json_array_append_new(list, e))
                 goto fail;
         }
@@ -297,9 +297,9 @@ int http_reply_error(http_req *r, int code)
                       code);
         code = -EIO;
     }
-    status = api_error_status(code);
+    status = http_error_status(code);
     if (status >= 500)
         http_log_line(r->s, "http: %s %s: %d for %s%s%s", r->method, r->path, status,
                       strerror(-code), r->errbuf[0] ? ": " : "", r->errbuf);
-    return http_reply_problem(r, status, api_error_title(code), r->errbuf, NULL);
+    return http_reply_problem(r, status, http_error_title(code), r->errbuf, NULL, 0);
 }

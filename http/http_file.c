@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/http.h"
-#include "api/http_priv.h"
+#include "http/http.h"
+#include "http/http_priv.h"
 
 enum { RANGE_IGNORE = 0, RANGE_OK = 1, RANGE_UNSAT = 2 };
 
@@ -161,7 +161,7 @@ int http_reply_file(http_req *r, const char *path, const char *content_type, con
         http_header_add(r, "Content-Range", cr);
         snprintf(cr, sizeof(cr), "the range is outside the file's %llu bytes",
                  (unsigned long long)size);
-        return http_reply_problem(r, 416, NULL, cr, NULL);
+        return http_reply_problem(r, 416, NULL, cr, NULL, 0);
     }
     if (kind != RANGE_OK) {
         first = 0;

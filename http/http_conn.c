@@ -39,7 +39,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "api/http_priv.h"
+#include "http/http_priv.h"
 
 #define HTTP_HEAD_TIMEOUT_S 10 /* from opening, or the last answer, to a complete request head */
 #define HTTP_LIGHT_CONNS    8  /* an address with fewer open connections may use the reserve */

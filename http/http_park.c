@@ -31,8 +31,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "api/http.h"
-#include "api/http_priv.h"
+#include "http/http.h"
+#include "http/http_priv.h"
 
 /* ---- lists and the timer (s->lock held) ----------------------------------------------------- */
 

@@ -1,0 +1,61 @@
+/* housekeeping: the API's side of the scheduler's sweeps — what the sweeper changed becomes log
+ * lines and raised signals.
+ *
+ * The scheduler sits below the API and knows nothing of HTTP (scheduler/sweeper.h): it changes
+ * the database and reports what changed. These wrappers, which serve calls from its
+ * housekeeping thread and its supervisor's exit callback (never from an HTTP thread), take the
+ * thread's connection, run the sweep, log it, and raise app->queued when a job went back to the
+ * queue (a parked lease may take it) and app->changed when any job changed (parked log follows,
+ * event streams and GET /jobs/{id}'s answer cache look again). */
+#include <errno.h>
+
+#include "api/api_priv.h"
+#include "scheduler/sweeper.h"
+
+/* Raises the app's signals for what st counts; returns the number of jobs changed. */
+static int api_sweep_announce(app *a, const sched_sweep_stats *st)
+{
+    int changed = sched_sweep_changed(st);
+
+    if (st->requeued)
+        api_raise(a->queued);
+    if (changed)
+        api_raise(a->changed);
+    return changed;
+}
+
+int api_sweep(app *a, int64_t now, char *err)
+{
+    db *d = app_db(a);
+    sched_sweep_stats st;
+    int rc;
+
+    if (!d)
+        return err_set(err, -EIO, "the database cannot be opened (see the log)");
+    rc = sched_sweep_db(d, a->artifacts_dir, now, a->worker_gone_seconds, &st, err);
+    if (rc < 0)
+        return rc;
+    if (st.requeued)
+        app_log(a, "sweep: %d job(s) back in the queue after their lease lapsed", st.requeued);
+    if (st.failed)
+        app_log(a, "sweep: %d job(s) failed: attempts or max_runtime_seconds used up", st.failed);
+    return api_sweep_announce(a, &st);
+}
+
+int api_workers_lost(app *a, const char *token_id, const char *name, const char *why, int64_t now,
+                     char *err)
+{
+    db *d = app_db(a);
+    sched_lost_report rep;
+    int rc, changed;
+
+    if (!d)
+        return err_set(err, -EIO, "the database cannot be opened (see the log)");
+    rc = sched_workers_lost(d, a->artifacts_dir, token_id, name, why, now, &rep, err);
+    for (int i = 0; i < rep.n; i++)
+        if (rep.workers[i].to >= 0)
+            app_log(a, "worker %s is gone (%s): its job is %s", rep.workers[i].worker_id, why,
+                    db_status_name(rep.workers[i].to));
+    changed = api_sweep_announce(a, &rep.st);
+    return rc < 0 ? rc : changed;
+}
