@@ -293,14 +293,23 @@ def test_a_finished_job_s_checkpoint_is_deleted_unless_kept(serve, blobs):
     kept = submit(svc, job_doc(blobs, epochs=3, delete_checkpoint=False)).json()
     assert dropped["document"]["delete_checkpoint"] is True  # the default, resolved
     assert kept["document"]["delete_checkpoint"] is False
-    for job in (dropped, kept):
-        done = wait_for(svc, job["id"], TERMINAL)
-        assert done["status"] == "succeeded", done
-        assert not (svc.data_dir / "artifacts" / job["id"] / ".checkpoint").exists()
-
     def names(job_id):
         listing = svc.http.get(f"{svc.url}/jobs/{job_id}/artifacts").json()["artifacts"]
         return {a["name"]: a for a in listing}
+
+    # The checkpoint is settled just after the transition that ends the job commits (and the
+    # worker empties its folder just after it reports), so each is given a moment.
+    def soon(check, seconds=5):
+        deadline = time.monotonic() + seconds
+        while not check() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return check()
+
+    for job in (dropped, kept):
+        done = wait_for(svc, job["id"], TERMINAL)
+        assert done["status"] == "succeeded", done
+        assert soon(lambda: not (svc.data_dir / "artifacts" / job["id"] / ".checkpoint").exists())
+    assert soon(lambda: "checkpoint.safetensors" in names(kept["id"]))
 
     assert "checkpoint.safetensors" not in names(dropped["id"])
     with sqlite3.connect(svc.db_path) as conn:  # it had one: the last epoch's
@@ -313,7 +322,7 @@ def test_a_finished_job_s_checkpoint_is_deleted_unless_kept(serve, blobs):
     meta = json.loads(r.content[8:8 + head_len])["__metadata__"]
     assert meta["trainyard.epoch"] == "3"  # the last epoch's state
     assert set(load(r.content)) >= {"params", "moment1", "moment2"}
-    assert list((svc.data_dir / "work" / "worker-0").iterdir()) == []
+    assert soon(lambda: list((svc.data_dir / "work" / "worker-0").iterdir()) == [])
 
     assert svc.http.delete(f"{svc.url}/jobs/{kept['id']}").status_code == 204
     assert not (svc.data_dir / "artifacts" / kept["id"]).exists()
