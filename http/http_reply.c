@@ -18,7 +18,6 @@
 #include "util/json_out.h"
 #include "util/utf8.h"
 
-#include "job/job.h" /* JOB_MAX_JSON_DEPTH, until the depth limit is an HTTP setting */
 
 #define HTTP_DETAIL_MAX 1024 /* bytes of a problem's detail or message kept */
 
