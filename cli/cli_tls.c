@@ -16,7 +16,7 @@
 #include "cli/cli.h"
 #include "util/err.h"
 
-#define CLI_PEM_MAX  (1 << 20)
+#define CLI_PEM_MAX (1 << 20)
 
 int cli_pem_read(const char *cmd, const char *flag, const char *path, const char *label, char **out)
 {

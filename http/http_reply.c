@@ -18,7 +18,6 @@
 #include "util/json_out.h"
 #include "util/utf8.h"
 
-
 #define HTTP_DETAIL_MAX 1024 /* bytes of a problem's detail or message kept */
 
 static int ctype_is_json(const char *ct)
