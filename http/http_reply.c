@@ -15,6 +15,7 @@
 #include "http/http_error.h"
 #include "http/http.h"
 #include "http/http_priv.h"
+#include "util/json_depth.h"
 #include "util/json_out.h"
 #include "util/utf8.h"
 
@@ -31,31 +32,6 @@ static int ctype_is_json(const char *ct)
            (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
 }
 
-/* The deepest nesting of [ and { outside strings; stops counting past limit. */
-static size_t json_depth(const char *p, size_t len, size_t limit)
-{
-    size_t depth = 0, max = 0;
-    int in_str = 0;
-
-    for (size_t i = 0; i < len && max <= limit; i++) {
-        char c = p[i];
-        if (in_str) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
-                in_str = 0;
-        } else if (c == '"') {
-            in_str = 1;
-        } else if (c == '[' || c == '{') {
-            if (++depth > max)
-                max = depth;
-        } else if ((c == ']' || c == '}') && depth > 0) {
-            depth--;
-        }
-    }
-    return max;
-}
-
 int http_body_json(http_req *r, json_t **out)
 {
     size_t len;
@@ -70,7 +46,7 @@ int http_body_json(http_req *r, json_t **out)
             r, 415, NULL, "the body must be JSON, sent as Content-Type: application/json", NULL, 0);
         return -EMEDIUMTYPE;
     }
-    if (json_depth(body, len, max_depth) > max_depth) {
+    if (json_text_depth(body, len, max_depth) > max_depth) {
         snprintf(detail, sizeof(detail), "the JSON is nested more than %u levels deep", max_depth);
         http_reply_problem(r, 400, NULL, detail, NULL, 0);
         return -EINVAL;

@@ -31,6 +31,7 @@
 #include <curl/curl.h>
 
 #include "util/err.h"
+#include "util/json_depth.h"
 #include "util/url.h"
 #include "util/utf8.h"
 
@@ -809,34 +810,6 @@ out:
     return rc;
 }
 
-/* Deepest nesting of arrays and objects in text, counting brackets outside strings; stops
- * counting once past limit. Brackets inside strings (including escaped quotes) are skipped. */
-static size_t job_text_depth(const char *text, size_t len, size_t limit)
-{
-    size_t depth = 0, max = 0;
-    int in_string = 0;
-    for (size_t i = 0; i < len && max <= limit; i++) {
-        char c = text[i];
-        if (in_string) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
-                in_string = 0;
-            continue;
-        }
-        if (c == '"') {
-            in_string = 1;
-        } else if (c == '[' || c == '{') {
-            depth++;
-            if (depth > max)
-                max = depth;
-        } else if ((c == ']' || c == '}') && depth > 0) {
-            depth--;
-        }
-    }
-    return max;
-}
-
 int job_parse(const char *text, size_t len, job_spec **out, field_errors *errs)
 {
     field_errors scratch;
@@ -856,7 +829,7 @@ int job_parse(const char *text, size_t len, job_spec **out, field_errors *errs)
         rc = -EINVAL;
         goto out;
     }
-    if (job_text_depth(text, len, JOB_MAX_JSON_DEPTH) > JOB_MAX_JSON_DEPTH) {
+    if (json_text_depth(text, len, JOB_MAX_JSON_DEPTH) > JOB_MAX_JSON_DEPTH) {
         field_errors_add(errs, "", "the JSON is nested more than %d levels deep",
                          JOB_MAX_JSON_DEPTH);
         rc = -EINVAL;
