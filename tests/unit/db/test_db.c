@@ -19,6 +19,7 @@
 #include "db/metrics.h"
 #include "db/workers.h"
 #include "tests/unit/check.h"
+#include "tests/unit/db/db_query.h"
 #include "job/job.h"
 
 static char tmp_dir[] = "/tmp/trainyard-test-db-XXXXXX";
@@ -32,18 +33,6 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 static void db_path(char *out, size_t cap, const char *name)
 {
     snprintf(out, cap, "%s/%s", tmp_dir, name);
-}
-
-/* A single integer from a query. */
-static long long scalar(db *d, const char *sql)
-{
-    sqlite3_stmt *st = NULL;
-    long long v = -1;
-    if (sqlite3_prepare_v2(db_sqlite(d), sql, -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
 }
 
 static void fill_job(db_job *j, const char *name)
@@ -72,13 +61,13 @@ static void test_open_empty(void)
     CHECK_INT(db_version(d, &v, err), 0);
     CHECK_INT(v, db_schema_latest());
     CHECK(db_schema_latest() >= 1);
-    CHECK_INT(scalar(d, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
-                        " ('jobs', 'job_events', 'metrics', 'logs', 'artifacts', 'workers')"),
+    CHECK_INT(db_query_int(d, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
+                              " ('jobs', 'job_events', 'metrics', 'logs', 'artifacts', 'workers')"),
               6);
-    CHECK_INT(scalar(d, "PRAGMA synchronous"), 2); /* FULL */
-    CHECK_INT(scalar(d, "PRAGMA foreign_keys"), 1);
-    CHECK_INT(scalar(d, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
-                        " ('jobs_queue', 'jobs_status_seq', 'jobs_name_seq')"),
+    CHECK_INT(db_query_int(d, "PRAGMA synchronous"), 2); /* FULL */
+    CHECK_INT(db_query_int(d, "PRAGMA foreign_keys"), 1);
+    CHECK_INT(db_query_int(d, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
+                              " ('jobs_queue', 'jobs_status_seq', 'jobs_name_seq')"),
               3);
     sqlite3_stmt *st = NULL;
     sqlite3_prepare_v2(db_sqlite(d), "PRAGMA journal_mode", -1, &st, NULL);
@@ -185,7 +174,7 @@ static void test_concurrent_first_open(void)
     char err[ERR_LEN];
     db *d = NULL;
     CHECK_INT(db_open(path, &d, err), 0);
-    CHECK_INT(scalar(d, "PRAGMA user_version"), db_schema_latest());
+    CHECK_INT(db_query_int(d, "PRAGMA user_version"), db_schema_latest());
     db_close(d);
 }
 
@@ -287,10 +276,10 @@ static void test_children_and_cascade(void)
     int n = 0;
     CHECK_INT(db_log_list(d, j.seq, 0, 100, count_log, &n, err), 0);
     CHECK_INT(n, 3);
-    CHECK_INT(scalar(d, "SELECT length(CAST(text AS BLOB)) FROM logs WHERE line = 100000"),
+    CHECK_INT(db_query_int(d, "SELECT length(CAST(text AS BLOB)) FROM logs WHERE line = 100000"),
               DB_LOG_LINE_MAX - 1);
-    CHECK_INT(scalar(d, "SELECT text LIKE '%later lines are not kept' FROM logs"
-                        " WHERE line = 100001"),
+    CHECK_INT(db_query_int(d, "SELECT text LIKE '%later lines are not kept' FROM logs"
+                              " WHERE line = 100001"),
               1);
 
     db_artifact a = {.name = "model.safetensors", .size = 42, .created_at = 3};
@@ -311,9 +300,9 @@ static void test_children_and_cascade(void)
     CHECK_INT(db_job_set_finished(d, j.seq, "w", DB_FAILED, "again", 40, err), 0);
     CHECK_INT(db_job_set_requeued(d, j.seq, 50, err), 0);
     CHECK_INT(db_job_delete(d, j.seq, err), 1);
-    CHECK_INT(scalar(d, "SELECT (SELECT count(*) FROM job_events) + (SELECT count(*) FROM"
-                        " metrics) + (SELECT count(*) FROM logs) + (SELECT count(*) FROM"
-                        " artifacts)"),
+    CHECK_INT(db_query_int(d, "SELECT (SELECT count(*) FROM job_events) + (SELECT count(*) FROM"
+                              " metrics) + (SELECT count(*) FROM logs) + (SELECT count(*) FROM"
+                              " artifacts)"),
               0);
     db_job_clear(&j);
     db_close(d);

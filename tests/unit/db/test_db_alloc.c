@@ -25,6 +25,7 @@
 #include "db/workers.h"
 #include "tests/unit/alloc_fail.h"
 #include "tests/unit/check.h"
+#include "tests/unit/db/db_query.h"
 #include "job/job.h"
 
 static char tmp_dir[64];
@@ -38,17 +39,6 @@ static void remove_db(const char *path)
         snprintf(p, sizeof p, "%s%s", path, suffixes[i]);
         unlink(p);
     }
-}
-
-static long long scalar(db *d, const char *sql)
-{
-    sqlite3_stmt *st = NULL;
-    long long v = -1;
-    if (sqlite3_prepare_v2(db_sqlite(d), sql, -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
 }
 
 /* Whether a run failed; a failure must be the injected one, as -ENOMEM with a message (not
@@ -134,8 +124,8 @@ static void test_submit(db *d)
     int k = 0;
     ALLOC_FAIL_LOOP(&points, {
         alloc_fail_off();
-        long long jobs = scalar(d, "SELECT count(*) FROM jobs");
-        long long events = scalar(d, "SELECT count(*) FROM job_events");
+        long long jobs = db_query_int(d, "SELECT count(*) FROM jobs");
+        long long events = db_query_int(d, "SELECT count(*) FROM job_events");
         db_job j;
         fill_job(&j, k++);
         err[0] = '\0';
@@ -144,11 +134,11 @@ static void test_submit(db *d)
         int hit = alloc_fail_off();
         CHECK(sqlite3_get_autocommit(db_sqlite(d)));
         if (failed(rc, hit, err)) {
-            CHECK_INT(scalar(d, "SELECT count(*) FROM jobs"), jobs);
-            CHECK_INT(scalar(d, "SELECT count(*) FROM job_events"), events);
+            CHECK_INT(db_query_int(d, "SELECT count(*) FROM jobs"), jobs);
+            CHECK_INT(db_query_int(d, "SELECT count(*) FROM job_events"), events);
         } else {
-            CHECK_INT(scalar(d, "SELECT count(*) FROM jobs"), jobs + 1);
-            CHECK_INT(scalar(d, "SELECT count(*) FROM job_events"), events + 1);
+            CHECK_INT(db_query_int(d, "SELECT count(*) FROM jobs"), jobs + 1);
+            CHECK_INT(db_query_int(d, "SELECT count(*) FROM job_events"), events + 1);
             db_job got;
             CHECK_INT(db_job_get(d, j.id, &got, err), 0);
             CHECK_STR(got.name, j.name);
@@ -205,7 +195,7 @@ static int count_job(void *ctx, const db_job *j)
 static void test_list(db *d)
 {
     char err[ERR_LEN];
-    int want = (int)scalar(d, "SELECT count(*) FROM jobs");
+    int want = (int)db_query_int(d, "SELECT count(*) FROM jobs");
     long points = 0;
     ALLOC_FAIL_LOOP(&points, {
         db_job_filter f = {.status = DB_QUEUED, .name = NULL, .limit = 1000};
@@ -249,7 +239,7 @@ static void test_logs(db *d)
             db_rollback(d);
         int hit = alloc_fail_off();
         if (failed(rc, hit, err)) {
-            CHECK_INT(scalar(d, "SELECT count(*) FROM logs"), 0);
+            CHECK_INT(db_query_int(d, "SELECT count(*) FROM logs"), 0);
         } else {
             CHECK_INT(log_lines, 3);
             int last = 0;
