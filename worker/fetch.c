@@ -9,7 +9,9 @@
  * file:// never reaches curl: the path is resolved with realpath(), checked against the resolved
  * root and read directly, so that what is checked is what is read. Both paths feed the same sink,
  * which hashes the bytes as they come, grows the buffer geometrically and refuses to pass
- * max_bytes; gunzip and the checksum check follow.
+ * max_bytes; gunzip and the checksum check follow. A header callback keeps the validators
+ * (ETag, Last-Modified) and Date of each answer, starting afresh at each status line, so that
+ * what is left is the final answer's; a conditional request answered 304 ends there.
  *
  * Invariants: sink.len <= max_bytes; sink.cap >= sink.len + 1 once data has arrived (room for
  * the final NUL). */
@@ -34,7 +36,6 @@
 #include "util/timeutil.h"
 #include "util/url.h"
 
-#define FETCH_DEFAULT_MAX     (2ull << 30)
 #define FETCH_DEFAULT_CONNECT 10
 #define FETCH_DEFAULT_TOTAL   600
 #define FETCH_DEFAULT_LOW     30
@@ -78,6 +79,61 @@ static int fetch_sink_put(fetch_sink *s, const void *data, size_t n)
     s->len += n;
     sha256_update(&s->sha, data, n);
     return 0;
+}
+
+/* The headers of an answer that dscache.h revalidates with. */
+typedef struct fetch_headers {
+    char etag[FETCH_HEADER_MAX];
+    char last_modified[FETCH_HEADER_MAX];
+    char date[FETCH_HEADER_MAX];
+} fetch_headers;
+
+/* Copies the value of header line (name: value CRLF) into out when it is name, trimmed, shorter
+ * than FETCH_HEADER_MAX and printable ASCII; otherwise leaves out empty. */
+static void fetch_header_value(const char *line, size_t n, const char *name,
+                               char out[FETCH_HEADER_MAX])
+{
+    size_t nl = strlen(name);
+    if (n <= nl || strncasecmp(line, name, nl) != 0 || line[nl] != ':')
+        return;
+    const char *v = line + nl + 1, *end = line + n;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    out[0] = '\0';
+    if ((size_t)(end - v) >= FETCH_HEADER_MAX)
+        return;
+    for (const char *p = v; p < end; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+            return;
+    memcpy(out, v, (size_t)(end - v));
+    out[end - v] = '\0';
+}
+
+/* curl's header callback: one line at a time, status lines included. */
+static size_t fetch_header(char *data, size_t size, size_t nmemb, void *user)
+{
+    fetch_headers *h = user;
+    size_t n = size * nmemb;
+    if (n >= 5 && strncmp(data, "HTTP/", 5) == 0) {
+        memset(h, 0, sizeof *h);
+        return n;
+    }
+    fetch_header_value(data, n, "ETag", h->etag);
+    fetch_header_value(data, n, "Last-Modified", h->last_modified);
+    fetch_header_value(data, n, "Date", h->date);
+    return n;
+}
+
+/* Whether v may go into a request header: printable ASCII, shorter than FETCH_HEADER_MAX. */
+static int fetch_header_ok(const char *v)
+{
+    size_t n = strlen(v);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] > 0x7e)
+            return 0;
+    return n > 0 && n < FETCH_HEADER_MAX;
 }
 
 /* curl's write callback: a short count aborts the transfer with CURLE_WRITE_ERROR. */
@@ -231,19 +287,46 @@ static int fetch_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl
     return *stop != 0;
 }
 
+/* The conditional request's headers (NULL when neither is set) into *list; 0 or -EINVAL. */
+static int fetch_conditional(const fetch_opts *o, struct curl_slist **list, char *err)
+{
+    const struct {
+        const char *name, *value;
+    } cond[] = {{"If-None-Match", o->if_none_match}, {"If-Modified-Since", o->if_modified_since}};
+    char line[FETCH_HEADER_MAX + 32];
+    for (size_t i = 0; i < sizeof cond / sizeof cond[0]; i++) {
+        if (!cond[i].value)
+            continue;
+        if (!fetch_header_ok(cond[i].value))
+            return err_set(err, -EINVAL, "%s must be printable ASCII of 1 to %d bytes",
+                           cond[i].name, FETCH_HEADER_MAX - 1);
+        snprintf(line, sizeof line, "%s: %s", cond[i].name, cond[i].value);
+        struct curl_slist *more = curl_slist_append(*list, line);
+        if (!more)
+            return err_set(err, -ENOMEM, "out of memory");
+        *list = more;
+    }
+    return 0;
+}
+
 /* Downloads an http(s) URL into the sink; messages show the URL as shown. Redirects are
  * followed here rather than by curl, so that each target's scheme and host are checked before
- * anything is sent to it; the sink is emptied between hops (a redirect's own body is not data). */
+ * anything is sent to it; the sink is emptied between hops (a redirect's own body is not data).
+ * The conditional headers go with every hop; a final 304 returns FETCH_NOT_MODIFIED. */
 static int fetch_http(const char *url, const char *shown, const fetch_opts *o,
-                      const allow_list *allow, fetch_sink *s, char *err)
+                      const allow_list *allow, fetch_sink *s, fetch_headers *hd, char *err)
 {
     char cerr[CURL_ERROR_SIZE] = "", hop_shown[FETCH_SHOWN];
     char *cur = NULL;
     fetch_guard g = {.allow = allow, .allow_private = o->allow_private};
+    struct curl_slist *cond = NULL;
     int rc = 0;
     CURL *h = curl_easy_init();
     if (!h)
         return err_set(err, -ENOMEM, "could not create a curl handle");
+    rc = fetch_conditional(o, &cond, err);
+    if (rc < 0)
+        goto out;
     long connect = o->connect_timeout_s > 0 ? o->connect_timeout_s : FETCH_DEFAULT_CONNECT;
     long total = o->total_timeout_s > 0 ? o->total_timeout_s : FETCH_DEFAULT_TOTAL;
     long low = o->low_speed_timeout_s > 0 ? o->low_speed_timeout_s : FETCH_DEFAULT_LOW;
@@ -267,6 +350,10 @@ static int fetch_http(const char *url, const char *shown, const fetch_opts *o,
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
     curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, fetch_open_socket);
     curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, &g);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, fetch_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, hd);
+    if (cond)
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, cond);
     if (o->ca_file) {
         /* this bundle alone: Debian's libcurl would also read /etc/ssl/certs */
         curl_easy_setopt(h, CURLOPT_CAINFO, o->ca_file);
@@ -303,6 +390,10 @@ static int fetch_http(const char *url, const char *shown, const fetch_opts *o,
         char *next = NULL;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
         curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &next);
+        if (status == 304 && cond) {
+            rc = FETCH_NOT_MODIFIED;
+            goto out;
+        }
         if (status < 300 || status > 399 || !next)
             break;
         if (hop == FETCH_MAX_REDIRS) {
@@ -321,6 +412,7 @@ static int fetch_http(const char *url, const char *shown, const fetch_opts *o,
 out:
     free(cur);
     curl_easy_cleanup(h);
+    curl_slist_free_all(cond);
     return rc;
 }
 
@@ -594,11 +686,12 @@ int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, 
     char want[65], got[65], shown[FETCH_SHOWN];
     uint8_t digest[32];
     allow_list allow = {0};
+    fetch_headers hd = {0};
     double t0 = time_mono();
     int rc;
 
     memset(&s, 0, sizeof s);
-    s.max = o->max_bytes ? o->max_bytes : FETCH_DEFAULT_MAX;
+    s.max = o->max_bytes ? o->max_bytes : FETCH_DEFAULT_MAX_BYTES;
     if (s.max > SIZE_MAX - 2)
         s.max = SIZE_MAX - 2;
     sha256_init(&s.sha);
@@ -619,7 +712,7 @@ int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, 
         rc = fetch_global_init(err);
         if (rc < 0)
             goto out;
-        rc = fetch_http(url, shown, o, &allow, &s, err);
+        rc = fetch_http(url, shown, o, &allow, &s, &hd, err);
     } else if (strncasecmp(url, "file://", 7) == 0) {
         rc = fetch_file(url, shown, o, &s, err);
     } else {
@@ -627,6 +720,19 @@ int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, 
     }
     if (rc < 0)
         goto out;
+    if (rc == FETCH_NOT_MODIFIED) {
+        if (stats) { /* a 304 has no body: the stats describe the answer */
+            memset(stats, 0, sizeof *stats);
+            sha256_init(&s.sha);
+            sha256_final(&s.sha, digest);
+            sha256_hex(digest, stats->sha256);
+            stats->seconds = time_mono() - t0;
+            memcpy(stats->etag, hd.etag, sizeof hd.etag);
+            memcpy(stats->last_modified, hd.last_modified, sizeof hd.last_modified);
+            memcpy(stats->date, hd.date, sizeof hd.date);
+        }
+        goto out; /* rc stays FETCH_NOT_MODIFIED; *out and *len untouched */
+    }
     if (!s.buf) {
         s.buf = malloc(1);
         if (!s.buf) {
@@ -662,6 +768,9 @@ int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, 
         stats->was_gzip = was_gzip;
         stats->seconds = time_mono() - t0;
         memcpy(stats->sha256, got, sizeof stats->sha256);
+        memcpy(stats->etag, hd.etag, sizeof hd.etag);
+        memcpy(stats->last_modified, hd.last_modified, sizeof hd.last_modified);
+        memcpy(stats->date, hd.date, sizeof hd.date);
     }
     *out = s.buf;
     *len = s.len;

@@ -13,6 +13,12 @@
  * file_root alone. When sha256 is given, the downloaded bytes
  * (before decompression) must match. Gzip is recognised by its magic bytes, not the name.
  *
+ * Conditional requests (for dscache.h): with if_none_match or if_modified_since set, an http(s)
+ * answer 304 makes fetch_url return FETCH_NOT_MODIFIED (a positive code, never an error) with
+ * *out and *len untouched. The answer's ETag, Last-Modified and Date headers are handed back in
+ * the stats whether or not a conditional header was sent (those of the final answer after
+ * redirects; a value that is too long or not printable ASCII is left out).
+ *
  * Ownership: *out is malloc'd (NUL-terminated for convenience, not counted in *len). */
 #ifndef TRAINYARD_WORKER_FETCH_H
 #define TRAINYARD_WORKER_FETCH_H
@@ -21,9 +27,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define FETCH_DEFAULT_MAX_BYTES (2ull << 30) /* max_bytes when 0 */
+#define FETCH_NOT_MODIFIED      1            /* fetch_url: 304 to a conditional request */
+#define FETCH_HEADER_MAX        256          /* room for a validator header's value and NUL */
+
 typedef struct fetch_opts {
     const char *file_root;    /* directory file:// URLs must stay under, or NULL */
-    uint64_t max_bytes;       /* 0: default 2 GiB */
+    uint64_t max_bytes;       /* 0: FETCH_DEFAULT_MAX_BYTES (2 GiB) */
     long connect_timeout_s;   /* 0: default 10 */
     long total_timeout_s;     /* 0: default 600 */
     long low_speed_timeout_s; /* abort below 1 KiB/s for this long; 0: default 30 */
@@ -34,6 +44,9 @@ typedef struct fetch_opts {
                                  store (every hop of a redirect), or NULL */
     /* When *stop becomes nonzero the download ends with -EINTR; NULL: never. */
     volatile sig_atomic_t *stop;
+    const char *if_none_match;     /* sent as If-None-Match (an earlier ETag), or NULL */
+    const char *if_modified_since; /* sent as If-Modified-Since (an earlier Last-Modified), or
+                                      NULL; both must be printable ASCII (-EINVAL otherwise) */
 } fetch_opts;
 
 typedef struct fetch_stats {
@@ -42,15 +55,20 @@ typedef struct fetch_stats {
     int was_gzip;
     double seconds;
     char sha256[65]; /* hex digest of the downloaded bytes (always computed) */
+    /* Headers of the final http(s) answer, "" when absent (and for file://). */
+    char etag[FETCH_HEADER_MAX];
+    char last_modified[FETCH_HEADER_MAX];
+    char date[FETCH_HEADER_MAX];
 } fetch_stats;
 
-/* Fetches url into *out / *len. -EINVAL bad URL or scheme or allow pattern, -EKEYREJECTED an https
- * host's certificate that fails verification (or an unusable ca_file), -EACCES file
- * outside the root, file:// without a root, a redirect to another scheme, a host not in the
- * allow list or a private address not allowed, -ENOENT no such file under the root,
- * -EFBIG over max_bytes, -ETIMEDOUT, -EIO transfer or HTTP error (the status is in err),
- * -EBADMSG checksum mismatch or corrupt gzip, -ENOMEM, -EINTR stopped by opts->stop (http(s)
- * only: a file:// read is quick). opts and stats may be NULL (defaults;
+/* Fetches url into *out / *len and returns 0, or FETCH_NOT_MODIFIED (see the top). -EINVAL bad URL
+ * or scheme or allow pattern, -EKEYREJECTED an https host's certificate that fails verification (or
+ * an unusable ca_file), -EACCES file outside the root, file:// without a root, a redirect to
+ * another scheme, a host not in the allow list or a private address not allowed, -ENOENT no such
+ * file under the root, -EFBIG over max_bytes, -ETIMEDOUT, -EIO transfer or HTTP error (the status
+ * is in err), -EBADMSG checksum mismatch or corrupt gzip, -ENOMEM, -EINTR stopped by opts->stop
+ * (http(s) only: a file:// read is quick). On FETCH_NOT_MODIFIED the stats hold the 304's headers,
+ * downloaded 0 and the sha256 of nothing. opts and stats may be NULL (defaults;
  * no file://). Messages show the URL without credentials, query or fragment. */
 int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, fetch_stats *stats,
               char *err);

@@ -13,6 +13,10 @@ stdout and serves the files under DIR, plus these paths:
   /drip                2 KiB every 0.2 s for 60 s: fast enough for a low-speed check, slow
                        enough to trip a short total timeout
   /nolength?n=N        N bytes with no Content-Length (the body ends when the connection does)
+  /etag?v=TAG          a small body with ETag "TAG" and a fixed Last-Modified; 304 when the
+                       request's If-None-Match is "TAG"
+
+Files under DIR carry Last-Modified and answer If-Modified-Since (SimpleHTTPRequestHandler).
 
 The test kills it with SIGTERM when done.
 """
@@ -68,6 +72,20 @@ class Handler(http.server.SimpleHTTPRequestHandler):
                 self.wfile.write(b"y" * 2048)
                 self.wfile.flush()
                 time.sleep(0.2)
+        elif url.path == "/etag":
+            tag = '"%s"' % query["v"][0]
+            if self.headers.get("If-None-Match") == tag:
+                self.send_response(304)
+                self.send_header("ETag", tag)
+                self.end_headers()
+                return
+            body = b"etag,body\n1,2\n"
+            self.send_response(200)
+            self.send_header("ETag", tag)
+            self.send_header("Last-Modified", "Tue, 01 Jan 2030 00:00:00 GMT")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
         elif url.path == "/nolength":
             self.send_body(200, b"z" * int(query["n"][0]), length=False)
         else:

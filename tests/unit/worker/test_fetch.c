@@ -235,6 +235,48 @@ static void test_checksums(void)
     (void)err;
 }
 
+/* Validators come back in the stats; a conditional request answered 304 is FETCH_NOT_MODIFIED
+ * with the outputs untouched, one answered 200 is a plain fetch. */
+static void test_conditional(void)
+{
+    fetch_opts o = {.allow_private = 1};
+    char err[ERR_LEN], *out = NULL;
+    size_t len = 0;
+    fetch_stats st;
+    CHECK_INT(get("/etag?v=one", &o, &out, &len, &st, err), 0);
+    CHECK_STR(st.etag, "\"one\"");
+    CHECK_STR(st.last_modified, "Tue, 01 Jan 2030 00:00:00 GMT");
+    CHECK(st.date[0] != '\0');
+    free(out);
+
+    o.if_none_match = "\"one\"";
+    out = (char *)"untouched";
+    len = 7;
+    CHECK_INT(get("/etag?v=one", &o, &out, &len, &st, err), FETCH_NOT_MODIFIED);
+    CHECK_STR(out, "untouched");
+    CHECK_INT(len, 7);
+    CHECK_STR(st.etag, "\"one\"");
+    CHECK_INT(st.downloaded, 0);
+    /* through a redirect too: the headers go with every hop */
+    CHECK_INT(get("/redirect?to=/etag%3Fv%3Done", &o, &out, &len, &st, err), FETCH_NOT_MODIFIED);
+    expect_body("/etag?v=two", &o, "etag,body\n1,2\n", 14, 0, __LINE__);
+
+    /* a file: Last-Modified from its mtime, and If-Modified-Since with it answers 304 */
+    o.if_none_match = NULL;
+    CHECK_INT(get("/plain.csv", &o, &out, &len, &st, err), 0);
+    free(out);
+    CHECK(st.last_modified[0] != '\0' && st.etag[0] == '\0');
+    char since[FETCH_HEADER_MAX];
+    memcpy(since, st.last_modified, sizeof since);
+    o.if_modified_since = since;
+    CHECK_INT(get("/plain.csv", &o, &out, &len, &st, err), FETCH_NOT_MODIFIED);
+    o.if_modified_since = "Thu, 01 Jan 1970 00:00:00 GMT";
+    expect_body("/plain.csv", &o, plain, strlen(plain), 0, __LINE__);
+
+    o.if_modified_since = "bad\r\nX-Injected: 1";
+    expect_fail("/plain.csv", &o, -EINVAL, "If-Modified-Since must be printable", __LINE__);
+}
+
 static void test_http_errors(void)
 {
     fetch_opts o = {.allow_private = 1};
@@ -553,6 +595,7 @@ int main(void)
     if (pid > 0) {
         test_bodies();
         test_checksums();
+        test_conditional();
         test_http_errors();
         test_limits();
         test_timeouts();
