@@ -120,6 +120,16 @@ void sha256_hex(const uint8_t digest[32], char hex[65])
     hex[64] = '\0';
 }
 
+void sha256_buf_hex(const void *data, size_t len, char hex[65])
+{
+    sha256_ctx c;
+    uint8_t d[32];
+    sha256_init(&c);
+    sha256_update(&c, data, len);
+    sha256_final(&c, d);
+    sha256_hex(d, hex);
+}
+
 int sha256_file(const char *path, char hex[65], uint64_t *size, char *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);

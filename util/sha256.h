@@ -20,6 +20,8 @@ void sha256_update(sha256_ctx *c, const void *data, size_t len);
 void sha256_final(sha256_ctx *c, uint8_t out[32]);
 /* Writes the 64 lowercase hex digits of digest and a NUL into hex[65]. */
 void sha256_hex(const uint8_t digest[32], char hex[65]);
+/* The hex SHA-256 of len bytes at data, into hex[65]. */
+void sha256_buf_hex(const void *data, size_t len, char hex[65]);
 /* The hex SHA-256 and the size of the file at path (read to its end); -errno when it cannot be
  * opened or read. */
 int sha256_file(const char *path, char hex[65], uint64_t *size, char *err);

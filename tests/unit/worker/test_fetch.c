@@ -56,16 +56,6 @@ static size_t gzip_of(const void *data, size_t len, unsigned char *out, size_t c
     return n;
 }
 
-static void hex_of(const void *data, size_t len, char hex[65])
-{
-    sha256_ctx c;
-    uint8_t d[32];
-    sha256_init(&c);
-    sha256_update(&c, data, len);
-    sha256_final(&c, d);
-    sha256_hex(d, hex);
-}
-
 /* Starts the server on tmp/root; returns its pid, or -1. */
 static pid_t server_start(void)
 {
@@ -216,14 +206,14 @@ static void test_checksums(void)
     unsigned char gz[512];
     size_t gz_len = gzip_of(plain, strlen(plain), gz, sizeof gz);
     /* The digest is of the downloaded (compressed) bytes; case does not matter. */
-    hex_of(gz, gz_len, hex);
+    sha256_buf_hex(gz, gz_len, hex);
     for (int i = 0; i < 65; i++)
         upper[i] = (char)toupper((unsigned char)hex[i]);
     fetch_opts o = {.sha256 = upper, .allow_private = 1};
     expect_body("/data.csv.gz", &o, plain, strlen(plain), 1, __LINE__);
 
     char plain_hex[65];
-    hex_of(plain, strlen(plain), plain_hex);
+    sha256_buf_hex(plain, strlen(plain), plain_hex);
     o.sha256 = plain_hex;
     char want[256];
     snprintf(want, sizeof want, "expected sha256 %s, got %s", plain_hex, hex);
