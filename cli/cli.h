@@ -44,6 +44,21 @@ int cmd_devices_remote(int argc, char **argv);
  * multiples); 0 or a negative code after saying what is wrong on stderr. */
 int cli_bytes(const char *cmd, const char *flag, const char *v, uint64_t *out);
 
+/* Opens the dataset cache of cmd from --dataset-cache (dir; NULL: the default folder, "none" or
+ * "": none) and --dataset-cache-bytes (0: the default cap) into *out (NULL when there is none;
+ * dscache_free it). 0, or a negative code after printing what is wrong (cli_dscache.c). */
+struct dscache;
+int cli_dscache_open(const char *cmd, const char *dir, uint64_t max_bytes, struct dscache **out);
+/* The --help lines of those two flags. */
+#define CLI_DSCACHE_HELP                                                                           \
+    "  --dataset-cache DIR  keep fetched datasets in DIR, so that a job on the same\n"             \
+    "                       dataset fetches nothing (default $TRAINYARD_DATASET_CACHE, else\n"     \
+    "                       $XDG_CACHE_HOME/trainyard/datasets, else\n"                            \
+    "                       ~/.cache/trainyard/datasets; none: no cache)\n"                        \
+    "  --dataset-cache-bytes N\n"                                                                  \
+    "                       the cache's cap: the least recently used datasets go beyond it\n"      \
+    "                       (K, M, G, T suffixes; default 10G)\n"
+
 /* Checks the --dataset-allow value of cmd and appends it to the comma-separated list (cap bytes
  * with the NUL). 0, or a negative code after printing what is wrong to stderr. */
 int cli_allow_add(char *list, size_t cap, const char *value, const char *cmd);

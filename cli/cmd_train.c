@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "util/dynbuf.h"
 #include "util/err.h"
+#include "worker/dscache.h"
 #include "worker/fetch.h"
 #include "job/job.h"
 #include "worker/trainer.h"
@@ -40,7 +41,7 @@ static const char usage_text[] =
     "                       system store (for a private CA)\n"
     "  --max-dataset-bytes N\n"
     "                       refuse a dataset larger than N bytes (K, M, G suffixes; default\n"
-    "                       2G)\n"
+    "                       2G)\n" CLI_DSCACHE_HELP
     "  --resume FILE        continue from a checkpoint.safetensors that this same job\n"
     "                       wrote (after a crash or kill); the result is identical to an\n"
     "                       uninterrupted run, and metrics.csv holds every epoch once\n"
@@ -98,8 +99,9 @@ static void print_line(void *user, const char *line)
 int cmd_train(int argc, char **argv)
 {
     const char *job_path = NULL, *out = NULL, *root = NULL, *resume = NULL, *dataset_ca = NULL;
+    const char *cache_dir = NULL;
     double every = TRAIN_CHECKPOINT_SECONDS;
-    uint64_t max_dataset = 0;
+    uint64_t max_dataset = 0, cache_bytes = 0;
     static char allow[CLI_ALLOW_LEN];
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
@@ -122,6 +124,11 @@ int cmd_train(int argc, char **argv)
                 return 2;
         } else if (!strcmp(a, "--max-dataset-bytes") && i + 1 < argc) {
             if (cli_bytes("train", a, argv[++i], &max_dataset) < 0)
+                return 2;
+        } else if (!strcmp(a, "--dataset-cache") && i + 1 < argc) {
+            cache_dir = argv[++i];
+        } else if (!strcmp(a, "--dataset-cache-bytes") && i + 1 < argc) {
+            if (cli_bytes("train", a, argv[++i], &cache_bytes) < 0)
                 return 2;
         } else if (!strcmp(a, "--checkpoint-seconds") && i + 1 < argc) {
             char *end = NULL;
@@ -157,8 +164,13 @@ int cmd_train(int argc, char **argv)
     }
     field_errors errs = {0};
     job_spec *job = NULL;
+    dscache *cache = NULL;
     int rc = job_parse(text, len, &job, &errs);
     free(text);
+    if (rc == 0 && cli_dscache_open("train", cache_dir, cache_bytes, &cache) < 0) {
+        job_free(job);
+        return 2;
+    }
     if (rc < 0) {
         fprintf(stderr, "trainyard train: %s is not a valid job:\n", job_path);
         for (size_t i = 0; i < errs.count; i++)
@@ -190,7 +202,8 @@ int cmd_train(int argc, char **argv)
                          .max_dataset_bytes = max_dataset,
                          .allow_private = 1, /* the user's own machine */
                          .resume_from = resume,
-                         .checkpoint_seconds = every};
+                         .checkpoint_seconds = every,
+                         .dataset_cache = cache};
     trainer_hooks hooks = {.user = &quiet, .on_log = print_line};
     trainer_result res;
     rc = trainer_run(job, c, k, &opts, &hooks, &res, err);
@@ -207,5 +220,6 @@ out:
     kern_free(k);
     ocl_ctx_free(c);
     job_free(job);
+    dscache_free(cache);
     return status;
 }

@@ -25,6 +25,7 @@
 #include "cli/cli.h"
 #include "util/err.h"
 #include "worker/agent.h"
+#include "worker/dscache.h"
 
 static const char usage_text[] =
     "usage: trainyard worker --server URL [options]\n"
@@ -59,7 +60,7 @@ static const char usage_text[] =
     "                       fail a dataset download that stalls this long (default 30)\n"
     "  --max-dataset-bytes N\n"
     "                       refuse a dataset larger than N bytes (K, M, G suffixes; default\n"
-    "                       2G)\n"
+    "                       2G)\n" CLI_DSCACHE_HELP
     "  --max-jobs N         exit after N jobs (default: never)\n"
     "  --parent PID         exit (SIGKILL) when process PID ends; serve passes its own pid to\n"
     "                       its local workers. Without it the worker outlives its server and\n"
@@ -99,7 +100,8 @@ int cmd_worker(int argc, char **argv)
                     .checkpoint_seconds = 10,
                     .stop = &stop_requested};
     static char allow[CLI_ALLOW_LEN];
-    const char *pin = NULL;
+    const char *pin = NULL, *cache_dir = NULL;
+    uint64_t cache_bytes = 0;
     /* the first ones fill slots[] with a string; the last two are counts */
     static const char *const flags[] = {"--server",
                                         "--token",
@@ -127,6 +129,16 @@ int cmd_worker(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--max-dataset-bytes") && i + 1 < argc) {
             if (cli_bytes("worker", argv[i], argv[i + 1], &o.max_dataset_bytes) < 0)
+                return 2;
+            i++;
+            continue;
+        }
+        if (!strcmp(argv[i], "--dataset-cache") && i + 1 < argc) {
+            cache_dir = argv[++i];
+            continue;
+        }
+        if (!strcmp(argv[i], "--dataset-cache-bytes") && i + 1 < argc) {
+            if (cli_bytes("worker", argv[i], argv[i + 1], &cache_bytes) < 0)
                 return 2;
             i++;
             continue;
@@ -195,6 +207,8 @@ int cmd_worker(int argc, char **argv)
     if ((o.ca_file && cli_pem_check("worker", pin ? "--pin-cert" : "--ca", o.ca_file) < 0) ||
         (o.dataset_ca && cli_pem_check("worker", "--dataset-ca", o.dataset_ca) < 0))
         return 2;
+    if (cli_dscache_open("worker", cache_dir, cache_bytes, &o.dataset_cache) < 0)
+        return 2;
 
     char work[4096];
     if (!o.work_dir) {
@@ -205,6 +219,7 @@ int cmd_worker(int argc, char **argv)
     }
     if (mkdir(o.work_dir, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "trainyard worker: cannot create %s: %s\n", o.work_dir, strerror(errno));
+        dscache_free(o.dataset_cache);
         return 1;
     }
 
@@ -218,6 +233,7 @@ int cmd_worker(int argc, char **argv)
     int rc = agent_run(&o, err);
     if (o.work_dir == work)
         rmdir(work);
+    dscache_free(o.dataset_cache);
     if (rc < 0) {
         fprintf(stderr, "trainyard worker: %s\n", err);
         return 1;

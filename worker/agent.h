@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "kernels/ocl.h"
+#include "worker/dscache.h"
 
 #define AGENT_HEARTBEAT_MS 500
 
@@ -31,6 +32,7 @@ typedef struct agent_opts {
     const char *dataset_allow; /* comma-separated --dataset-allow patterns, or NULL */
     long dataset_stall_s;      /* abort a dataset download stalled this long; 0: default */
     uint64_t max_dataset_bytes;  /* refuse datasets larger than this; 0: the fetch default */
+    dscache *dataset_cache;      /* fetched datasets kept between jobs and attempts, or NULL */
     int max_jobs;                /* stop after this many jobs; 0 = run until stopped */
     double checkpoint_seconds;   /* least time between checkpoints (trainer_opts); 0 every epoch */
     volatile sig_atomic_t *stop; /* set by a signal handler: 1 finish the epoch, hand the job

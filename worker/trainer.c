@@ -161,15 +161,25 @@ static int load_data(run *r, char *err)
                      .ca_file = r->opts->dataset_ca,
                      .allow_private = r->opts->allow_private,
                      .stop = r->opts->stop_download};
+    dscache_result cr;
     phase(r, TRAINER_PHASE_DOWNLOADING);
-    int rc = fetch_url(job->dataset_url, &fo, &text, &len, &st, err);
+    int rc =
+        dscache_fetch(r->opts->dataset_cache, job->dataset_url, &fo, &text, &len, &st, &cr, err);
+    if (cr.note[0])
+        say(r, "dataset cache: %s", cr.note);
     if (rc < 0)
         return rc;
     memcpy(r->data_sha, st.sha256, sizeof r->data_sha);
-    if (r->hooks && r->hooks->on_dataset)
-        r->hooks->on_dataset(r->hooks->user, st.downloaded);
-    say(r, "dataset: %llu bytes fetched%s in %.2fs", (unsigned long long)st.downloaded,
-        st.was_gzip ? " (gzip)" : "", st.seconds);
+    if (cr.how != DSCACHE_FETCHED) {
+        say(r, "dataset from cache (%zu bytes, sha256 %s%s) in %.2fs", len, st.sha256,
+            cr.how == DSCACHE_REVALIDATED ? ", still current: the server answered 304" : "",
+            st.seconds);
+    } else {
+        if (r->hooks && r->hooks->on_dataset)
+            r->hooks->on_dataset(r->hooks->user, st.downloaded);
+        say(r, "dataset: %llu bytes fetched%s in %.2fs", (unsigned long long)st.downloaded,
+            st.was_gzip ? " (gzip)" : "", st.seconds);
+    }
 
     dataset_csv_opts co = {.header = job->header,
                            .label_name = job->label_name,

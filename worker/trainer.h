@@ -34,6 +34,7 @@
 
 #include "kernels/kernels.h"
 #include "job/job.h"
+#include "worker/dscache.h"
 
 typedef struct trainer_epoch {
     int epoch;                     /* 1-based */
@@ -65,7 +66,8 @@ typedef struct trainer_hooks {
     /* After a checkpoint after epoch was written to path (overwritten by the next one: copy it
      * to keep it). Called on the training thread, after on_epoch of that epoch. May be NULL. */
     void (*on_checkpoint)(void *user, const char *path, int epoch);
-    /* The dataset was fetched: bytes came over the wire (or from the file). May be NULL. */
+    /* The dataset was fetched: bytes came over the wire (or from the file); not called when it
+     * came from the dataset cache. May be NULL. */
     void (*on_dataset)(void *user, uint64_t bytes);
 } trainer_hooks;
 
@@ -80,6 +82,8 @@ typedef struct trainer_opts {
     const char *resume_from;    /* a checkpoint to continue from, or NULL to start afresh */
     double checkpoint_seconds;  /* least time between checkpoints: 0 every epoch, < 0 none */
     volatile sig_atomic_t *stop_download; /* nonzero ends the dataset download (-EINTR); NULL */
+    dscache *dataset_cache; /* where fetched datasets are kept and looked up (a hit logs "dataset
+                               from cache" and fetches nothing), or NULL for none; borrowed */
 } trainer_opts;
 
 typedef struct trainer_result {
