@@ -9,6 +9,7 @@
 #include "scheduler/supervisor.h"
 #include "serve/serve.h"
 #include "util/err.h"
+#include "worker/dscache.h"
 
 static const char usage_text[] =
     "usage: trainyard serve [options]\n"
@@ -44,6 +45,13 @@ static const char usage_text[] =
     "  --max-dataset-bytes N\n"
     "                       local workers refuse a dataset larger than this (K, M, G\n"
     "                       suffixes; default 2G)\n"
+    "  --dataset-cache DIR  where local workers keep fetched datasets, so that a job on the\n"
+    "                       same dataset fetches nothing (default $TRAINYARD_DATASET_CACHE,\n"
+    "                       else $XDG_CACHE_HOME/trainyard/datasets, else\n"
+    "                       ~/.cache/trainyard/datasets; none: no cache)\n"
+    "  --dataset-cache-bytes N\n"
+    "                       the cache's cap: the least recently used datasets go beyond it\n"
+    "                       (K, M, G, T suffixes; default 10G)\n"
     "  --max-artifact-bytes N\n"
     "                       refuse an uploaded artifact or checkpoint larger than this\n"
     "                       (default and most 4G); its job fails saying so\n"
@@ -80,7 +88,8 @@ int cmd_serve(int argc, char **argv)
     long port = 8080, workers = -1, lease = 30, stall = 0, threads = 4, every = 10, bound = 10;
     long max_queued = 10000, per_client = 256;
     uint64_t max_dataset = 0, max_artifact = 4ull << 30;
-    const char *max_dataset_text = NULL;
+    const char *max_dataset_text = NULL, *cache_dir = NULL, *cache_bytes_text = NULL;
+    uint64_t cache_bytes = 0;
     static char allow[CLI_ALLOW_LEN];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -121,6 +130,11 @@ int cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--max-dataset-bytes")) {
             rc = cli_bytes("serve", a, v, &max_dataset);
             max_dataset_text = v;
+        } else if (!strcmp(a, "--dataset-cache")) {
+            cache_dir = v;
+        } else if (!strcmp(a, "--dataset-cache-bytes")) {
+            rc = cli_bytes("serve", a, v, &cache_bytes);
+            cache_bytes_text = v;
         } else if (!strcmp(a, "--max-artifact-bytes"))
             rc = cli_bytes("serve", a, v, &max_artifact);
         else if (!strcmp(a, "--max-queued"))
@@ -153,6 +167,10 @@ int cmd_serve(int argc, char **argv)
     }
     if (dataset_ca && cli_pem_check("serve", "--dataset-ca", dataset_ca) < 0)
         return 2;
+    dscache *cache = NULL; /* opened only to check the folder now rather than in each worker */
+    if (cache_dir && cli_dscache_open("serve", cache_dir, cache_bytes, &cache) < 0)
+        return 2;
+    dscache_free(cache);
     char *cert_pem = NULL, *key_pem = NULL;
     if (tls_cert && (cli_pem_read("serve", "--tls-cert", tls_cert, "CERTIFICATE", &cert_pem) < 0 ||
                      cli_pem_read("serve", "--tls-key", tls_key, "PRIVATE KEY", &key_pem) < 0)) {
@@ -172,6 +190,8 @@ int cmd_serve(int argc, char **argv)
                      .dataset_allow = allow[0] ? allow : NULL,
                      .dataset_ca = dataset_ca,
                      .max_dataset_bytes = max_dataset_text,
+                     .dataset_cache = cache_dir,
+                     .dataset_cache_bytes = cache_bytes_text,
                      .lease_seconds = lease,
                      .checkpoint_seconds = every,
                      .dataset_stall_seconds = stall,

@@ -49,6 +49,7 @@ typedef struct slot {
 struct supervisor {
     supervisor_opts o;
     char *exe, *url, *root, *allow, *work, *pin, *dataset_ca, *max_dataset;
+    char *cache, *cache_bytes;
     slot slots[SUPERVISOR_MAX_WORKERS];
     pthread_mutex_t mu;
     pthread_t thread;
@@ -116,7 +117,9 @@ static int spawn(supervisor *s, int i, char *err)
                     {"--dataset-ca", s->dataset_ca},
                     {"--dataset-root", s->root},
                     {"--dataset-allow", s->allow},
-                    {"--max-dataset-bytes", s->max_dataset}};
+                    {"--max-dataset-bytes", s->max_dataset},
+                    {"--dataset-cache", s->cache},
+                    {"--dataset-cache-bytes", s->cache_bytes}};
     for (size_t k = 0; k < sizeof optional / sizeof optional[0]; k++) {
         if (optional[k].value) {
             argv[n++] = optional[k].flag;
@@ -285,11 +288,14 @@ int supervisor_start(const supervisor_opts *o, supervisor **out, char *err)
     s->pin = dup_or_null(o->pin_cert);
     s->dataset_ca = dup_or_null(o->dataset_ca);
     s->max_dataset = dup_or_null(o->max_dataset_bytes);
+    s->cache = dup_or_null(o->dataset_cache);
+    s->cache_bytes = dup_or_null(o->dataset_cache_bytes);
     pthread_mutex_init(&s->mu, NULL);
     int rc = 0;
     if (!s->exe || !s->url || !s->work || (o->dataset_allow && !s->allow) ||
         (o->pin_cert && !s->pin) || (o->dataset_ca && !s->dataset_ca) ||
-        (o->max_dataset_bytes && !s->max_dataset))
+        (o->max_dataset_bytes && !s->max_dataset) || (o->dataset_cache && !s->cache) ||
+        (o->dataset_cache_bytes && !s->cache_bytes))
         rc = err_set(err, -ENOMEM, "out of memory");
     for (int i = 0; i < o->count && rc == 0; i++) {
         s->slots[i].device = o->devices ? o->devices[i] : 0;
@@ -337,5 +343,7 @@ void supervisor_stop(supervisor *s, int grace_ms)
     free(s->pin);
     free(s->dataset_ca);
     free(s->max_dataset);
+    free(s->cache);
+    free(s->cache_bytes);
     free(s);
 }

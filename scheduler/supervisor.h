@@ -25,19 +25,21 @@
 typedef struct supervisor supervisor;
 
 typedef struct supervisor_opts {
-    const char *exe;               /* the trainyard binary */
-    const char *server_url;        /* what the workers connect to */
-    const char *pin_cert;          /* passed on as --pin-cert (an https server's own), or NULL */
-    const char *dataset_ca;        /* passed on as --dataset-ca, or NULL */
-    const char *dataset_root;      /* passed on as --dataset-root, or NULL */
-    const char *dataset_allow;     /* passed on as --dataset-allow, or NULL */
-    const char *max_dataset_bytes; /* passed on as --max-dataset-bytes, or NULL */
-    const char *work_dir;          /* parent of each worker's --work-dir */
-    long dataset_stall_s;          /* passed on as --dataset-stall-seconds when > 0 */
-    long checkpoint_s;             /* passed on as --checkpoint-seconds when >= 0 */
-    int count;                     /* workers to run, 1..SUPERVISOR_MAX_WORKERS */
-    const int *devices;            /* OpenCL device index per worker */
-    void (*log)(const char *line); /* NULL: stderr */
+    const char *exe;                 /* the trainyard binary */
+    const char *server_url;          /* what the workers connect to */
+    const char *pin_cert;            /* passed on as --pin-cert (an https server's own), or NULL */
+    const char *dataset_ca;          /* passed on as --dataset-ca, or NULL */
+    const char *dataset_root;        /* passed on as --dataset-root, or NULL */
+    const char *dataset_allow;       /* passed on as --dataset-allow, or NULL */
+    const char *max_dataset_bytes;   /* passed on as --max-dataset-bytes, or NULL */
+    const char *dataset_cache;       /* passed on as --dataset-cache, or NULL */
+    const char *dataset_cache_bytes; /* passed on as --dataset-cache-bytes, or NULL */
+    const char *work_dir;            /* parent of each worker's --work-dir */
+    long dataset_stall_s;            /* passed on as --dataset-stall-seconds when > 0 */
+    long checkpoint_s;               /* passed on as --checkpoint-seconds when >= 0 */
+    int count;                       /* workers to run, 1..SUPERVISOR_MAX_WORKERS */
+    const int *devices;              /* OpenCL device index per worker */
+    void (*log)(const char *line);   /* NULL: stderr */
     /* Called on the watching thread after a worker process ended and was reaped, before its
      * slot's next process starts: name is the --name it ran under (SUPERVISOR_NAME_FMT), how
      * the end ("was killed by signal 9"). NULL: nothing. */

@@ -428,6 +428,8 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
                               .work_dir = work,
                               .dataset_stall_s = stall,
                               .max_dataset_bytes = max_dataset_text,
+                              .dataset_cache = o->dataset_cache,
+                              .dataset_cache_bytes = o->dataset_cache_bytes,
                               .checkpoint_s = every,
                               .count = (int)workers,
                               .devices = dev_index,

@@ -15,17 +15,19 @@
 #include <stdint.h>
 
 typedef struct serve_opts {
-    const char *bind;              /* address to listen on ("127.0.0.1") */
-    int port;                      /* 0 picks a free one */
-    const char *data_dir;          /* made when missing */
-    long workers;                  /* local workers; -1: one per OpenCL device, 0: none */
-    const char *tls_cert;          /* the certificate's file, for messages; NULL: plain HTTP */
-    const char *tls_key;           /* the key's file, for messages */
-    char *cert_pem, *key_pem;      /* their PEM text (taken, see above); NULL: plain HTTP */
-    const char *dataset_root;      /* --dataset-root, or NULL */
-    const char *dataset_allow;     /* the joined --dataset-allow list, or NULL */
-    const char *dataset_ca;        /* --dataset-ca, or NULL */
-    const char *max_dataset_bytes; /* --max-dataset-bytes as given, or NULL */
+    const char *bind;                /* address to listen on ("127.0.0.1") */
+    int port;                        /* 0 picks a free one */
+    const char *data_dir;            /* made when missing */
+    long workers;                    /* local workers; -1: one per OpenCL device, 0: none */
+    const char *tls_cert;            /* the certificate's file, for messages; NULL: plain HTTP */
+    const char *tls_key;             /* the key's file, for messages */
+    char *cert_pem, *key_pem;        /* their PEM text (taken, see above); NULL: plain HTTP */
+    const char *dataset_root;        /* --dataset-root, or NULL */
+    const char *dataset_allow;       /* the joined --dataset-allow list, or NULL */
+    const char *dataset_ca;          /* --dataset-ca, or NULL */
+    const char *max_dataset_bytes;   /* --max-dataset-bytes as given, or NULL */
+    const char *dataset_cache;       /* --dataset-cache as given (for local workers), or NULL */
+    const char *dataset_cache_bytes; /* --dataset-cache-bytes as given, or NULL */
     long lease_seconds, checkpoint_seconds, dataset_stall_seconds, shutdown_seconds;
     uint64_t max_artifact_bytes;
     long max_queued;     /* per token; 0: no limit */
