@@ -3,7 +3,9 @@ the datasets each test writes, and a helper that runs `trainyard train` on a job
 
 The binary is $TRAINYARD_BIN, else build/trainyard. Compiled kernels are cached in
 $TRAINYARD_KERNEL_CACHE (set here to a folder under the build tree when unset) so that only the
-first run of a session compiles them.
+first run of a session compiles them. Fetched datasets are cached in $TRAINYARD_DATASET_CACHE,
+which each test gets empty (the `dataset_cache` fixture), so that no test sees another's and
+none writes into the user's own cache.
 """
 import functools
 import http.server
@@ -11,9 +13,11 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import socket
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -34,6 +38,22 @@ def opencl_device_count():
 
 def pytest_configure(config):
     os.environ.setdefault("TRAINYARD_KERNEL_CACHE", str(BIN.parent / "kernel-cache"))
+    # for processes that fixtures wider than a test start; each test gets its own (below)
+    config.dataset_cache_root = tempfile.mkdtemp(prefix="trainyard-e2e-datasets-")
+    os.environ["TRAINYARD_DATASET_CACHE"] = config.dataset_cache_root
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(getattr(config, "dataset_cache_root", ""), ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def dataset_cache(tmp_path, monkeypatch):
+    """An empty dataset cache folder of this test's own, in TRAINYARD_DATASET_CACHE, which
+    train, worker and serve's local workers read when no --dataset-cache is given."""
+    path = tmp_path / "dataset-cache"
+    monkeypatch.setenv("TRAINYARD_DATASET_CACHE", str(path))
+    return path
 
 
 @pytest.fixture(scope="session")
