@@ -565,7 +565,8 @@ static int evict(dscache *c, uint64_t incoming, const char *keep, char *err)
     for (size_t i = 0; i < n; i++)
         if (strcmp(v[i].key, keep) != 0)
             total += v[i].size;
-    qsort(v, n, sizeof *v, by_last_use);
+    if (n > 1)
+        qsort(v, n, sizeof *v, by_last_use);
     for (size_t i = 0; i < n && total > c->cap; i++) {
         if (strcmp(v[i].key, keep) == 0)
             continue;
