@@ -168,10 +168,12 @@ def test_what_is_not_cached(train, counting_server, tmp_path, dataset_cache):
     assert cache_entries(dataset_cache) == []
 
 
-def test_a_second_job_on_the_same_dataset_hits_the_cache(serve, counting_server):
+def test_a_second_job_on_the_same_dataset_hits_the_cache(serve, counting_server, tmp_path):
+    """serve passes --dataset-cache on to its local worker."""
     folder, base, seen = counting_server
     write_blobs(folder)
-    svc = serve("--workers", "1")
+    cache = tmp_path / "serve-cache"
+    svc = serve("--workers", "1", "--dataset-cache", str(cache))
     url = f"{base}/etag/blobs.csv"
     logs = []
     for _ in range(2):
@@ -181,6 +183,7 @@ def test_a_second_job_on_the_same_dataset_hits_the_cache(serve, counting_server)
     assert "dataset from cache" not in logs[0] and "bytes fetched" in logs[0]
     assert "dataset from cache" in logs[1] and "bytes fetched" not in logs[1], logs[1]
     assert [(s[1] is not None, s[2]) for s in seen] == [(False, 200), (True, 304)], seen
+    assert len(cache_entries(cache)) == 1
 
 
 def test_a_requeued_attempt_reads_its_dataset_from_the_cache(serve, counting_server):
