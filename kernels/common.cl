@@ -64,3 +64,23 @@ static inline void common_local_colsum(__local float *s, int lx, int ly, int lx_
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 }
+
+/* The splitmix64 finaliser and the counter-based uniform in [0, 1) drawn from it: the
+ * counter-th output of splitmix64 started from the state key = mix64(seed). ref_uniform in
+ * kernels/ref.c is the host twin, bit for bit (dropout.cl says how). */
+static inline ulong common_mix64(ulong z)
+{
+    z ^= z >> 30;
+    z *= 0xbf58476d1ce4e5b9UL;
+    z ^= z >> 27;
+    z *= 0x94d049bb133111ebUL;
+    z ^= z >> 31;
+    return z;
+}
+
+static inline float common_uniform(ulong key, ulong counter)
+{
+    ulong x = common_mix64(key + (counter + 1UL) * 0x9e3779b97f4a7c15UL);
+    uint bits = (uint)(x >> 32);
+    return (float)(bits >> 8) * 5.9604644775390625e-8f; /* 2^-24 */
+}

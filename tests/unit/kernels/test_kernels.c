@@ -15,15 +15,12 @@ static uint64_t rng_state = 0x5eed;
 
 static uint32_t rng_u32(void)
 {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return (uint32_t)((z ^ (z >> 31)) >> 32);
+    return cltest_rng_u32(&rng_state);
 }
 
 static float rng_float(float lo, float hi)
 {
-    return lo + (hi - lo) * (float)(rng_u32() >> 8) * (1.0f / 16777216.0f);
+    return cltest_rng_float(&rng_state, lo, hi);
 }
 
 static float *floats(size_t n, float lo, float hi)
