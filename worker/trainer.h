@@ -80,6 +80,9 @@ typedef struct trainer_opts {
     const char *resume_from;    /* a checkpoint to continue from, or NULL to start afresh */
     double checkpoint_seconds;  /* least time between checkpoints: 0 every epoch, < 0 none */
     volatile sig_atomic_t *stop_download; /* nonzero ends the dataset download (-EINTR); NULL */
+    const char *val_outputs; /* after training, write the model's outputs on the validation rows
+                                (probabilities for classification) as a float32 .npy of
+                                [rows, outputs] here; NULL: none */
 } trainer_opts;
 
 typedef struct trainer_result {
