@@ -8,17 +8,16 @@ resumed to the same model bit for bit.
 """
 import io
 import json
-import os
-import signal
+import pathlib
 import subprocess
 import tarfile
-import time
-import pathlib
 
 import numpy as np
 import pytest
 from safetensors import safe_open
 from safetensors.numpy import load_file
+
+from helpers import kill_after_epochs, resume
 
 HERE = pathlib.Path(__file__).resolve().parent
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -250,26 +249,13 @@ def test_killed_cnn_run_resumes_to_the_same_model(cifar, trainyard_bin, train, t
 
     job_path = tmp_path / "full.json"
     out = tmp_path / "killed"
-    proc = subprocess.Popen([str(trainyard_bin), "train", str(job_path), "--out", str(out),
-                             "--quiet", *every], stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        m = out / "metrics.csv"
-        if m.exists() and m.read_text().count("\n") >= 4:  # header + 3 epochs
-            break
-        time.sleep(0.002)
-    assert proc.poll() is None, "the run finished before it could be killed"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_after_epochs(trainyard_bin, job_path, out, 3, every)
     ckpt = out / "checkpoint.safetensors"
     with safe_open(str(ckpt), framework="numpy") as f:
         done = int(f.metadata()["trainyard.epoch"])
         assert "stats" in f.keys()
     assert 2 <= done < epochs
-    resumed = subprocess.run([str(trainyard_bin), "train", str(job_path), "--out", str(out),
-                              "--resume", str(ckpt), *every], capture_output=True, text=True,
-                             timeout=600)
-    assert resumed.returncode == 0, resumed.stderr
+    resumed = resume(trainyard_bin, job_path, out, ckpt, every)
     assert f"resuming after epoch {done} of {epochs}" in resumed.stdout
     a = load_file(str(full / "model.safetensors"))
     b = load_file(str(out / "model.safetensors"))

@@ -12,6 +12,8 @@ import pytest
 from safetensors.numpy import load_file
 from safetensors import safe_open
 
+from helpers import kill_after_epochs, resume
+
 
 def write_csv(path, header, rows):
     with open(path, "w", newline="") as f:
@@ -249,11 +251,6 @@ def test_killed_run_resumes_to_the_same_model(data_server, trainyard_bin, train,
     """kill -9 mid-run, then --resume from the checkpoint: the final model equals an uninterrupted
     run's bit for bit, and metrics.csv holds every epoch once, the early ones as first reported.
     Dropout and Adam make the optimizer moments, step and dropout stream part of the state."""
-    import os
-    import signal
-    import subprocess
-    import time
-
     folder, base = data_server
     rng = np.random.default_rng(21)
     x, label = rings(20000, rng)
@@ -272,26 +269,13 @@ def test_killed_run_resumes_to_the_same_model(data_server, trainyard_bin, train,
 
     job_path = tmp_path / "full.json"
     out = tmp_path / "killed"
-    proc = subprocess.Popen([str(trainyard_bin), "train", str(job_path), "--out", str(out),
-                             "--quiet", *every], stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        metrics = out / "metrics.csv"
-        if metrics.exists() and metrics.read_text().count("\n") >= 4:  # header + 3 epochs
-            break
-        time.sleep(0.005)
-    assert proc.poll() is None, "the run finished before it could be killed"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_after_epochs(trainyard_bin, job_path, out, 3, every)
     assert not (out / "model.safetensors").exists()
     ckpt = out / "checkpoint.safetensors"
     done = checkpoint_epoch(ckpt)  # metrics.csv gets an epoch's row before its checkpoint
     assert 2 <= done < epochs
 
-    resumed = subprocess.run([str(trainyard_bin), "train", str(job_path), "--out", str(out),
-                              "--resume", str(ckpt), *every], capture_output=True, text=True,
-                             timeout=600)
-    assert resumed.returncode == 0, resumed.stderr
+    resumed = resume(trainyard_bin, job_path, out, ckpt, every)
     assert f"resuming after epoch {done} of {epochs}" in resumed.stdout
     assert f"epoch {done}/{epochs}" not in resumed.stdout  # finished epochs are not re-reported
 
