@@ -137,6 +137,21 @@ def test_mlp_classifies_rings_above_95_percent(rings_csv, train):
     assert (out / "train.log").read_text().count("epoch ") == 30
 
 
+def test_val_outputs_of_a_csv_job(rings_csv, train, tmp_path):
+    """--val-outputs writes one row of class probabilities per validation row, as float32."""
+    url, _, _ = rings_csv
+    job = {"dataset_url": url, "dataset": {"label_column": "ring"},
+           "model": {"layers": [{"type": "dense", "units": 16, "activation": "relu"}]},
+           "hyperparameters": {"epochs": 3, "validation_split": 0.2, "seed": 2}}
+    npy = tmp_path / "val.npy"
+    proc, out = train(job, extra=("--val-outputs", str(npy)))
+    assert proc.returncode == 0, proc.stderr
+    p = np.load(npy)
+    assert p.shape == (400, 3) and p.dtype == np.float32
+    assert np.allclose(p.sum(axis=1), 1, atol=1e-5)
+    assert "validation outputs: 400 rows × 3" in proc.stdout
+
+
 def test_a_linear_model_cannot_do_rings(rings_csv, train):
     """The rings need the hidden layers: the same data without them stays far below 95%."""
     url, _, _ = rings_csv
