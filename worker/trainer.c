@@ -4,8 +4,12 @@
  *   upload everything once → per epoch: shuffle indices, per batch gather + model step,
  *   validation in chunks, one read-back of the totals → artifacts.
  *
+ * Image formats take the same road through imagedata.h: parse (images_load) → check against
+ * input_shape → split or take the test set → per-channel statistics → upload the pixels once →
+ * per batch one kern_image_batch (resize, scale, standardise, augment) + model step.
+ *
  * The device holds the whole dataset for the run; the host only uploads a new permutation per
- * epoch. A full-batch job trains on the uploaded arrays directly, without a gather.
+ * epoch. A full-batch CSV job trains on the uploaded arrays directly, without a gather.
  *
  * A resumed run (opts->resume_from) reads and checks the checkpoint before anything is fetched,
  * checks the dataset against it after parsing, restores the model after building it, and then
