@@ -10,7 +10,8 @@
  *   backward  last to first: dense: bias_act_bwd (dZ, db), gemm TN (dW = xᵀ·dZ) and gemm NT
  *             (dx = dZ·Wᵀ); conv2d: bias_act_bwd, conv2d_bwd_weights and conv2d_bwd_data; pools:
  *             pool2d_bwd; batchnorm: batchnorm_bwd (dx in place, dgamma, dbeta); dropout:
- *             dropout on dy in place. The first layer computes no dx: nothing reads it.
+ *             dropout on dy in place. Backward stops at the first layer with parameters,
+ *             which computes no dx: nothing reads it (a leading pool costs nothing).
  *   update    one sgd or adam over the whole parameter buffer (not the stats buffer)
  * Nothing in a step reads back from the device. Each layer remembers the buffers its last
  * forward read and wrote (x_cur, y_cur): flatten, and dropout outside training, pass their
@@ -252,6 +253,9 @@ static void layers_layout(model *m, size_t align)
     }
     m->n_params = off;
     m->n_stats = soff;
+    m->first_param = 0;
+    while (m->first_param + 1 < m->n_layers && !m->layers[m->first_param].n_w)
+        m->first_param++;
 }
 
 static void conv_geom(const model_layer *l, int rows, kern_conv *g)
@@ -664,12 +668,12 @@ static int loss(model *m, int rows, cl_mem logits, cl_mem targets, cl_mem dlogit
 
 /* One layer's backward: dy (the gradient of its output) in, its parameters' gradients out, and
  * the gradient of its input into dx, or into dy itself (*moved 0) for the layers that work in
- * place. first: the model's first layer, whose input gradient nobody reads. */
+ * place. The first layer with parameters computes no input gradient: nobody reads it. */
 static int layer_backward(model *m, size_t n, int rows, cl_mem dy, cl_mem dx, int *moved)
 {
     kern *k = m->k;
     model_layer *l = &m->layers[n];
-    int rc = 0, first = n == 0, spatial_rows = rows * l->oh * l->ow;
+    int rc = 0, first = n == m->first_param, spatial_rows = rows * l->oh * l->ow;
     *moved = 0;
     switch (l->type) {
     case JOB_LAYER_DENSE:
@@ -726,7 +730,7 @@ static int layer_backward(model *m, size_t n, int rows, cl_mem dy, cl_mem dx, in
 static int backward(model *m, int rows, char *err)
 {
     int cur = 0; /* dbuf[cur] holds the gradient of the current layer's output */
-    for (size_t n = m->n_layers; n-- > 0;) {
+    for (size_t n = m->n_layers; n-- > m->first_param;) {
         int moved = 0;
         if (layer_backward(m, n, rows, m->dbuf[cur], m->dbuf[1 - cur], &moved) < 0)
             return kfail(m, err);

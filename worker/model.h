@@ -88,10 +88,11 @@ typedef struct model {
     int64_t step; /* optimizer steps taken */
     size_t n_layers;
     model_layer layers[JOB_MAX_LAYERS + 1];
-    size_t n_params;  /* floats in the parameter buffer, padding included */
-    size_t n_weights; /* trainable values, padding excluded */
-    size_t n_stats;   /* floats in the stats buffer (0 without batchnorm) */
-    int capacity;     /* rows the activation buffers hold */
+    size_t n_params;    /* floats in the parameter buffer, padding included */
+    size_t n_weights;   /* trainable values, padding excluded */
+    size_t n_stats;     /* floats in the stats buffer (0 without batchnorm) */
+    size_t first_param; /* the first layer with parameters: backward ends there */
+    int capacity;       /* rows the activation buffers hold */
     cl_mem params, grads, moment1, moment2, stats;
     cl_mem dbuf[2]; /* ping-pong gradient buffers, capacity × widest layer */
     cl_mem work;    /* conv scratch, the largest any conv layer needs (NULL if none) */

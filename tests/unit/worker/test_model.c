@@ -325,6 +325,11 @@ static void cnn_gradchecks(cltest *t)
                      plain(JOB_LAYER_DROPOUT)};
     cnn_gradcheck(t, "conv-valid-stride2/maxpool-same/flatten/dropout",
                   cnn_job(7, 9, 1, c, sizeof c / sizeof c[0]));
+    /* A leading pool: backward ends at the batchnorm, the first layer with parameters. */
+    job_layer d[] = {pool(JOB_LAYER_AVGPOOL2D, 2, 2, JOB_PAD_VALID), plain(JOB_LAYER_BATCHNORM),
+                     conv(2, 3, 1, JOB_PAD_SAME, JOB_ACT_TANH, 1), plain(JOB_LAYER_FLATTEN)};
+    cnn_gradcheck(t, "avgpool/batchnorm/conv-same/flatten",
+                  cnn_job(8, 8, 2, d, sizeof d / sizeof d[0]));
 }
 
 /* Shapes follow Keras's rules, and a layer that does not fit is refused with both shapes. */
