@@ -392,11 +392,10 @@ typedef struct job_shape {
     int spatial;
     int image;        /* the input is an image (not CSV rows) */
     long long values; /* per sample so far: the input and every output */
-    int over;         /* the activation limit was reported */
     size_t from;      /* the layer the shape comes from, or (size_t)-1 for the input */
 } job_shape;
 
-/* "62×62×32", "the flat 128 values" or "a spatial map" for messages. */
+/* "62×62×32", "128 flat values" or "a spatial map" for messages. */
 static void job_shape_text(const job_shape *sh, char *buf, size_t cap)
 {
     if (sh->known && sh->spatial)
@@ -458,7 +457,8 @@ static void job_check_weights(job_vctx *v, const char *path, long long weights)
 }
 
 /* Layer i on shape sh: reports what does not fit, writes the layer's output shape and moves sh
- * on. Returns 0 when the walk cannot go on (an image layer on CSV rows). */
+ * on. Returns 0 when the walk should stop: an image layer on CSV rows or on flat values, or the
+ * activations over their limit (what follows would only repeat the problem). */
 static int job_shape_layer(job_vctx *v, job_spec *s, size_t i, job_shape *sh)
 {
     job_layer *l = &s->layers[i];
@@ -527,13 +527,14 @@ static int job_shape_layer(job_vctx *v, job_spec *s, size_t i, job_shape *sh)
     l->out_c = sh->known ? (int)sh->c : 0;
     if (sh->known)
         sh->values += sh->h * sh->w * sh->c;
-    if (sh->values > JOB_MAX_ACTIVATIONS && !sh->over) {
+    if (sh->values > JOB_MAX_ACTIVATIONS) {
+        /* Stopping here also keeps every size the walk computes within int. */
         field_errors_add(v->errs, path,
                          "brings the activations to %lld values per sample (this layer gives "
                          "%d×%d×%d); the limit is %d for the input and every layer's output "
                          "together",
                          sh->values, l->out_h, l->out_w, l->out_c, JOB_MAX_ACTIVATIONS);
-        sh->over = 1;
+        return 0;
     }
     return 1;
 }

@@ -4,6 +4,9 @@
  * resolved documents. */
 #include "job/job.h"
 
+#include <limits.h>
+#include <stdlib.h>
+
 #include "tests/unit/check.h"
 #include "tests/unit/job/job_check.h"
 
@@ -516,6 +519,67 @@ static void test_round_trips(void)
     job_free(s);
 }
 
+/* The text of the repository file rel (under $TRAINYARD_SOURCE_ROOT, else the current folder),
+ * with @ROOT@ replaced by that folder's absolute path as the README does; NULL if unreadable. */
+static char *read_doc(const char *rel)
+{
+    const char *env = getenv("TRAINYARD_SOURCE_ROOT");
+    char root[PATH_MAX], path[PATH_MAX + 64];
+    if (!realpath(env ? env : ".", root)) {
+        check_failures++;
+        return NULL;
+    }
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot read %s (TRAINYARD_SOURCE_ROOT)\n", path);
+        check_failures++;
+        return NULL;
+    }
+    char raw[8192];
+    size_t n = fread(raw, 1, sizeof raw - 1, f);
+    fclose(f);
+    raw[n] = '\0';
+    size_t cap = sizeof raw + sizeof root;
+    char *out = malloc(cap);
+    const char *at = strstr(raw, "@ROOT@");
+    if (out && at)
+        snprintf(out, cap, "%.*s%s%s", (int)(at - raw), raw, root, at + strlen("@ROOT@"));
+    else if (out)
+        memcpy(out, raw, n + 1);
+    return out;
+}
+
+/* The job documents the repository ships: the seed's, and the example the README runs. */
+static void test_shipped_documents(void)
+{
+    char *text = read_doc("docs/cifar10-job.json");
+    job_spec *s = text ? parse_ok(text) : NULL;
+    if (s) {
+        CHECK_INT(s->format, JOB_FORMAT_CIFAR10);
+        CHECK_INT(s->resize_h, 64);
+        CHECK_INT(s->in_c, 3);
+        CHECK_INT(s->n_layers, 3);
+        CHECK_SHAPE(&s->layers[0], 62, 62, 32);
+        CHECK_SHAPE(&s->layers[2], 1, 1, 31 * 31 * 32);
+        CHECK_INT(s->output_units, 10);
+        CHECK_INT(s->optimizer, JOB_OPT_ADAM);
+        CHECK_INT(s->epochs, 10);
+        CHECK_INT(s->batch_size, 32);
+    }
+    job_free(s);
+    free(text);
+    text = read_doc("examples/shapes-job.json");
+    s = text ? parse_ok(text) : NULL;
+    if (s) {
+        CHECK_INT(s->format, JOB_FORMAT_CIFAR10);
+        CHECK_INT(s->output_units, 4);
+        CHECK_SHAPE(&s->layers[4], 1, 1, 8 * 8 * 32);
+    }
+    job_free(s);
+    free(text);
+}
+
 static void test_names(void)
 {
     CHECK_STR(job_activation_name(JOB_ACT_SOFTMAX), "softmax");
@@ -537,6 +601,7 @@ int main(void)
     test_dataset_errors();
     test_many_errors_model();
     test_round_trips();
+    test_shipped_documents();
     test_names();
     return check_exit();
 }
