@@ -21,7 +21,11 @@
 
 #include "kernels/kern_priv.h"
 
-#define BN_CHUNK 128 /* rows one work-item of bn_part adds */
+/* Rows per batchnorm work-group: enough groups for the compute units to share out evenly, no
+ * more than BN_CHUNK_MAX so that each float partial sum stays short. */
+#define BN_GROUPS_PER_UNIT 16
+#define BN_CHUNK_MIN       64
+#define BN_CHUNK_MAX       1024
 
 /* Must match conv.cl. */
 #define CONV_ALIGN           4096 /* workspace regions start on page boundaries */
@@ -524,11 +528,10 @@ int kern_pool2d_fwd(kern *k, int mode, const kern_pool *g, cl_mem x, cl_mem y, c
     int rc = pool_check(k, who, mode, g, x, "x", y, "y", has_arg ? argmax : NULL);
     if (rc < 0 || g->n == 0)
         return rc;
-    int nout = g->n * g->oh * g->ow;
     cl_mem arg = has_arg ? argmax : y; /* a buffer the kernel never writes when has_arg is 0 */
-    karg a[] = {ARG(mode),  ARG(nout),    POOL_GEOM_ARGS(g), ARG_MEM(x),
-                ARG_MEM(y), ARG(has_arg), ARG_MEM(arg)};
-    return kern_launch_rows(k, who, k->conv->pool_fwd, a, NARGS(a), nout, g->c);
+    karg a[] = {ARG(mode), POOL_GEOM_ARGS(g), ARG_MEM(x), ARG_MEM(y), ARG(has_arg), ARG_MEM(arg)};
+    size_t global = (size_t)g->n * g->oh, local = 1;
+    return kern_launch(k, who, k->conv->pool_fwd, a, NARGS(a), 1, &global, &local);
 }
 
 int kern_pool2d_bwd(kern *k, int mode, const kern_pool *g, cl_mem dy, cl_mem argmax, cl_mem dx)
@@ -540,10 +543,10 @@ int kern_pool2d_bwd(kern *k, int mode, const kern_pool *g, cl_mem dy, cl_mem arg
     int rc = pool_check(k, who, mode, g, dx, "dx", dy, "dy", is_max ? argmax : NULL);
     if (rc < 0 || g->n == 0)
         return rc;
-    int npix = g->n * g->h * g->w;
     cl_mem arg = is_max ? argmax : dy;
-    karg a[] = {ARG(mode), ARG(npix), POOL_GEOM_ARGS(g), ARG_MEM(dy), ARG_MEM(arg), ARG_MEM(dx)};
-    return kern_launch_rows(k, who, k->conv->pool_bwd, a, NARGS(a), npix, g->c);
+    karg a[] = {ARG(mode), POOL_GEOM_ARGS(g), ARG_MEM(dy), ARG_MEM(arg), ARG_MEM(dx)};
+    size_t global = (size_t)g->n * g->h, local = 1;
+    return kern_launch(k, who, k->conv->pool_bwd, a, NARGS(a), 1, &global, &local);
 }
 
 /* Batchnorm: rows × c with c ≥ 1, and each named buffer at least that big. */
@@ -562,27 +565,49 @@ static int bn_check(kern *k, const char *who, int rows, int c, cl_mem x, cl_mem 
     return rc;
 }
 
+/* Rows per batchnorm work-group for this device (so the parts, and the sums, are fixed). */
+static int bn_chunk(kern *k, int rows)
+{
+    long long per = ((long long)rows + BN_GROUPS_PER_UNIT * k->conv->units - 1) /
+                    (BN_GROUPS_PER_UNIT * k->conv->units);
+    per = (per + BN_CHUNK_MIN - 1) / BN_CHUNK_MIN * BN_CHUNK_MIN;
+    return per < BN_CHUNK_MIN ? BN_CHUNK_MIN : per > BN_CHUNK_MAX ? BN_CHUNK_MAX : (int)per;
+}
+
 /* bn_part over rows × c into k->scratch (2·nparts·c floats); *nparts set. */
 static int bn_parts(kern *k, const char *who, int mode, int rows, int c, cl_mem x, cl_mem dy,
                     cl_mem mean, cl_mem invstd, int *nparts)
 {
-    int chunk = BN_CHUNK, np = (rows + chunk - 1) / chunk;
+    int chunk = bn_chunk(k, rows), np = (rows + chunk - 1) / chunk;
     *nparts = np;
     int rc = kern_scratch_need(k, who, (size_t)2 * (np ? np : 1) * c * sizeof(float));
     if (rc < 0 || np == 0)
         return rc;
     cl_mem part = k->scratch;
-    karg a[] = {ARG(mode),  ARG(rows),   ARG(c),        ARG(chunk),      ARG(np),
-                ARG_MEM(x), ARG_MEM(dy), ARG_MEM(mean), ARG_MEM(invstd), ARG_MEM(part)};
-    return kern_launch_rows(k, who, k->conv->bn_part, a, NARGS(a), np, c);
+    karg a[] = {ARG(mode),
+                ARG(rows),
+                ARG(c),
+                ARG(chunk),
+                ARG(np),
+                ARG_MEM(x),
+                ARG_MEM(dy),
+                ARG_MEM(mean),
+                ARG_MEM(invstd),
+                ARG_MEM(part),
+                ARG_LOCAL((size_t)2 * c * sizeof(float))};
+    size_t global = (size_t)np, local = 1;
+    return kern_launch(k, who, k->conv->bn_part, a, NARGS(a), 1, &global, &local);
 }
 
 static int bn_apply(kern *k, const char *who, int rows, int c, int stat_is_var, float eps, cl_mem x,
                     cl_mem gamma, cl_mem beta, cl_mem mean, cl_mem stat, cl_mem y)
 {
-    karg a[] = {ARG(rows),      ARG(c),        ARG(stat_is_var), ARG(eps),      ARG_MEM(x),
-                ARG_MEM(gamma), ARG_MEM(beta), ARG_MEM(mean),    ARG_MEM(stat), ARG_MEM(y)};
-    return kern_launch_rows(k, who, k->conv->bn_apply, a, NARGS(a), rows, c);
+    int chunk = bn_chunk(k, rows);
+    karg a[] = {ARG(rows),     ARG(c),        ARG(chunk),     ARG(stat_is_var),
+                ARG(eps),      ARG_MEM(x),    ARG_MEM(gamma), ARG_MEM(beta),
+                ARG_MEM(mean), ARG_MEM(stat), ARG_MEM(y),     ARG_LOCAL((size_t)c * sizeof(float))};
+    size_t global = (size_t)((rows + chunk - 1) / chunk), local = 1;
+    return kern_launch(k, who, k->conv->bn_apply, a, NARGS(a), 1, &global, &local);
 }
 
 int kern_batchnorm_fwd_train(kern *k, int rows, int c, float momentum, float eps, cl_mem x,
@@ -643,17 +668,12 @@ int kern_batchnorm_bwd(kern *k, int rows, int c, cl_mem x, cl_mem dy, cl_mem gam
     rc = kern_launch_1d(k, who, k->conv->bn_grads, a, NARGS(a), (size_t)c);
     if (rc < 0 || rows == 0)
         return rc;
-    karg b[] = {ARG(rows),
-                ARG(c),
-                ARG_MEM(x),
-                ARG_MEM(dy),
-                ARG_MEM(gamma),
-                ARG_MEM(save_mean),
-                ARG_MEM(save_invstd),
-                ARG_MEM(dgamma),
-                ARG_MEM(dbeta),
-                ARG_MEM(dx)};
-    return kern_launch_rows(k, who, k->conv->bn_bwd_apply, b, NARGS(b), rows, c);
+    int chunk = bn_chunk(k, rows);
+    karg b[] = {ARG(rows),       ARG(c),         ARG(chunk),         ARG_MEM(x),
+                ARG_MEM(dy),     ARG_MEM(gamma), ARG_MEM(save_mean), ARG_MEM(save_invstd),
+                ARG_MEM(dgamma), ARG_MEM(dbeta), ARG_MEM(dx)};
+    size_t global = (size_t)((rows + chunk - 1) / chunk), local = 1;
+    return kern_launch(k, who, k->conv->bn_bwd_apply, b, NARGS(b), 1, &global, &local);
 }
 
 int kern_image_batch(kern *k, const kern_image *g, int rows, cl_mem src, cl_mem idx, int start,
@@ -694,5 +714,6 @@ int kern_image_batch(kern *k, const kern_image *g, int rows, cl_mem src, cl_mem 
                 ARG(g->dw),    ARG(g->scale), ARG(ry),    ARG(rx),      ARG(flip),    ARG(g->crop),
                 ARG(seed),     ARG(ebase),    ARG(rows),  ARG_MEM(src), ARG_MEM(idx), ARG(start),
                 ARG(has_norm), ARG_MEM(m),    ARG_MEM(s), ARG_MEM(dst)};
-    return kern_launch_rows(k, who, k->conv->image, a, NARGS(a), rows * g->dh, g->dw * g->c);
+    size_t global = (size_t)rows, local = 1;
+    return kern_launch(k, who, k->conv->image, a, NARGS(a), 1, &global, &local);
 }

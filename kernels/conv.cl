@@ -19,9 +19,10 @@
  * and writes it to a scratch slice; conv_dw_sum adds the slices in order. No atomics anywhere: a
  * given device and geometry always give the same bits. */
 
-#define CONV_MR    8  /* output rows of a register tile */
-#define CONV_NR    32 /* output columns of a register tile (two float16) */
-#define CONV_CHUNK 64 /* pixels conv_dw walks per pass over its register tiles */
+#define CONV_MR     8   /* output rows of a register tile */
+#define CONV_NR     32  /* output columns of a register tile (two float16) */
+#define CONV_CHUNK  64  /* pixels conv_dw walks per pass over its register tiles */
+#define CONV_MB_MAX 256 /* output pixels per conv_fwd work-group, at most (conv.c) */
 
 /* dst[n][t][u][c] for t < hp, u < wp, c < cd: src[n][(t − pt)/dh][(u − pl)/dw][c] where the
  * divisions are exact and land inside src (hs × ws × cs), else 0. Global size (n·hp), local 1. */
@@ -46,16 +47,18 @@ conv_pad(int hs, int ws, int cs, int dh, int dw, int pt, int pl, int hp, int wp,
     }
 }
 
-/* Packed weights, rows (i, j, a) × ldo columns b, zero past nb:
- *   flip 0: out[(i, j, c)][f] = w[i][j][c][f]                     (a = c, b = f)
- *   flip 1: out[(i, j, f)][c] = w[kh−1−i][kw−1−j][c][f]           (a = f, b = c)
- * Global size (ldo, kh·kw·na) where (na, nb) = (c, f) or (f, c). */
-__kernel void conv_pack_w(int kh, int kw, int c, int f, int flip, int ldo, __global const float *w,
-                          __global float *out)
+/* Packed weights: rows (i, j, a) × columns b, zero past nb, stored panel by panel of 32 columns
+ * (out[panel][row][32]) so that the register tile's weights are one contiguous run:
+ *   flip 0: row (i, j, c), column f: w[i][j][c][f]                  (a = c, b = f)
+ *   flip 1: row (i, j, f), column c: w[kh−1−i][kw−1−j][c][f]        (a = f, b = c)
+ * ldo: the columns rounded up to 32. Global size (ldo, kh·kw·na) where (na, nb) = (c, f) or
+ * (f, c). */
+__kernel void conv_pack_w(int kh, int kw, int c, int f, int flip, int ldo,
+                          __global const float *w, __global float *out)
 {
     int b = get_global_id(0), row = get_global_id(1);
-    int na = flip ? f : c, nb = flip ? c : f;
-    if (b >= ldo || row >= kh * kw * na)
+    int na = flip ? f : c, nb = flip ? c : f, rows = kh * kw * na;
+    if (b >= ldo || row >= rows)
         return;
     int a = row % na, ij = row / na, j = ij % kw, i = ij / kw;
     float v = 0.0f;
@@ -65,7 +68,7 @@ __kernel void conv_pack_w(int kh, int kw, int c, int f, int flip, int ldo, __glo
         else
             v = w[(((size_t)i * kw + j) * c + a) * f + b];
     }
-    out[(size_t)row * ldo + b] = v;
+    out[((size_t)(b / CONV_NR) * rows + row) * CONV_NR + b % CONV_NR] = v;
 }
 
 #define CONV_ACC_DECL                                                                              \
@@ -133,12 +136,33 @@ static void conv_tile_store(const float *tile, int rows, int cols, __global floa
     }
 }
 
-/* Offset in the padded input (hp × wp × c per image) of output pixel p's window corner. */
-static inline int conv_pixel_base(int p, int ow, int ohw, int hp, int wp, int c, int sh, int sw)
+/* base[t] = offset in the padded input (hp × wp × c per image) of output pixel p + t's window
+ * corner, for t < count: one division for the first pixel, then a walk along the rows. */
+static void conv_bases(int p, int count, int ow, int ohw, int hp, int wp, int c, int sh, int sw,
+                       __local int *base)
 {
-    int n = p / ohw, rem = p % ohw, oy = rem / ow, ox = rem % ow;
-    return ((n * hp + oy * sh) * wp + ox * sw) * c;
+    int n = p / ohw, rem = p % ohw, oy = rem / ow, ox = rem % ow, oh = ohw / ow;
+    int o = ((n * hp + oy * sh) * wp + ox * sw) * c;
+    for (int t = 0; t < count; t++) {
+        base[t] = o;
+        o += sw * c;
+        if (++ox == ow) {
+            ox = 0;
+            if (++oy == oh) {
+                oy = 0;
+                n++;
+            }
+            o = ((n * hp + oy * sh) * wp) * c;
+        }
+    }
 }
+
+/* One row of a full tile straight from the registers. */
+#define CONV_ROW_STORE(r)                                                                          \
+    do {                                                                                           \
+        vstore16(c##r##0, 0, out + (size_t)(r)*f_out);                                             \
+        vstore16(c##r##1, 1, out + (size_t)(r)*f_out);                                             \
+    } while (0)
 
 /* y[p][f] for p < m, f < f_out = Σ_{i, q < kwc} xp[base(p) + i·wp·c + q]·wp_[(i·kwc + q)][f].
  * Global size (ceil(ldw/nb), ceil(m/mb)), local (1, 1); mb a multiple of 8, nb of 32, ldw (the
@@ -151,31 +175,40 @@ conv_fwd(int m, int ow, int ohw, int hp, int wp, int c, int kh, int kwc, int sh,
     int n0 = get_group_id(0) * nb, m0 = get_group_id(1) * mb;
     int m1 = min(m, m0 + mb), n1 = min(ldw, n0 + nb);
     size_t row_stride = (size_t)wp * c;
+    __local int base[CONV_MB_MAX];
+    conv_bases(m0, m1 - m0, ow, ohw, hp, wp, c, sh, sw, base);
     for (int j0 = n0; j0 < n1 && j0 < f_out; j0 += CONV_NR) {
+        int cols = min(CONV_NR, f_out - j0);
         for (int p = m0; p < m1; p += CONV_MR) {
-            int rows = min(CONV_MR, m1 - p), last = m - 1;
-            int o0 = conv_pixel_base(p, ow, ohw, hp, wp, c, sh, sw);
-            int o1 = conv_pixel_base(min(p + 1, last), ow, ohw, hp, wp, c, sh, sw);
-            int o2 = conv_pixel_base(min(p + 2, last), ow, ohw, hp, wp, c, sh, sw);
-            int o3 = conv_pixel_base(min(p + 3, last), ow, ohw, hp, wp, c, sh, sw);
-            int o4 = conv_pixel_base(min(p + 4, last), ow, ohw, hp, wp, c, sh, sw);
-            int o5 = conv_pixel_base(min(p + 5, last), ow, ohw, hp, wp, c, sh, sw);
-            int o6 = conv_pixel_base(min(p + 6, last), ow, ohw, hp, wp, c, sh, sw);
-            int o7 = conv_pixel_base(min(p + 7, last), ow, ohw, hp, wp, c, sh, sw);
+            int rows = min(CONV_MR, m1 - p), t = p - m0, l = rows - 1;
+            int o0 = base[t], o1 = base[t + min(1, l)], o2 = base[t + min(2, l)];
+            int o3 = base[t + min(3, l)], o4 = base[t + min(4, l)], o5 = base[t + min(5, l)];
+            int o6 = base[t + min(6, l)], o7 = base[t + min(7, l)];
             CONV_ACC_DECL;
-            __global const float *wr = wpk + j0;
+            __global const float *wr = wpk + (size_t)j0 * kh * kwc;
             for (int i = 0; i < kh; i++) {
                 __global const float *xr = xp + i * row_stride;
                 for (int q = 0; q < kwc; q++) {
                     float16 b0 = vload16(0, wr), b1 = vload16(1, wr);
                     CONV_STEP(xr + q);
-                    wr += ldw;
+                    wr += CONV_NR;
                 }
             }
-            float tile[CONV_MR * CONV_NR];
-            CONV_TILE_SPILL;
-            conv_tile_store(tile, rows, min(CONV_NR, f_out - j0), y + (size_t)p * f_out + j0,
-                            f_out);
+            __global float *out = y + (size_t)p * f_out + j0;
+            if (rows == CONV_MR && cols == CONV_NR) {
+                CONV_ROW_STORE(0);
+                CONV_ROW_STORE(1);
+                CONV_ROW_STORE(2);
+                CONV_ROW_STORE(3);
+                CONV_ROW_STORE(4);
+                CONV_ROW_STORE(5);
+                CONV_ROW_STORE(6);
+                CONV_ROW_STORE(7);
+            } else {
+                float tile[CONV_MR * CONV_NR];
+                CONV_TILE_SPILL;
+                conv_tile_store(tile, rows, cols, out, f_out);
+            }
         }
     }
 }
@@ -200,8 +233,7 @@ conv_dw(int m, int ow, int ohw, int hp, int wp, int c, int kwc, int kk, int sh, 
     int row_stride = wp * c;
     for (int p0 = pa; p0 < pb; p0 += CONV_CHUNK) {
         int np = min(CONV_CHUNK, pb - p0);
-        for (int t = 0; t < np; t++)
-            base[t] = conv_pixel_base(p0 + t, ow, ohw, hp, wp, c, sh, sw);
+        conv_bases(p0, np, ow, ohw, hp, wp, c, sh, sw, base);
         for (int r = r0; r < r1; r += CONV_MR) {
             int last = kk - 1;
             int o0 = (r / kwc) * row_stride + r % kwc;
