@@ -6,8 +6,8 @@
  * then, per op and shape, seconds per call and GFLOP/s (convolutions: 2·N·OH·OW·F·KH·KW·C
  * FLOPs, and the fraction of the peak) or GB/s (the memory-bound families: bytes read + written
  * once)
- *   {"op": "conv_fwd", "shape": "32x64x64x3 f32 k3x3 s1 valid", "ms": t, "gflops": g,
- *    "of_peak": g/p}
+ *   {"op": "conv_fwd", "shape": "32x64x64x3 f32 k3x3 s1 valid", "ms": t, "variant": "direct",
+ *    "gflops": g, "of_peak": g/p}
  * and the peak again at the end (the machine is shared: compare lines with the nearer peak).
  * The shapes are the seed CNN's at batch 32: conv 64×64×3 → 32 filters 3×3 valid, then a second
  * layer 31×31×32 → 64 filters 3×3 same; max pooling 2×2 of 62×62×32; batchnorm over
@@ -15,7 +15,10 @@
  * flip and crop. Each time is the best of at least five batches of back-to-back calls (~20 ms a
  * batch, ~0.5 s per line at most), warm-up untimed.
  *
- * Run: ./build/bench/bench-conv [--quick]   (--quick: the convolutions only;
+ * The convolutions run twice: the direct kernels CPU devices use ("variant": "direct") and the
+ * im2col + kern_gemm path of other devices ("gemm"), which --quick leaves out.
+ *
+ * Run: ./build/bench/bench-conv [--quick]   (--quick: the direct convolutions only;
  * TRAINYARD_DEVICE=<index> picks another device). */
 #include <math.h>
 #include <stdio.h>
@@ -35,6 +38,7 @@ struct bench {
     ocl_ctx *c;
     kern *k;
     double peak;
+    const char *variant; /* the conv path: "direct" or "gemm" (TRAINYARD_CONV) */
 };
 
 /* One op's call, with its buffers. */
@@ -151,8 +155,8 @@ static void report(struct bench *b, struct op *o, const char *shape, double flop
     }
     printf("{\"op\": \"%s\", \"shape\": \"%s\", \"ms\": %.3f", o->name, shape, t * 1e3);
     if (flops > 0)
-        printf(", \"gflops\": %.1f, \"of_peak\": %.2f", flops / t / 1e9,
-               b->peak > 0 ? flops / t / 1e9 / b->peak : 0.0);
+        printf(", \"variant\": \"%s\", \"gflops\": %.1f, \"of_peak\": %.2f", b->variant,
+               flops / t / 1e9, b->peak > 0 ? flops / t / 1e9 / b->peak : 0.0);
     else
         printf(", \"gbps\": %.1f", bytes / t / 1e9);
     printf("}\n");
@@ -258,10 +262,22 @@ int main(int argc, char **argv)
     print_peak(&b, threads);
     kern_conv l1 = {32, 64, 64, 3, 32, 3, 3, 1, 1, 0, 0, 62, 62};
     kern_conv l2 = {32, 31, 31, 32, 64, 3, 3, 1, 1, 1, 1, 31, 31};
+    b.variant = "direct";
     bench_conv(&b, l1, "valid");
     bench_conv(&b, l2, "same");
     if (!quick)
         bench_memory_bound(&b);
+    if (!quick) { /* the im2col + kern_gemm path, for comparison */
+        setenv("TRAINYARD_CONV", "gemm", 1);
+        kern_free(b.k);
+        if (kern_new(b.c, &b.k, err) < 0) {
+            fprintf(stderr, "bench-conv: %s\n", err);
+            return 1;
+        }
+        b.variant = "gemm";
+        bench_conv(&b, l1, "valid");
+        bench_conv(&b, l2, "same");
+    }
     double first = b.peak;
     print_peak(&b, threads);
     b.peak = first;
