@@ -14,35 +14,50 @@
 #define BN_BWD 1
 
 /* Column sums of rows [p·chunk, (p+1)·chunk) into part[p][col] and part[nparts + p][col]:
- * forward Σ(x − x[0]) and Σ(x − x[0])², backward Σdy and Σdy·(x − mean)·invstd.
- * Global size (c rounded up, nparts rounded up). */
-__kernel void bn_part(int mode, int rows, int c, int chunk, int nparts, __global const float *x,
-                      __global const float *dy, __global const float *mean,
-                      __global const float *invstd, __global float *part)
+ * forward Σ(x − x[0]) and Σ(x − x[0])², backward Σdy and Σdy·(x − mean)·invstd. One work-item
+ * per group walking its rows, 16 columns at a time; acc holds 2·c floats. Global size nparts,
+ * local 1. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+bn_part(int mode, int rows, int c, int chunk, int nparts, __global const float *x,
+        __global const float *dy, __global const float *mean, __global const float *invstd,
+        __global float *part, __local float *acc)
 {
-    int col = get_global_id(0), p = get_global_id(1);
-    if (col >= c || p >= nparts)
-        return;
-    int r0 = p * chunk, r1 = min(rows, r0 + chunk);
-    float s1 = 0.0f, s2 = 0.0f;
-    if (mode == BN_FWD) {
-        float shift = x[col];
-        for (int r = r0; r < r1; r++) {
-            float d = x[(size_t)r * c + col] - shift;
-            s1 += d;
-            s2 = fma(d, d, s2);
+    int p = get_global_id(0);
+    int r0 = p * chunk, r1 = min(rows, r0 + chunk), c16 = c / 16 * 16;
+    for (int e = 0; e < 2 * c; e++)
+        acc[e] = 0.0f;
+    /* fwd: shift = row 0, scale 1; bwd: shift = mean, scale = invstd */
+    __global const float *shift = mode == BN_FWD ? x : mean;
+    for (int r = r0; r < r1; r++) {
+        __global const float *xr = x + (size_t)r * c, *gr = dy + (size_t)r * c;
+        for (int col = 0; col < c16; col += 16) {
+            float16 d = vload16(0, xr + col) - vload16(0, shift + col);
+            float16 g = d;
+            if (mode == BN_BWD) {
+                g = vload16(0, gr + col);
+                d = g * (d * vload16(0, invstd + col));
+            } else {
+                d = d * d;
+            }
+            vstore16(vload16(0, acc + col) + g, 0, acc + col);
+            vstore16(vload16(0, acc + c + col) + d, 0, acc + c + col);
         }
-    } else {
-        float m = mean[col], is = invstd[col];
-        for (int r = r0; r < r1; r++) {
-            size_t e = (size_t)r * c + col;
-            float g = dy[e];
-            s1 += g;
-            s2 = fma(g, (x[e] - m) * is, s2);
+        for (int col = c16; col < c; col++) {
+            float d = xr[col] - shift[col], g = d;
+            if (mode == BN_BWD) {
+                g = gr[col];
+                d = g * (d * invstd[col]);
+            } else {
+                d = d * d;
+            }
+            acc[col] += g;
+            acc[c + col] += d;
         }
     }
-    part[(size_t)p * c + col] = s1;
-    part[(size_t)(nparts + p) * c + col] = s2;
+    for (int col = 0; col < c; col++) {
+        part[(size_t)p * c + col] = acc[col];
+        part[(size_t)(nparts + p) * c + col] = acc[c + col];
+    }
 }
 
 /* The two sums of column col over the parts, added in part order. */
@@ -85,31 +100,53 @@ __kernel void bn_grads(int c, int nparts, __global const float *part, __global f
     dgamma[col] = s.y;
 }
 
-/* y = gamma·(x − mean)·invstd + beta, where invstd = stat (training) or 1/sqrt(stat + eps) (the
- * moving variance, inference). Global size (c rounded up, rows rounded up). */
-__kernel void bn_apply(int rows, int c, int stat_is_var, float eps, __global const float *x,
-                       __global const float *gamma, __global const float *beta,
-                       __global const float *mean, __global const float *stat, __global float *y)
+/* y = gamma·(x − mean)·invstd + beta over rows [p·chunk, (p+1)·chunk), where invstd = stat
+ * (training) or 1/sqrt(stat + eps) (the moving variance, inference), kept per column in k (c
+ * floats of __local). Global size ceil(rows/chunk), local 1. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+bn_apply(int rows, int c, int chunk, int stat_is_var, float eps, __global const float *x,
+         __global const float *gamma, __global const float *beta, __global const float *mean,
+         __global const float *stat, __global float *y, __local float *k)
 {
-    int col = get_global_id(0), r = get_global_id(1);
-    if (col >= c || r >= rows)
-        return;
-    float is = stat_is_var ? 1.0f / sqrt(stat[col] + eps) : stat[col];
-    size_t e = (size_t)r * c + col;
-    y[e] = fma(gamma[col] * is, x[e] - mean[col], beta[col]);
+    int p = get_global_id(0);
+    int r0 = p * chunk, r1 = min(rows, r0 + chunk), c16 = c / 16 * 16;
+    for (int col = 0; col < c; col++)
+        k[col] = gamma[col] * (stat_is_var ? 1.0f / sqrt(stat[col] + eps) : stat[col]);
+    for (int r = r0; r < r1; r++) {
+        __global const float *xr = x + (size_t)r * c;
+        __global float *yr = y + (size_t)r * c;
+        for (int col = 0; col < c16; col += 16)
+            vstore16(fma(vload16(0, k + col), vload16(0, xr + col) - vload16(0, mean + col),
+                         vload16(0, beta + col)),
+                     0, yr + col);
+        for (int col = c16; col < c; col++)
+            yr[col] = fma(k[col], xr[col] - mean[col], beta[col]);
+    }
 }
 
-/* dx = gamma·invstd·(dy − dbeta/rows − x̂·dgamma/rows). Global size (c, rows), rounded up. */
-__kernel void bn_bwd_apply(int rows, int c, __global const float *x, __global const float *dy,
-                           __global const float *gamma, __global const float *mean,
-                           __global const float *invstd, __global const float *dgamma,
-                           __global const float *dbeta, __global float *dx)
+/* dx = gamma·invstd·(dy − dbeta/rows − x̂·dgamma/rows) over rows [p·chunk, (p+1)·chunk).
+ * Global size ceil(rows/chunk), local 1. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+bn_bwd_apply(int rows, int c, int chunk, __global const float *x, __global const float *dy,
+             __global const float *gamma, __global const float *mean, __global const float *invstd,
+             __global const float *dgamma, __global const float *dbeta, __global float *dx)
 {
-    int col = get_global_id(0), r = get_global_id(1);
-    if (col >= c || r >= rows)
-        return;
-    float is = invstd[col], inv_rows = 1.0f / (float)rows;
-    size_t e = (size_t)r * c + col;
-    float xhat = (x[e] - mean[col]) * is;
-    dx[e] = gamma[col] * is * (dy[e] - dbeta[col] * inv_rows - xhat * dgamma[col] * inv_rows);
+    int p = get_global_id(0);
+    int r0 = p * chunk, r1 = min(rows, r0 + chunk), c16 = c / 16 * 16;
+    float inv_rows = 1.0f / (float)rows;
+    for (int r = r0; r < r1; r++) {
+        size_t e = (size_t)r * c;
+        for (int col = 0; col < c16; col += 16) {
+            float16 is = vload16(0, invstd + col);
+            float16 xhat = (vload16(0, x + e + col) - vload16(0, mean + col)) * is;
+            float16 g = vload16(0, dy + e + col) - vload16(0, dbeta + col) * inv_rows -
+                        xhat * vload16(0, dgamma + col) * inv_rows;
+            vstore16(vload16(0, gamma + col) * is * g, 0, dx + e + col);
+        }
+        for (int col = c16; col < c; col++) {
+            float is = invstd[col], xhat = (x[e + col] - mean[col]) * is;
+            dx[e + col] = gamma[col] * is *
+                          (dy[e + col] - dbeta[col] * inv_rows - xhat * dgamma[col] * inv_rows);
+        }
+    }
 }

@@ -1,15 +1,84 @@
 /* pool.cl: max and average pooling over NHWC (kern_pool2d_fwd / kern_pool2d_bwd).
  *
- * Forward: one work-item per output element (channel fastest, so neighbouring work-items read
- * neighbouring floats), walking its window over the cells inside the image. Max records the flat
- * input index it took (the first maximum in row-major window order); a window with no cell inside
- * gives 0 and index −1. Average divides by the number of cells inside (Keras' `same` rule).
- * Backward gathers instead of scattering: one work-item per input element adds the dy of every
+ * CPU-shaped like gemm_cpu: one work-item per work-group, each group one row of the output
+ * (forward) or of the input (backward) of one image, walking its pixels with the channels,
+ * consecutive in NHWC, 16 at a time in float16 (the rest one by one). Forward takes each window's
+ * cells inside the image: max keeps the first largest and records its flat input index, avg
+ * divides by the number of cells inside (Keras' `same` rule); a window with no cell inside gives
+ * 0 and index −1. Backward gathers instead of scattering: each input element adds the dy of every
  * window that covers it (max: only where argmax names this element; avg: dy/count), in a fixed
  * order, so overlapping windows need no atomics and the result is deterministic. */
 
 #define POOL_MAX 0
 #define POOL_AVG 1
+
+/* Output row (n, oy) for every ox and channel. Global size N·OH, local 1. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+pool_fwd(int mode, int h, int w, int c, int kh, int kw, int sh, int sw, int pt, int pl, int oh,
+         int ow, __global const float *x, __global float *y, int has_arg, __global int *argmax)
+{
+    int row = get_global_id(0), n = row / oh, oy = row % oh;
+    int y0 = oy * sh - pt, ya = max(y0, 0), yb = min(y0 + kh, h);
+    for (int ox = 0; ox < ow; ox++) {
+        int x0 = ox * sw - pl, xa = max(x0, 0), xb = min(x0 + kw, w);
+        size_t o = ((size_t)row * ow + ox) * c;
+        int cells = max(yb - ya, 0) * max(xb - xa, 0);
+        int ch = 0;
+        for (; ch + 16 <= c; ch += 16) {
+            float16 best = 0.0f, sum = 0.0f;
+            int16 arg = -1;
+            int first = 1;
+            for (int yy = ya; yy < yb; yy++)
+                for (int xx = xa; xx < xb; xx++) {
+                    int e = ((n * h + yy) * w + xx) * c + ch;
+                    float16 v = vload16(0, x + e);
+                    if (mode == POOL_AVG) {
+                        sum += v;
+                    } else if (first) {
+                        best = v;
+                        arg = (int16)(e) +
+                              (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+                        first = 0;
+                    } else {
+                        int16 take = v > best;
+                        best = select(best, v, take);
+                        arg = select(arg,
+                                     (int16)(e) + (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+                                                          13, 14, 15),
+                                     take);
+                    }
+                }
+            if (mode == POOL_AVG) {
+                vstore16(cells ? sum / (float)cells : (float16)0.0f, 0, y + o + ch);
+            } else {
+                vstore16(best, 0, y + o + ch);
+                if (has_arg)
+                    vstore16(arg, 0, argmax + o + ch);
+            }
+        }
+        for (; ch < c; ch++) {
+            float best = 0.0f, sum = 0.0f;
+            int arg = -1;
+            for (int yy = ya; yy < yb; yy++)
+                for (int xx = xa; xx < xb; xx++) {
+                    int e = ((n * h + yy) * w + xx) * c + ch;
+                    float v = x[e];
+                    sum += v;
+                    if (arg < 0 || v > best) {
+                        best = v;
+                        arg = e;
+                    }
+                }
+            if (mode == POOL_AVG) {
+                y[o + ch] = cells ? sum / (float)cells : 0.0f;
+            } else {
+                y[o + ch] = best;
+                if (has_arg)
+                    argmax[o + ch] = arg;
+            }
+        }
+    }
+}
 
 /* Cells of the window at (oy, ox) inside the image. */
 static inline int pool_count(int h, int w, int kh, int kw, int sh, int sw, int pt, int pl, int oy,
@@ -20,63 +89,46 @@ static inline int pool_count(int h, int w, int kh, int kw, int sh, int sw, int p
     return ny > 0 && nx > 0 ? ny * nx : 0;
 }
 
-/* Global size (C rounded up, N·OH·OW rounded up). */
-__kernel void pool_fwd(int mode, int nout, int h, int w, int c, int kh, int kw, int sh, int sw,
-                       int pt, int pl, int oh, int ow, __global const float *x, __global float *y,
-                       int has_arg, __global int *argmax)
+/* Input row (n, yy) for every xx and channel. Global size N·H, local 1. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+pool_bwd(int mode, int h, int w, int c, int kh, int kw, int sh, int sw, int pt, int pl, int oh,
+         int ow, __global const float *dy, __global const int *argmax, __global float *dx)
 {
-    int ch = get_global_id(0), o = get_global_id(1);
-    if (ch >= c || o >= nout)
-        return;
-    int ox = o % ow, t = o / ow, oy = t % oh, n = t / oh;
-    int y0 = oy * sh - pt, x0 = ox * sw - pl;
-    int ya = max(y0, 0), yb = min(y0 + kh, h), xa = max(x0, 0), xb = min(x0 + kw, w);
-    float best = 0.0f, sum = 0.0f;
-    int arg = -1;
-    for (int yy = ya; yy < yb; yy++)
-        for (int xx = xa; xx < xb; xx++) {
-            int e = ((n * h + yy) * w + xx) * c + ch;
-            float v = x[e];
-            if (mode == POOL_AVG) {
-                sum += v;
-            } else if (arg < 0 || v > best) {
-                best = v;
-                arg = e;
-            }
-        }
-    size_t oe = (size_t)o * c + ch;
-    if (mode == POOL_AVG) {
-        int cnt = (yb - ya) * (xb - xa);
-        y[oe] = yb > ya && xb > xa ? sum / (float)cnt : 0.0f;
-    } else {
-        y[oe] = best;
-        if (has_arg)
-            argmax[oe] = arg;
-    }
-}
-
-/* Global size (C rounded up, N·H·W rounded up). */
-__kernel void pool_bwd(int mode, int npix, int h, int w, int c, int kh, int kw, int sh, int sw,
-                       int pt, int pl, int oh, int ow, __global const float *dy,
-                       __global const int *argmax, __global float *dx)
-{
-    int ch = get_global_id(0), p = get_global_id(1);
-    if (ch >= c || p >= npix)
-        return;
-    int xx = p % w, t = p / w, yy = t % h, n = t / h;
-    int e = p * c + ch;
-    /* Windows covering yy: oy·sh − pt ≤ yy ≤ oy·sh − pt + kh − 1. */
-    int ty = yy + pt - kh + 1, tx = xx + pl - kw + 1;
+    int row = get_global_id(0), n = row / h, yy = row % h;
+    /* windows covering yy: oy·sh − pt ≤ yy ≤ oy·sh − pt + kh − 1 */
+    int ty = yy + pt - kh + 1;
     int oya = ty <= 0 ? 0 : (ty + sh - 1) / sh, oyb = min((yy + pt) / sh, oh - 1);
-    int oxa = tx <= 0 ? 0 : (tx + sw - 1) / sw, oxb = min((xx + pl) / sw, ow - 1);
-    float s = 0.0f;
-    for (int oy = oya; oy <= oyb; oy++)
-        for (int ox = oxa; ox <= oxb; ox++) {
-            size_t oe = (size_t)((n * oh + oy) * ow + ox) * c + ch;
-            if (mode == POOL_AVG)
-                s += dy[oe] / (float)pool_count(h, w, kh, kw, sh, sw, pt, pl, oy, ox);
-            else if (argmax[oe] == e)
-                s += dy[oe];
+    for (int xx = 0; xx < w; xx++) {
+        int tx = xx + pl - kw + 1;
+        int oxa = tx <= 0 ? 0 : (tx + sw - 1) / sw, oxb = min((xx + pl) / sw, ow - 1);
+        int e0 = ((n * h + yy) * w + xx) * c;
+        int ch = 0;
+        for (; ch + 16 <= c; ch += 16) {
+            float16 s = 0.0f;
+            int16 me =
+                (int16)(e0 + ch) + (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            for (int oy = oya; oy <= oyb; oy++)
+                for (int ox = oxa; ox <= oxb; ox++) {
+                    size_t o = ((size_t)(n * oh + oy) * ow + ox) * c + ch;
+                    float16 g = vload16(0, dy + o);
+                    if (mode == POOL_AVG)
+                        s += g / (float)pool_count(h, w, kh, kw, sh, sw, pt, pl, oy, ox);
+                    else
+                        s += select((float16)0.0f, g, vload16(0, argmax + o) == me);
+                }
+            vstore16(s, 0, dx + e0 + ch);
         }
-    dx[e] = s;
+        for (; ch < c; ch++) {
+            float s = 0.0f;
+            for (int oy = oya; oy <= oyb; oy++)
+                for (int ox = oxa; ox <= oxb; ox++) {
+                    size_t o = ((size_t)(n * oh + oy) * ow + ox) * c + ch;
+                    if (mode == POOL_AVG)
+                        s += dy[o] / (float)pool_count(h, w, kh, kw, sh, sw, pt, pl, oy, ox);
+                    else if (argmax[o] == e0 + ch)
+                        s += dy[o];
+                }
+            dx[e0 + ch] = s;
+        }
+    }
 }

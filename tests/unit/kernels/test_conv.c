@@ -17,7 +17,8 @@
  * - finite differences (central, in double over the references' float outputs, of the random
  *   linear functional L = Σ r·out): linear ops 1e-3 of the largest gradient checked, batchnorm
  *   1e-2 (h 1e-2, its curvature).
- * Determinism: a repeated call gives the same bits. Exits 77 without an OpenCL device. */
+ * Determinism: a repeated call gives the same bits. The convolutions run through both the direct
+ * kernels and the im2col + GEMM path (TRAINYARD_CONV). Exits 77 without an OpenCL device. */
 #include "tests/unit/check.h"
 #include "tests/unit/kernels/cltest.h"
 
@@ -177,11 +178,22 @@ static const struct conv_case conv_cases[] = {
     {1, 17, 17, 16, 40, 3, 3, 2, 2, 1}, {0, 5, 5, 3, 4, 3, 3, 1, 1, 0},
 };
 
+/* Every geometry through both paths: the direct kernels (CPU devices) and im2col + kern_gemm
+ * (other devices), forced in turn with TRAINYARD_CONV on a fresh kern. */
 static void test_conv(void)
 {
-    for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++)
-        test_conv_case(&conv_cases[i]);
-    printf("conv: %zu geometries\n", sizeof conv_cases / sizeof conv_cases[0]);
+    static const char *variants[] = {"direct", "gemm"};
+    for (int v = 0; v < 2; v++) {
+        char err[ERR_LEN];
+        setenv("TRAINYARD_CONV", variants[v], 1);
+        kern_free(T.k);
+        if (kern_new(T.c, &T.k, err) < 0)
+            cltest_die("creating the kernels", err);
+        for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++)
+            test_conv_case(&conv_cases[i]);
+        printf("conv %s: %zu geometries\n", variants[v], sizeof conv_cases / sizeof conv_cases[0]);
+    }
+    unsetenv("TRAINYARD_CONV");
 }
 
 /* Wrong sizes are refused before anything runs. */
