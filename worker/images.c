@@ -97,6 +97,11 @@ int images_set_classes(image_set *s, int n_classes, char *const *names, char *er
     return 0;
 }
 
+int images_strcmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 const char *images_basename(const char *path)
 {
     const char *slash = strrchr(path, '/');
