@@ -134,8 +134,13 @@ static int dec_png_run(const char *data, size_t len, const char *name, decode_sh
 
 /* ---- JPEG ---------------------------------------------------------------------------------- */
 
+/* A progressive JPEG may hold any number of scans, each a pass over the whole image: a small
+ * file could cost minutes. Real encoders write about ten; more than this is refused. */
+#define DECODE_MAX_SCANS 100
+
 typedef struct dec_jpeg {
     struct jpeg_error_mgr pub; /* first: libjpeg hands back a pointer to it */
+    struct jpeg_progress_mgr progress;
     jmp_buf jump;
     char msg[JMSG_LENGTH_MAX];
 } dec_jpeg;
@@ -153,6 +158,16 @@ static void dec_jpeg_emit(j_common_ptr ci, int level)
         ci->err->error_exit(ci);
 }
 
+static void dec_jpeg_progress(j_common_ptr ci)
+{
+    j_decompress_ptr d = (j_decompress_ptr)ci;
+    if (d->input_scan_number > DECODE_MAX_SCANS) {
+        dec_jpeg *e = (dec_jpeg *)ci->err;
+        snprintf(e->msg, sizeof e->msg, "a JPEG of more than %d scans", DECODE_MAX_SCANS);
+        longjmp(e->jump, 1);
+    }
+}
+
 /* As dec_png_steps(), for JPEG. ci is zeroed but for its error manager. */
 static int dec_jpeg_steps(struct jpeg_decompress_struct *ci, dec_jpeg *e, const char *data,
                           size_t len, decode_shape *got, const decode_shape *want,
@@ -161,6 +176,7 @@ static int dec_jpeg_steps(struct jpeg_decompress_struct *ci, dec_jpeg *e, const 
     if (setjmp(e->jump))
         return -1;
     jpeg_create_decompress(ci);
+    ci->progress = &e->progress;
     jpeg_mem_src(ci, (const unsigned char *)data, (unsigned long)len);
     jpeg_read_header(ci, TRUE);
     if (decode_check_size((long)ci->image_width, (long)ci->image_height, e->msg) < 0)
@@ -203,6 +219,7 @@ static int dec_jpeg_run(const char *data, size_t len, const char *name, decode_s
     ci.err = jpeg_std_error(&e.pub);
     e.pub.error_exit = dec_jpeg_exit;
     e.pub.emit_message = dec_jpeg_emit;
+    e.progress.progress_monitor = dec_jpeg_progress;
     int rc = 0;
     if (dec_jpeg_steps(&ci, &e, data, len, got, want, out) < 0)
         rc = err_set(err, -EINVAL, "%s: %s", name, e.msg);

@@ -333,8 +333,11 @@ static inline void ib_png(dynbuf *b, int w, int h, int color_type, int depth, in
     free(rows);
 }
 
-/* A baseline JPEG (quality 95) of w × h × c (1 grey, 3 RGB, 4 CMYK) from packed samples. */
-static inline void ib_jpeg(dynbuf *b, int w, int h, int c, const unsigned char *samples)
+/* A baseline JPEG (quality 95) of w × h × c (1 grey, 3 RGB, 4 CMYK) from packed samples; with
+ * many_scans (c = 3 only), a progressive one of 190 scans: the DC of all three components, then
+ * each component's 63 AC coefficients one scan each. */
+static inline void ib_jpeg_scans(dynbuf *b, int w, int h, int c, const unsigned char *samples,
+                                 int many_scans)
 {
     struct jpeg_compress_struct cinfo;
     struct jpeg_error_mgr jerr;
@@ -349,6 +352,14 @@ static inline void ib_jpeg(dynbuf *b, int w, int h, int c, const unsigned char *
     cinfo.in_color_space = c == 1 ? JCS_GRAYSCALE : c == 3 ? JCS_RGB : JCS_CMYK;
     jpeg_set_defaults(&cinfo);
     jpeg_set_quality(&cinfo, 95, TRUE);
+    static jpeg_scan_info scans[1 + 3 * 63];
+    if (many_scans) {
+        scans[0] = (jpeg_scan_info){3, {0, 1, 2, 0}, 0, 0, 0, 0};
+        for (int k = 0; k < 3 * 63; k++)
+            scans[1 + k] = (jpeg_scan_info){1, {k / 63, 0, 0, 0}, 1 + k % 63, 1 + k % 63, 0, 0};
+        cinfo.scan_info = scans;
+        cinfo.num_scans = 1 + 3 * 63;
+    }
     jpeg_start_compress(&cinfo, TRUE);
     while (cinfo.next_scanline < cinfo.image_height) {
         JSAMPROW row = (JSAMPROW)(samples + (size_t)cinfo.next_scanline * (size_t)w * (size_t)c);
@@ -358,6 +369,11 @@ static inline void ib_jpeg(dynbuf *b, int w, int h, int c, const unsigned char *
     jpeg_destroy_compress(&cinfo);
     ib_add(b, mem, size);
     free(mem);
+}
+
+static inline void ib_jpeg(dynbuf *b, int w, int h, int c, const unsigned char *samples)
+{
+    ib_jpeg_scans(b, w, h, c, samples, 0);
 }
 
 #endif

@@ -394,6 +394,11 @@ static void test_mnist(void)
     ib_tar_file(&b, "train-images-idx3-ubyte.gz", dynbuf_str(&z), dynbuf_len(&z) - 12);
     ib_tar_end(&b);
     expect_error(&b, IMAGES_FMT_MNIST, -EINVAL, "corrupt train-images-idx3-ubyte.gz");
+    dynbuf_reset(&b); /* a gzip trailer that claims 1 GiB */
+    memcpy((char *)dynbuf_str(&z) + dynbuf_len(&z) - 4, "\0\0\0\x40", 4);
+    ib_tar_file(&b, "train-images-idx3-ubyte.gz", dynbuf_str(&z), dynbuf_len(&z));
+    ib_tar_end(&b);
+    expect_error(&b, IMAGES_FMT_MNIST, -EINVAL, "compressed bytes cannot hold 1073741824");
     dynbuf_free(&z);
     dynbuf_free(&l);
     dynbuf_free(&f);
@@ -607,6 +612,12 @@ static void test_npz_corrupt(void)
     if (cd)
         cd[20] = (char)(cd[20] - 5);
     expect_error(&b, IMAGES_FMT_NPZ, -EINVAL, "corrupt x.npy");
+    /* A deflated member that claims more than deflate can give: refused before allocating. */
+    if (cd) {
+        cd[20] = (char)(cd[20] + 5);
+        memcpy(cd + 24, "\xff\xff\xff\x7f", 4);
+    }
+    expect_error(&b, IMAGES_FMT_NPZ, -EINVAL, "compressed bytes cannot hold 2147483647");
 
     /* Data shorter than the shape. */
     dynbuf_reset(&b);
@@ -896,6 +907,12 @@ static void test_folders(void)
     ib_tar_file(&b, "cats/cut.jpg", dynbuf_str(&f), dynbuf_len(&f) - 20);
     ib_tar_end(&b);
     expect_error(&b, IMAGES_FMT_FOLDERS, -EINVAL, "cats/cut.jpg: Premature end of JPEG file");
+    dynbuf_reset(&f);
+    ib_jpeg_scans(&f, FW, FH, 3, px, 1);
+    dynbuf_reset(&b);
+    ib_tar_file(&b, "cats/scans.jpg", dynbuf_str(&f), dynbuf_len(&f));
+    ib_tar_end(&b);
+    expect_error(&b, IMAGES_FMT_FOLDERS, -EINVAL, "cats/scans.jpg: a JPEG of more than 100 scans");
     dynbuf_reset(&b);
     ib_tar_file(&b, "cats/1.png", "GIF89a", 6);
     ib_tar_end(&b);
