@@ -538,9 +538,8 @@ int images_load(const char *data, size_t len, int format, image_set **train, ima
         rc = mnist_load(data, len, &tr, &te, err);
         break;
     case IMAGES_FMT_NPY:
-        return err_set(err, -EINVAL,
-                       "a .npy file holds one array, so no labels: save the images and labels "
-                       "together with numpy.savez(path, x=images, y=labels) and use format npz");
+        rc = npy_tar_load(data, len, &tr, &te, err);
+        break;
     case IMAGES_FMT_NPZ:
         rc = npz_load(data, len, &tr, &te, err);
         break;

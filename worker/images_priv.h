@@ -40,4 +40,7 @@ int images_folder_load(const char *data, size_t len, image_set **out, char *err)
 /* Reads an npz (format 4); see images.h. */
 int npz_load(const char *data, size_t len, image_set **train, image_set **test, char *err);
 
+/* Reads a tar of .npy files (format 3); see images.h. */
+int npy_tar_load(const char *data, size_t len, image_set **train, image_set **test, char *err);
+
 #endif

@@ -32,8 +32,8 @@ int zinflate_exact(const char *in, size_t in_len, int kind, size_t out_len, cons
 {
     z_stream z;
     memset(&z, 0, sizeof z);
-    if (in_len < (out_len - (out_len < ZINFLATE_SLACK ? out_len : ZINFLATE_SLACK)) /
-                     ZINFLATE_MAX_RATIO)
+    if (in_len <
+        (out_len - (out_len < ZINFLATE_SLACK ? out_len : ZINFLATE_SLACK)) / ZINFLATE_MAX_RATIO)
         return err_set(err, -EINVAL, "corrupt %s: %zu compressed bytes cannot hold %zu", what,
                        in_len, out_len);
     char *buf = malloc(out_len + 1);

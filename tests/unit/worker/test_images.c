@@ -581,6 +581,55 @@ static void test_npz(void)
     dynbuf_free(&b);
 }
 
+/* Format npy: the same arrays as .npy files in a tar. */
+static void test_npy_tar(void)
+{
+    dynbuf b, f;
+    image_set *tr, *te;
+    unsigned char px[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uint16_t y[2] = {0, 2};
+    dynbuf_init(&b, IB_MAX);
+    dynbuf_init(&f, IB_MAX);
+    ib_npy(&f, "|u1", (uint64_t[]){2, 2, 2}, 3, px, 8);
+    ib_tar_file(&b, "arrays/x_train.npy", dynbuf_str(&f), dynbuf_len(&f));
+    ib_tar_file(&b, "arrays/x_test.npy", dynbuf_str(&f), dynbuf_len(&f));
+    dynbuf_reset(&f);
+    ib_npy(&f, "<u2", (uint64_t[]){2}, 1, y, sizeof y);
+    ib_tar_file(&b, "arrays/y_train.npy", dynbuf_str(&f), dynbuf_len(&f));
+    ib_tar_file(&b, "arrays/y_test.npy", dynbuf_str(&f), dynbuf_len(&f));
+    ib_tar_file(&b, "arrays/notes.txt", "x", 1);
+    ib_tar_end(&b);
+    CHECK_INT(load(&b, IMAGES_FMT_NPY, &tr, &te), 0);
+    if (tr && te) {
+        CHECK_INT(tr->n, 2);
+        CHECK_INT(tr->h, 2);
+        CHECK_INT(tr->c, 1);
+        CHECK(memcmp(tr->pixels, px, 8) == 0);
+        CHECK_INT(tr->labels[1], 2);
+        CHECK_INT(tr->n_classes, 3);
+        CHECK_INT(te->n, 2);
+    }
+    image_set_free(tr);
+    image_set_free(te);
+
+    dynbuf_reset(&b);
+    dynbuf_reset(&f);
+    ib_npy(&f, "|u1", (uint64_t[]){2, 2, 2}, 3, px, 8);
+    ib_tar_file(&b, "x.npy", dynbuf_str(&f), dynbuf_len(&f));
+    ib_tar_file(&b, "labels.npy", dynbuf_str(&f), dynbuf_len(&f));
+    ib_tar_end(&b);
+    expect_error(&b, IMAGES_FMT_NPY, -EINVAL,
+                 "the tar holds no y.npy; it needs x and y, or x_train and y_train (and x_test "
+                 "with y_test); other members: labels.npy");
+    dynbuf_reset(&b);
+    ib_tar_file(&b, "a/x.npy", dynbuf_str(&f), dynbuf_len(&f));
+    ib_tar_file(&b, "b/x.npy", dynbuf_str(&f), dynbuf_len(&f));
+    ib_tar_end(&b);
+    expect_error(&b, IMAGES_FMT_NPY, -EINVAL, "the tar holds two x.npy files");
+    dynbuf_free(&f);
+    dynbuf_free(&b);
+}
+
 /* Zip-level and npy-level corruption of a good archive. */
 static void test_npz_corrupt(void)
 {
@@ -693,10 +742,10 @@ static void test_npz_corrupt(void)
     expect_error(&f, IMAGES_FMT_NPZ, -EINVAL,
                  "not an npz (zip) archive: no end of central directory record");
 
-    /* A single .npy: no labels. */
+    /* A lone .npy: no labels. */
     expect_error(&f, IMAGES_FMT_NPY, -EINVAL,
-                 "a .npy file holds one array, so no labels: save the images and labels "
-                 "together with numpy.savez");
+                 "a lone .npy file holds one array, so no labels: put x.npy and y.npy in a tar "
+                 "(format npy), or save both with numpy.savez");
     expect_error(&f, IMAGES_FMT_CSV, -EINVAL, "format 0 is not an image format");
     dynbuf_free(&f);
     dynbuf_free(&b);
@@ -938,6 +987,7 @@ int main(void)
     test_mnist();
     test_npz();
     test_npz_corrupt();
+    test_npy_tar();
     test_folders();
     return check_exit();
 }

@@ -1,9 +1,9 @@
 /* Fault tests of worker/images: each format (a CIFAR-10 tar with class names and a test batch,
  * an MNIST tar with gzipped members and a test set, an npz with stored and deflated members and
- * a test set, an image-folder tar of PNG and JPEG files) loaded with the n-th allocation
- * failing for every n until a run completes untouched. A failing load must return -ENOMEM with
- * a message and no sets; a completed one must give the same sets as the untouched run; ASan's
- * leak check sees whatever a failing path forgot to free. (libpng's and libjpeg's own
+ * a test set, a tar of .npy files, an image-folder tar of PNG and JPEG files) loaded with the n-th
+ * allocation failing for every n until a run completes untouched. A failing load must return
+ * -ENOMEM with a message and no sets; a completed one must give the same sets as the untouched run;
+ * ASan's leak check sees whatever a failing path forgot to free. (libpng's and libjpeg's own
  * allocations are theirs, not counted: only our references to malloc are wrapped.) */
 #include "worker/images.h"
 
@@ -122,6 +122,22 @@ static void test_npz(dynbuf *b)
     fail_each("npz", b, IMAGES_FMT_NPZ, 10);
 }
 
+static void test_npy_tar(dynbuf *b)
+{
+    dynbuf f;
+    unsigned char px[12] = {1, 2, 3};
+    int32_t y[3] = {2, 1, 0};
+    dynbuf_init(&f, IB_MAX);
+    ib_npy(&f, "|u1", (uint64_t[]){3, 2, 2}, 3, px, sizeof px);
+    ib_tar_file(b, "x.npy", dynbuf_str(&f), dynbuf_len(&f));
+    dynbuf_reset(&f);
+    ib_npy(&f, "<i4", (uint64_t[]){3, 1}, 2, y, sizeof y);
+    ib_tar_file(b, "y.npy", dynbuf_str(&f), dynbuf_len(&f));
+    ib_tar_end(b);
+    dynbuf_free(&f);
+    fail_each("npy tar", b, IMAGES_FMT_NPY, 4);
+}
+
 static void test_folders(dynbuf *b)
 {
     unsigned char px[5 * 4 * 3];
@@ -156,6 +172,8 @@ int main(void)
     test_mnist(&b);
     dynbuf_reset(&b);
     test_npz(&b);
+    dynbuf_reset(&b);
+    test_npy_tar(&b);
     dynbuf_reset(&b);
     test_folders(&b);
     dynbuf_free(&b);
