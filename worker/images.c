@@ -97,6 +97,11 @@ int images_set_classes(image_set *s, int n_classes, char *const *names, char *er
     return 0;
 }
 
+int images_strcmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 const char *images_basename(const char *path)
 {
     const char *slash = strrchr(path, '/');
@@ -533,9 +538,8 @@ int images_load(const char *data, size_t len, int format, image_set **train, ima
         rc = mnist_load(data, len, &tr, &te, err);
         break;
     case IMAGES_FMT_NPY:
-        return err_set(err, -EINVAL,
-                       "a .npy file holds one array, so no labels: save the images and labels "
-                       "together with numpy.savez(path, x=images, y=labels) and use format npz");
+        rc = npy_tar_load(data, len, &tr, &te, err);
+        break;
     case IMAGES_FMT_NPZ:
         rc = npz_load(data, len, &tr, &te, err);
         break;

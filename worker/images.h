@@ -12,8 +12,8 @@
  *   t10k-images-idx3-ubyte / t10k-labels-idx1-ubyte as the test set), each possibly gzipped
  *   inside the tar (a ".gz" name). A bare IDX file is not read: the images and their labels are
  *   two files, and a URL names one. Classes: one per label value, 0 .. the largest label.
- * - NumPy .npy (3): refused. One .npy holds one array, so no labels; save x and y together
- *   with numpy.savez and use npz.
+ * - NumPy .npy (3): a tar holding the same arrays as npz below, as .npy files in any folder
+ *   (x.npy and y.npy, or x_train.npy ...). A lone .npy is refused: one array has no labels.
  * - NumPy .npz (4): a zip (stored or deflated members, no zip64) holding x.npy and y.npy, or
  *   x_train.npy and y_train.npy (and x_test.npy / y_test.npy as the test set). x: uint8 ('|u1')
  *   or float32 ('<f4'), C order, shape (n, h, w) (then c = 1) or (n, h, w, c); y: integers

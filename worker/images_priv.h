@@ -28,6 +28,9 @@ int images_set_classes(image_set *s, int n_classes, char *const *names, char *er
  * names the format in messages. -EINVAL for a label below 0 or past DATASET_MAX_CLASSES - 1. */
 int images_labels_classes(image_set *train, image_set *test, const char *what, char *err);
 
+/* strcmp() on two char * array elements, for qsort() and bsearch(). */
+int images_strcmp(const void *a, const void *b);
+
 /* The last path component of a '/'-separated path. */
 const char *images_basename(const char *path);
 
@@ -36,5 +39,8 @@ int images_folder_load(const char *data, size_t len, image_set **out, char *err)
 
 /* Reads an npz (format 4); see images.h. */
 int npz_load(const char *data, size_t len, image_set **train, image_set **test, char *err);
+
+/* Reads a tar of .npy files (format 3); see images.h. */
+int npy_tar_load(const char *data, size_t len, image_set **train, image_set **test, char *err);
 
 #endif

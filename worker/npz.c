@@ -1,5 +1,6 @@
 /* npz: NumPy's .npz archives (a zip of .npy files, as numpy.savez and numpy.savez_compressed
- * write them) into image sets; see images.h for what is accepted.
+ * write them), and tars of .npy files (format npy), into image sets; see images.h for what is
+ * accepted. Both find the same members by name and share everything after that.
  *
  * Zip: the end-of-central-directory record is found by scanning back from the end (over at most
  * a 65535-byte comment); each central-directory entry gives a member's method, CRC-32, sizes and
@@ -26,6 +27,7 @@
 #include "util/err.h"
 #include "worker/dataset.h"
 #include "worker/images_priv.h"
+#include "worker/tar.h"
 #include "worker/zinflate.h"
 
 #define NPY_MAX_DIMS 8
@@ -39,7 +41,7 @@ static const char *const npz_names[NPZ_MEMBERS] = {"x.npy",       "y.npy",      
 
 /* A member as the central directory describes it. */
 typedef struct zip_member {
-    int found, method;
+    int found, method, has_crc; /* has_crc: 0 for a tar member (tar keeps no checksum) */
     uint32_t crc;
     size_t comp, size;
     const char *data; /* its compressed bytes, in the archive */
@@ -135,7 +137,7 @@ static int zip_read(const char *d, size_t len, zip_member *m, char *others, char
         if (method == 0 && comp != size)
             return err_set(err, -EINVAL, "bad npz archive: stored member %s has sizes %u and %u",
                            npz_names[k], comp, size);
-        m[k] = (zip_member){1, method, crc, comp, size, d + data_at};
+        m[k] = (zip_member){1, method, 1, crc, comp, size, d + data_at};
     }
     return 0;
 }
@@ -151,7 +153,7 @@ static int zip_member_bytes(const zip_member *m, int k, const char **out, char *
             return rc;
         b = *owned;
     }
-    if (crc32(0, (const Bytef *)b, (uInt)m->size) != m->crc) {
+    if (m->has_crc && crc32(0, (const Bytef *)b, (uInt)m->size) != m->crc) {
         free(*owned);
         *owned = NULL;
         return err_set(err, -EINVAL, "npz member %s fails its CRC-32 check", npz_names[k]);
@@ -419,25 +421,22 @@ out:
     return rc;
 }
 
-int npz_load(const char *data, size_t len, image_set **train, image_set **test, char *err)
+/* The sets from the members found (a zip's or a tar's; what names the container). */
+static int npz_sets(const zip_member *m, const char *others, const char *what, image_set **train,
+                    image_set **test, char *err)
 {
-    zip_member m[NPZ_MEMBERS] = {0};
-    char others[256] = "";
     image_set *tr = NULL, *te = NULL;
-    int rc = zip_read(data, len, m, others, err);
-    if (rc < 0)
-        return rc;
     int kx = m[NPZ_X].found || m[NPZ_Y].found ? NPZ_X : NPZ_X_TRAIN;
     int need[4] = {kx, kx + 1, NPZ_X_TEST, NPZ_Y_TEST};
     int n_need = m[NPZ_X_TEST].found || m[NPZ_Y_TEST].found ? 4 : 2;
     for (int i = 0; i < n_need; i++) {
         if (!m[need[i]].found)
             return err_set(err, -EINVAL,
-                           "the npz holds no %s; it needs x and y, or x_train and y_train (and "
+                           "the %s holds no %s; it needs x and y, or x_train and y_train (and "
                            "x_test with y_test)%s%s",
-                           npz_names[need[i]], others[0] ? "; other members: " : "", others);
+                           what, npz_names[need[i]], others[0] ? "; other members: " : "", others);
     }
-    rc = npz_set(m, kx, &tr, err);
+    int rc = npz_set(m, kx, &tr, err);
     if (rc < 0)
         goto out;
     if (m[NPZ_X_TEST].found) {
@@ -452,7 +451,7 @@ int npz_load(const char *data, size_t len, image_set **train, image_set **test, 
             goto out;
         }
     }
-    rc = images_labels_classes(tr, te, "npz", err);
+    rc = images_labels_classes(tr, te, what, err);
     if (rc < 0)
         goto out;
     *train = tr;
@@ -462,4 +461,48 @@ out:
     image_set_free(tr);
     image_set_free(te);
     return rc;
+}
+
+int npz_load(const char *data, size_t len, image_set **train, image_set **test, char *err)
+{
+    zip_member m[NPZ_MEMBERS] = {0};
+    char others[256] = "";
+    int rc = zip_read(data, len, m, others, err);
+    if (rc < 0)
+        return rc;
+    return npz_sets(m, others, "npz", train, test, err);
+}
+
+int npy_tar_load(const char *data, size_t len, image_set **train, image_set **test, char *err)
+{
+    zip_member m[NPZ_MEMBERS] = {0};
+    char others[256] = "";
+    tar_reader r;
+    tar_entry e;
+    int rc;
+    if (!tar_probe(data, len))
+        return err_set(err, -EINVAL,
+                       "a lone .npy file holds one array, so no labels: put x.npy and y.npy in a "
+                       "tar (format npy), or save both with numpy.savez(path, x=images, "
+                       "y=labels) (format npz)");
+    tar_reader_init(&r, data, len);
+    for (;;) {
+        rc = tar_reader_next(&r, &e, err);
+        if (rc <= 0)
+            break;
+        const char *base = images_basename(e.name);
+        int k = 0;
+        while (k < NPZ_MEMBERS && strcmp(npz_names[k], base) != 0)
+            k++;
+        if (k == NPZ_MEMBERS) {
+            zip_note_other(others, e.name, strlen(e.name));
+            continue;
+        }
+        if (m[k].found)
+            return err_set(err, -EINVAL, "the tar holds two %s files", npz_names[k]);
+        m[k] = (zip_member){1, 0, 0, 0, e.size, e.size, e.data};
+    }
+    if (rc < 0)
+        return rc;
+    return npz_sets(m, others, "tar", train, test, err);
 }

@@ -12,6 +12,10 @@
 #include "util/err.h"
 
 #define ZINFLATE_STEP (1u << 30)
+/* Deflate gives at most 1032 bytes per input byte (a 258-byte match in 2 bits, and a little for
+ * the block headers); a size claimed past that is a lie, refused before it is allocated. */
+#define ZINFLATE_MAX_RATIO 1032
+#define ZINFLATE_SLACK     1024
 
 int zinflate_gzip_size(const char *in, size_t in_len, size_t *size, const char *what, char *err)
 {
@@ -28,6 +32,10 @@ int zinflate_exact(const char *in, size_t in_len, int kind, size_t out_len, cons
 {
     z_stream z;
     memset(&z, 0, sizeof z);
+    if (in_len <
+        (out_len - (out_len < ZINFLATE_SLACK ? out_len : ZINFLATE_SLACK)) / ZINFLATE_MAX_RATIO)
+        return err_set(err, -EINVAL, "corrupt %s: %zu compressed bytes cannot hold %zu", what,
+                       in_len, out_len);
     char *buf = malloc(out_len + 1);
     if (!buf)
         return err_set(err, -ENOMEM, "out of memory inflating %s (%zu bytes)", what, out_len);

@@ -12,8 +12,9 @@
 enum zinflate_kind { ZINFLATE_RAW = 0, ZINFLATE_GZIP = 1 };
 
 /* Inflates in[0..in_len) (raw deflate or a single gzip member) into exactly out_len bytes;
- * what (a file's name) goes into messages. -EINVAL corrupt data, or an output of another
- * size, -ENOMEM. */
+ * what (a file's name) goes into messages. -EINVAL corrupt data, an output of another size, or
+ * an out_len past deflate's greatest ratio (1032:1, refused before anything is allocated),
+ * -ENOMEM. */
 int zinflate_exact(const char *in, size_t in_len, int kind, size_t out_len, const char *what,
                    char **out, char *err);
 

@@ -8,12 +8,13 @@
 #ifndef TRAINYARD_TESTS_IMAGES_BUILD_H
 #define TRAINYARD_TESTS_IMAGES_BUILD_H
 
-#include <jpeglib.h>
-#include <png.h>
 #include <stdint.h>
-#include <stdio.h>
+#include <stdio.h> /* before jpeglib.h, which uses FILE */
 #include <stdlib.h>
 #include <string.h>
+
+#include <jpeglib.h>
+#include <png.h>
 #include <zlib.h>
 
 #include "util/dynbuf.h"
@@ -302,18 +303,20 @@ static inline void ib_png_flush(png_structp png)
     (void)png;
 }
 
-/* A PNG of w × h, the given colour type and bit depth, from rows of packed samples (16-bit
- * samples big-endian, as PNG stores them). */
-static inline void ib_png(dynbuf *b, int w, int h, int color_type, int depth,
+/* A PNG of w × h, the given colour type and bit depth, interlaced (Adam7) or not, from rows
+ * of packed samples (16-bit samples big-endian, as PNG stores them). */
+static inline void ib_png(dynbuf *b, int w, int h, int color_type, int depth, int interlace,
                           const unsigned char *samples)
 {
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
     png_infop info = png ? png_create_info_struct(png) : NULL;
-    if (!info || setjmp(png_jmpbuf(png)))
+    png_bytep *rows = malloc((size_t)h * sizeof *rows);
+    if (!info || !rows || setjmp(png_jmpbuf(png)))
         abort();
     png_set_write_fn(png, b, ib_png_write, ib_png_flush);
-    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, depth, color_type, PNG_INTERLACE_NONE,
-                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, depth, color_type,
+                 interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+                 PNG_FILTER_TYPE_DEFAULT);
     if (color_type == PNG_COLOR_TYPE_PALETTE) {
         png_color pal[256];
         for (int i = 0; i < 256; i++)
@@ -321,16 +324,20 @@ static inline void ib_png(dynbuf *b, int w, int h, int color_type, int depth,
         png_set_PLTE(png, info, pal, 256);
     }
     png_write_info(png, info);
-    int channels = png_get_channels(png, info);
-    size_t row = (size_t)w * (size_t)channels * (size_t)depth / 8;
+    size_t row = png_get_rowbytes(png, info);
     for (int y = 0; y < h; y++)
-        png_write_row(png, samples + (size_t)y * row);
+        rows[y] = (png_bytep)samples + (size_t)y * row;
+    png_write_image(png, rows);
     png_write_end(png, info);
     png_destroy_write_struct(&png, &info);
+    free(rows);
 }
 
-/* A baseline JPEG (quality 95) of w × h × c (1 grey, 3 RGB) from packed samples. */
-static inline void ib_jpeg(dynbuf *b, int w, int h, int c, const unsigned char *samples)
+/* A baseline JPEG (quality 95) of w × h × c (1 grey, 3 RGB, 4 CMYK) from packed samples; with
+ * many_scans (c = 3 only), a progressive one of 190 scans: the DC of all three components, then
+ * each component's 63 AC coefficients one scan each. */
+static inline void ib_jpeg_scans(dynbuf *b, int w, int h, int c, const unsigned char *samples,
+                                 int many_scans)
 {
     struct jpeg_compress_struct cinfo;
     struct jpeg_error_mgr jerr;
@@ -342,9 +349,17 @@ static inline void ib_jpeg(dynbuf *b, int w, int h, int c, const unsigned char *
     cinfo.image_width = (JDIMENSION)w;
     cinfo.image_height = (JDIMENSION)h;
     cinfo.input_components = c;
-    cinfo.in_color_space = c == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    cinfo.in_color_space = c == 1 ? JCS_GRAYSCALE : c == 3 ? JCS_RGB : JCS_CMYK;
     jpeg_set_defaults(&cinfo);
     jpeg_set_quality(&cinfo, 95, TRUE);
+    static jpeg_scan_info scans[1 + 3 * 63];
+    if (many_scans) {
+        scans[0] = (jpeg_scan_info){3, {0, 1, 2, 0}, 0, 0, 0, 0};
+        for (int k = 0; k < 3 * 63; k++)
+            scans[1 + k] = (jpeg_scan_info){1, {k / 63, 0, 0, 0}, 1 + k % 63, 1 + k % 63, 0, 0};
+        cinfo.scan_info = scans;
+        cinfo.num_scans = 1 + 3 * 63;
+    }
     jpeg_start_compress(&cinfo, TRUE);
     while (cinfo.next_scanline < cinfo.image_height) {
         JSAMPROW row = (JSAMPROW)(samples + (size_t)cinfo.next_scanline * (size_t)w * (size_t)c);
@@ -354,6 +369,11 @@ static inline void ib_jpeg(dynbuf *b, int w, int h, int c, const unsigned char *
     jpeg_destroy_compress(&cinfo);
     ib_add(b, mem, size);
     free(mem);
+}
+
+static inline void ib_jpeg(dynbuf *b, int w, int h, int c, const unsigned char *samples)
+{
+    ib_jpeg_scans(b, w, h, c, samples, 0);
 }
 
 #endif

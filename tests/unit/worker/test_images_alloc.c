@@ -1,9 +1,9 @@
 /* Fault tests of worker/images: each format (a CIFAR-10 tar with class names and a test batch,
  * an MNIST tar with gzipped members and a test set, an npz with stored and deflated members and
- * a test set, an image-folder tar of PNG and JPEG files) loaded with the n-th allocation
- * failing for every n until a run completes untouched. A failing load must return -ENOMEM with
- * a message and no sets; a completed one must give the same sets as the untouched run; ASan's
- * leak check sees whatever a failing path forgot to free. (libpng's and libjpeg's own
+ * a test set, a tar of .npy files, an image-folder tar of PNG and JPEG files) loaded with the n-th
+ * allocation failing for every n until a run completes untouched. A failing load must return
+ * -ENOMEM with a message and no sets; a completed one must give the same sets as the untouched run;
+ * ASan's leak check sees whatever a failing path forgot to free. (libpng's and libjpeg's own
  * allocations are theirs, not counted: only our references to malloc are wrapped.) */
 #include "worker/images.h"
 
@@ -122,6 +122,46 @@ static void test_npz(dynbuf *b)
     fail_each("npz", b, IMAGES_FMT_NPZ, 10);
 }
 
+static void test_npy_tar(dynbuf *b)
+{
+    dynbuf f;
+    unsigned char px[12] = {1, 2, 3};
+    int32_t y[3] = {2, 1, 0};
+    dynbuf_init(&f, IB_MAX);
+    ib_npy(&f, "|u1", (uint64_t[]){3, 2, 2}, 3, px, sizeof px);
+    ib_tar_file(b, "x.npy", dynbuf_str(&f), dynbuf_len(&f));
+    dynbuf_reset(&f);
+    ib_npy(&f, "<i4", (uint64_t[]){3, 1}, 2, y, sizeof y);
+    ib_tar_file(b, "y.npy", dynbuf_str(&f), dynbuf_len(&f));
+    ib_tar_end(b);
+    dynbuf_free(&f);
+    fail_each("npy tar", b, IMAGES_FMT_NPY, 4);
+}
+
+static void test_folders(dynbuf *b)
+{
+    unsigned char px[5 * 4 * 3];
+    const char *names[] = {"z/cats/1.png",  "z/dogs/2.jpg",  "z/cats/3.png",  "z/ants/4.png",
+                           "z/bees/5.png",  "z/cows/6.png",  "z/elks/7.png",  "z/fish/8.png",
+                           "z/gnus/9.png",  "z/hens/10.png", "z/ibis/11.png", "z/jays/12.png",
+                           "z/koi/13.png",  "z/lynx/14.png", "z/mice/15.png", "z/newt/16.png",
+                           "z/owls/17.png", "z/pigs/18.png"}; /* 17 classes: the table grows */
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        dynbuf f;
+        dynbuf_init(&f, IB_MAX);
+        for (size_t k = 0; k < sizeof px; k++)
+            px[k] = (unsigned char)(k * 5 + i);
+        if (strstr(names[i], ".jpg"))
+            ib_jpeg(&f, 5, 4, 3, px);
+        else
+            ib_png(&f, 5, 4, PNG_COLOR_TYPE_RGB, 8, 0, px);
+        ib_tar_file(b, names[i], dynbuf_str(&f), dynbuf_len(&f));
+        dynbuf_free(&f);
+    }
+    ib_tar_end(b);
+    fail_each("image folders", b, IMAGES_FMT_FOLDERS, 10);
+}
+
 int main(void)
 {
     CHECK_INT(alloc_fail_init(), 0);
@@ -132,6 +172,10 @@ int main(void)
     test_mnist(&b);
     dynbuf_reset(&b);
     test_npz(&b);
+    dynbuf_reset(&b);
+    test_npy_tar(&b);
+    dynbuf_reset(&b);
+    test_folders(&b);
     dynbuf_free(&b);
     return check_exit();
 }
