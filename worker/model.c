@@ -3,8 +3,9 @@
  *
  * A step for layers L0..Ln (Ln the output layer) enqueues:
  *   forward   dense: gemm NN (y = x·W) + bias_act_fwd; conv2d: conv2d_fwd + bias_act_fwd (skipped
- *             when there is neither bias nor activation); pools: pool2d_fwd (max records its
- *             argmax while training); batchnorm: batchnorm_fwd_train (batch statistics, moving
+ *             when there is neither bias nor activation, and moved after the pool when a max
+ *             pool follows: 4× fewer elements for a 2×2 pool, the same numbers); pools: pool2d_fwd
+ * (max records its argmax while training); batchnorm: batchnorm_fwd_train (batch statistics, moving
  *             statistics updated) or _infer; dropout: dropout; flatten: nothing
  *   loss      softmax_xent | bce | mse, then two reduce_sum into the totals
  *   backward  last to first: dense: bias_act_bwd (dZ, db), gemm TN (dW = xᵀ·dZ) and gemm NT
@@ -203,6 +204,15 @@ static int layers_plan(model *m, const job_spec *job, int inputs, int outputs, c
             src_h = src_w = 1;
             src_c = l->oc;
         }
+    }
+    /* A conv straight before a max pool leaves its bias and activation to the pool, which applies
+     * them to its 1/(kh·kw) as many outputs: max(act(z + b)) = act(max(z) + b) because float
+     * addition and every activation are non-decreasing, so the outputs are the same, and so is
+     * the gradient, which only reaches each window's maximum. */
+    for (size_t i = 0; i + 1 < m->n_layers; i++) {
+        model_layer *l = &m->layers[i];
+        l->defer = l->type == JOB_LAYER_CONV2D && m->layers[i + 1].type == JOB_LAYER_MAXPOOL2D &&
+                   (l->use_bias || l->job_act != JOB_ACT_LINEAR);
     }
     if (job->output_given && job->output_units != outputs)
         return err_set(err, -EINVAL,
@@ -571,6 +581,25 @@ static int bias_act_needed(const model_layer *l)
     return l->use_bias || l->act != KERN_ACT_LINEAR;
 }
 
+/* The conv layer whose bias and activation the max pool i applies (after pooling), or NULL. */
+static const model_layer *deferred_from(const model *m, size_t i)
+{
+    return i > 0 && m->layers[i - 1].defer ? &m->layers[i - 1] : NULL;
+}
+
+/* Bias and activation of a conv layer over rows·h·w rows of y (conv->oc columns). */
+static int conv_bias_act_fwd(model *m, const model_layer *conv, int rows, cl_mem y)
+{
+    return kern_bias_act_fwd(m->k, rows, conv->oc, conv->act, y,
+                             conv->use_bias ? conv->b : m->zeros);
+}
+
+static int conv_bias_act_bwd(model *m, const model_layer *conv, int rows, cl_mem y, cl_mem dy)
+{
+    return kern_bias_act_bwd(m->k, rows, conv->oc, conv->act, y, dy,
+                             conv->use_bias ? conv->gb : m->discard);
+}
+
 /* One layer's forward from x; *y is what it leaves for the next layer. */
 static int layer_forward(model *m, size_t i, int rows, cl_mem x, int train, cl_mem *y)
 {
@@ -589,9 +618,8 @@ static int layer_forward(model *m, size_t i, int rows, cl_mem x, int train, cl_m
         kern_conv g;
         conv_geom(l, rows, &g);
         rc = kern_conv2d_fwd(k, &g, x, l->w, l->y, m->work);
-        if (rc == 0 && bias_act_needed(l))
-            rc = kern_bias_act_fwd(k, spatial_rows, l->oc, l->act, l->y,
-                                   l->use_bias ? l->b : m->zeros);
+        if (rc == 0 && bias_act_needed(l) && !l->defer)
+            rc = conv_bias_act_fwd(m, l, spatial_rows, l->y);
         break;
     }
     case JOB_LAYER_MAXPOOL2D:
@@ -602,6 +630,8 @@ static int layer_forward(model *m, size_t i, int rows, cl_mem x, int train, cl_m
         int max = l->type == JOB_LAYER_MAXPOOL2D;
         rc = kern_pool2d_fwd(k, max ? KERN_POOL_MAX : KERN_POOL_AVG, &g, x, l->y,
                              max && train ? l->argmax : NULL);
+        if (rc == 0 && deferred_from(m, i))
+            rc = conv_bias_act_fwd(m, deferred_from(m, i), spatial_rows, l->y);
         break;
     }
     case JOB_LAYER_BATCHNORM:
@@ -690,9 +720,8 @@ static int layer_backward(model *m, size_t n, int rows, cl_mem dy, cl_mem dx, in
     case JOB_LAYER_CONV2D: {
         kern_conv g;
         conv_geom(l, rows, &g);
-        if (bias_act_needed(l))
-            rc = kern_bias_act_bwd(k, spatial_rows, l->oc, l->act, l->y, dy,
-                                   l->use_bias ? l->gb : m->discard);
+        if (bias_act_needed(l) && !l->defer)
+            rc = conv_bias_act_bwd(m, l, spatial_rows, l->y, dy);
         if (rc == 0)
             rc = kern_conv2d_bwd_weights(k, &g, l->x_cur, dy, l->gw, 0, m->work);
         if (rc == 0 && !first) {
@@ -707,7 +736,9 @@ static int layer_backward(model *m, size_t n, int rows, cl_mem dy, cl_mem dx, in
         kern_pool g;
         pool_geom(l, rows, &g);
         int mode = l->type == JOB_LAYER_MAXPOOL2D ? KERN_POOL_MAX : KERN_POOL_AVG;
-        if (!first) {
+        if (deferred_from(m, n))
+            rc = conv_bias_act_bwd(m, deferred_from(m, n), spatial_rows, l->y, dy);
+        if (rc == 0 && !first) {
             rc = kern_pool2d_bwd(k, mode, &g, dy, mode == KERN_POOL_MAX ? l->argmax : NULL, dx);
             *moved = 1;
         }

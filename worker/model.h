@@ -61,6 +61,7 @@ typedef struct model_layer {
     int pt, pl, pb, pr; /* conv2d and pools: padding top, left, bottom, right */
     int same;           /* conv2d and pools: padding "same" (else valid) */
     int use_bias;       /* dense: 1; conv2d: the job's use_bias */
+    int defer;          /* conv2d before a max pool: the pool applies bias and activation */
     float bn_momentum, bn_eps;
     int src_h, src_w, src_c; /* flat layers: the spatial shape their features were flattened
                                 from, in (h, w, c) order; 1, 1, width when not flattened */

@@ -346,6 +346,7 @@ static void cnn_shapes(cltest *t)
         CHECK(l[0].oh == 5 && l[0].ow == 4 && l[0].oc == 4); /* ceil(9/2), ceil(8/2) */
         CHECK(l[0].pt == 1 && l[0].pb == 1 && l[0].pl == 0 && l[0].pr == 1);
         CHECK(l[1].oh == 2 && l[1].ow == 1 && l[1].oc == 4); /* floor((5-3)/2)+1, (4-3)/2+1 */
+        CHECK(l[0].defer && !l[1].defer); /* the pool applies the conv's bias and relu */
         CHECK(l[2].out == 8 && l[2].oh == 1);
         CHECK(l[3].in == 8 && l[3].oc == 5 && l[3].src_h == 2 && l[3].src_c == 4);
         CHECK(m->n_weights == 3 * 3 * 3 * 4 + 4 + 8 * 5 + 5);
