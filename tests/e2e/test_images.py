@@ -53,6 +53,12 @@ def tar_gz(files):
     return buf.getvalue()
 
 
+def npz(**arrays):
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
 @pytest.fixture(scope="module")
 def cifar(data_server):
     """(URL, test images, test labels) of a 1,000 + 300 image CIFAR-format .tar.gz."""
@@ -170,16 +176,38 @@ def test_batchnorm_avgpool_model_loads_in_pytorch(cifar, train, tmp_path):
     assert result["max_diff"] < 1e-4, result
 
 
+def test_binary_float_npz_model_loads_in_pytorch(data_server, train, tmp_path):
+    """float32 grey images in an npz with its own test set, two classes as a binary job,
+    standardised, flipped while training: the sigmoid outputs match PyTorch's."""
+    folder, base = data_server
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 300)
+    x = (rng.normal(0.3, 0.1, (300, 8, 8)) + y[:, None, None] * 0.4).astype(np.float32)
+    (folder / "binary.npz").write_bytes(npz(x_train=x[:240], y_train=y[:240], x_test=x[240:],
+                                            y_test=y[240:]))
+    job = {"dataset_url": f"{base}/binary.npz", "binary": True,
+           "dataset": {"format": "npz", "scale": "standardize", "augment": {"flip": True}},
+           "model": {"input_shape": [8, 8, 1],
+                     "layers": [{"type": "conv2d", "filters": 4, "kernel_size": 3,
+                                 "activation": "relu"},
+                                {"type": "global_avgpool2d"},
+                                {"type": "dense", "units": 1, "activation": "sigmoid"}]},
+           "hyperparameters": {"epochs": 5, "learning_rate": 0.01}}
+    val_out = tmp_path / "val.npy"
+    proc, out = train(job, extra=("--val-outputs", str(val_out)))
+    assert proc.returncode == 0, proc.stderr
+    assert "(float32), 2 classes, from npz" in proc.stdout
+    assert float(metrics(out)[-1]["val_accuracy"]) > 0.9
+    assert np.load(val_out).shape == (60, 1)
+    result = torch_outputs_match(out, x[240:, :, :, None], val_out, tmp_path)
+    assert result["max_diff"] < 1e-4, result
+    assert result["modules"].endswith("nn.Linear(4, 1), nn.Sigmoid())")
+
+
 def bad_case(data_server, name, blob):
     folder, base = data_server
     (folder / name).write_bytes(blob)
     return f"{base}/{name}"
-
-
-def npz(x, y):
-    buf = io.BytesIO()
-    np.savez(buf, x=x, y=y)
-    return buf.getvalue()
 
 
 def small_job(url, fmt="cifar10", shape=(32, 32, 3)):
@@ -204,10 +232,10 @@ def test_bad_files_fail_cleanly(data_server, train):
             "train-images-idx3-ubyte": b"\0\0\x08\x09" + bytes(12),
             "train-labels-idx1-ubyte": b"\0\0\x08\x01" + bytes(4)})),
             {"fmt": "mnist", "shape": (28, 28, 1)}, "wrong magic 0x00000809"),
-        "wrong size": (bad_case(data_server, "size.npz", npz(x, y)),
+        "wrong size": (bad_case(data_server, "size.npz", npz(x=x, y=y)),
                        {"fmt": "npz", "shape": (28, 28, 3)},
                        "the images are 32×32 but model.input_shape is [28, 28, 3]"),
-        "wrong channels": (bad_case(data_server, "channels.npz", npz(x[..., 0], y)),
+        "wrong channels": (bad_case(data_server, "channels.npz", npz(x=x[..., 0], y=y)),
                            {"fmt": "npz"},
                            "the images have 1 channel but model.input_shape [32, 32, 3] wants 3"),
     }

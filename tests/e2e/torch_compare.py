@@ -4,7 +4,8 @@ model.safetensors names in its metadata, loads the file with load_state_dict(str
 runs it on images and compares its outputs with `trainyard train --val-outputs`.
 
 usage: torch_compare.py MODEL.safetensors IMAGES.npy VAL_OUTPUTS.npy
-IMAGES.npy: uint8 [N, H, W, C] as the dataset holds them (before resize and scaling).
+IMAGES.npy: [N, H, W, C] as the dataset holds them (before resize and scaling): uint8 pixels,
+which the model's input divides by 255, or float32 ones, taken as they are.
 Prints one JSON object: max_diff (largest absolute difference of the outputs), agree (fraction
 of rows with the same argmax), modules (the Sequential's text).
 """
@@ -40,10 +41,12 @@ def main(model_path, images_path, outputs_path):
     net.load_state_dict(tensors, strict=True)
     net.eval()
     h, w, _ = json.loads(meta["trainyard.model"])["input_shape"]
-    x = torch.from_numpy(np.load(images_path)).permute(0, 3, 1, 2).float()
+    pixels = np.load(images_path)
+    x = torch.from_numpy(pixels).permute(0, 3, 1, 2).float()
     if x.shape[2:] != (h, w):
         x = nn.functional.interpolate(x, size=(h, w), mode="bilinear", align_corners=False)
-    x = x / 255
+    if pixels.dtype == np.uint8:
+        x = x / 255
     std = json.loads(meta["trainyard.standardization"])
     if std:
         mean = torch.tensor(std["mean"]).view(1, -1, 1, 1)
