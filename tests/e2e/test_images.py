@@ -17,7 +17,7 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import load_file
 
-from helpers import kill_after_epochs, resume
+from helpers import TERMINAL, kill_after_epochs, resume, submit, wait_for
 
 HERE = pathlib.Path(__file__).resolve().parent
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -204,6 +204,33 @@ def test_binary_float_npz_model_loads_in_pytorch(data_server, train, tmp_path):
     assert result["modules"].endswith("nn.Linear(4, 1), nn.Sigmoid())")
 
 
+def test_image_job_through_the_service(cifar, serve):
+    """The same road in the service: submitted over HTTP, trained by a local worker, the model
+    downloaded with its PyTorch names."""
+    url, _, _ = cifar
+    svc = serve()
+    job = {"dataset_url": url, "dataset": {"format": "cifar10", "resize": [16, 16]},
+           "model": {"input_shape": [16, 16, 3],
+                     "layers": [{"type": "conv2d", "filters": 8, "kernel_size": 3,
+                                 "activation": "relu"},
+                                {"type": "maxpool2d"}, {"type": "batchnorm"},
+                                {"type": "flatten"},
+                                {"type": "dense", "units": 10, "activation": "softmax"}]},
+           "hyperparameters": {"epochs": 2}}
+    job_id = submit(svc, job).json()["id"]
+    done = wait_for(svc, job_id, TERMINAL)
+    assert done["status"] == "succeeded", done
+    epochs = svc.http.get(f"{svc.url}/jobs/{job_id}/metrics").json()["epochs"]
+    assert epochs[-1]["val_accuracy"] > 0.5  # chance is 0.1
+    r = svc.http.get(f"{svc.url}/jobs/{job_id}/artifacts/model.safetensors")
+    assert r.status_code == 200
+    path = pathlib.Path(svc.data_dir.parent / "model.safetensors")
+    path.write_bytes(r.content)
+    tensors = load_file(str(path))
+    assert tensors["0.weight"].shape == (8, 3, 3, 3)
+    assert tensors["3.running_var"].shape == (8,) and tensors["5.weight"].shape == (10, 392)
+
+
 def bad_case(data_server, name, blob):
     folder, base = data_server
     (folder / name).write_bytes(blob)
@@ -259,7 +286,7 @@ def test_killed_cnn_run_resumes_to_the_same_model(cifar, trainyard_bin, train, t
     """kill -9 after a few epochs of a small CNN with batchnorm, dropout and augmentation, then
     --resume: the model (moving statistics included) equals an uninterrupted run's bit for bit."""
     url, _, _ = cifar
-    epochs = 15
+    epochs = 30
     job = {"dataset_url": url,
            "dataset": {"format": "cifar10", "resize": [12, 12],
                        "augment": {"flip": True, "crop_padding": 2}},
