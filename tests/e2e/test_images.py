@@ -3,8 +3,9 @@ learnable CIFAR-10-format dataset generated here (class-dependent coloured squar
 32×32, data_batch_1.bin and test_batch.bin in a .tar.gz) served over HTTP by the local data
 server; the seed CNN trained on it; its model.safetensors loaded into PyTorch (Debian's
 python3-torch under /usr/bin/python3, in a subprocess) whose outputs must match our
---val-outputs; the bad-file cases; a batchnorm + average pooling model; and a killed CNN run
-resumed to the same model bit for bit.
+--val-outputs; a batchnorm + average pooling model and a binary float32 npz one likewise; the
+bad-file cases; an image job through serve and a local worker; and a killed CNN run resumed to
+the same model bit for bit.
 """
 import io
 import json
