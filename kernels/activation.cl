@@ -78,36 +78,7 @@ __kernel void act_bias_bwd_sum(int nparts, int cols, __global const float *part,
 
 /* CPU devices (PoCL) run the two below instead, shaped like gemm_cpu: one work-item per
  * work-group walking a chunk of whole rows, 16 columns at a time in float16 (the rest one by
- * one), which PoCL runs several times faster than one work-item per element. The activations as
- * common_act / common_act_grad, lane by lane (select keeps relu's NaN → 0). */
-static inline float16 act16(int act, float16 x)
-{
-    switch (act) {
-    case COMMON_ACT_RELU:
-        return select((float16)0.0f, x, x > 0.0f);
-    case COMMON_ACT_TANH:
-        return tanh(x);
-    case COMMON_ACT_SIGMOID:
-        return 1.0f / (1.0f + exp(-x));
-    default:
-        return x;
-    }
-}
-
-static inline float16 act16_grad(int act, float16 y)
-{
-    switch (act) {
-    case COMMON_ACT_RELU:
-        return select((float16)0.0f, (float16)1.0f, y > 0.0f);
-    case COMMON_ACT_TANH:
-        return 1.0f - y * y;
-    case COMMON_ACT_SIGMOID:
-        return y * (1.0f - y);
-    default:
-        return 1.0f;
-    }
-}
-
+ * one), which PoCL runs several times faster than one work-item per element. */
 /* Rows [g·chunk, (g+1)·chunk). Global size ceil(rows/chunk), local 1. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
 act_bias_fwd_cpu(int rows, int cols, int act, int chunk, __global float *y,
@@ -117,7 +88,7 @@ act_bias_fwd_cpu(int rows, int cols, int act, int chunk, __global float *y,
     for (int r = r0; r < r1; r++) {
         __global float *yr = y + (size_t)r * cols;
         for (int c = 0; c < c16; c += 16)
-            vstore16(act16(act, vload16(0, yr + c) + vload16(0, bias + c)), 0, yr + c);
+            vstore16(common_act16(act, vload16(0, yr + c) + vload16(0, bias + c)), 0, yr + c);
         for (int c = c16; c < cols; c++)
             yr[c] = common_act(act, yr[c] + bias[c]);
     }
@@ -139,7 +110,7 @@ act_bias_bwd_cpu(int rows, int cols, int act, int chunk, __global const float *y
     for (int r = r0; r < r1; r++) {
         size_t e = (size_t)r * cols;
         for (int c = 0; c < c16; c += 16) {
-            float16 d = vload16(0, dy + e + c) * act16_grad(act, vload16(0, y + e + c));
+            float16 d = vload16(0, dy + e + c) * common_act_grad16(act, vload16(0, y + e + c));
             vstore16(d, 0, dy + e + c);
             vstore16(vload16(0, acc + c) + d, 0, acc + c);
         }
