@@ -11,9 +11,10 @@
  * and the peak again at the end (the machine is shared: compare lines with the nearer peak).
  * The shapes are the seed CNN's at batch 32: conv 64×64×3 → 32 filters 3×3 valid, then a second
  * layer 31×31×32 → 64 filters 3×3 same; max pooling 2×2 of 62×62×32; batchnorm over
- * 32·62·62 rows × 32; the image batch of 32 CIFAR images (32×32×3 uint8) resized to 64×64 with
- * flip and crop. Each time is the best of at least five batches of back-to-back calls (~20 ms a
- * batch, ~0.5 s per line at most), warm-up untimed.
+ * 32·62·62 rows × 32 (and kern_bias_act_fwd/bwd with relu on the same matrix, what a conv layer's
+ * bias and activation cost); the image batch of 32 CIFAR images (32×32×3 uint8) resized to 64×64
+ * with flip and crop. Each time is the best of at least five batches of back-to-back calls (~20 ms
+ * a batch, ~0.5 s per line at most), warm-up untimed.
  *
  * The convolutions run twice: the direct kernels CPU devices use ("variant": "direct") and the
  * im2col + kern_gemm path of other devices ("gemm"), which --quick leaves out.
@@ -111,6 +112,16 @@ static int run_bn_bwd(struct bench *b, struct op *o)
     cl_mem *m = o->m;
     return kern_batchnorm_bwd(b->k, o->rows, o->cols, m[0], m[1], m[2], m[6], m[7], m[1], m[3],
                               m[4]);
+}
+
+static int run_bias_act_fwd(struct bench *b, struct op *o)
+{
+    return kern_bias_act_fwd(b->k, o->rows, o->cols, KERN_ACT_RELU, o->m[1], o->m[2]);
+}
+
+static int run_bias_act_bwd(struct bench *b, struct op *o)
+{
+    return kern_bias_act_bwd(b->k, o->rows, o->cols, KERN_ACT_RELU, o->m[0], o->m[1], o->m[2]);
 }
 
 static int run_image(struct bench *b, struct op *o)
@@ -219,6 +230,11 @@ static void bench_memory_bound(struct bench *b)
     report(b, &o, "123008x32", 0, 3.0 * nx * 4);
     o.name = "batchnorm_bwd", o.run = run_bn_bwd;
     report(b, &o, "123008x32", 0, 5.0 * nx * 4);
+    /* what a conv layer's bias and relu cost around these (kernels.c) */
+    o.name = "bias_relu_fwd", o.run = run_bias_act_fwd;
+    report(b, &o, "123008x32", 0, 2.0 * nx * 4);
+    o.name = "bias_relu_bwd", o.run = run_bias_act_bwd;
+    report(b, &o, "123008x32", 0, 3.0 * nx * 4);
     release(&o);
 
     kern_image im = {1, 1000, 32, 32, 3, 64, 64, 1.0f / 255, 1, 4, 7, 1};

@@ -39,11 +39,18 @@ conv_pad(int hs, int ws, int cs, int dh, int dw, int pt, int pl, int hp, int wp,
         return;
     }
     __global const float *s = src + ((size_t)n * hs + sy) * ws * cs;
+    int c16 = cs / 16 * 16;
     for (int u = 0; u < wp; u++, d += cd) {
-        int tx = u - pl, sx = tx / dw;
-        int inside = tx >= 0 && tx % dw == 0 && sx < ws;
-        for (int c = 0; c < cd; c++)
-            d[c] = inside && c < cs ? s[(size_t)sx * cs + c] : 0.0f;
+        int tx = u - pl, sx = tx / dw, c = 0;
+        if (tx >= 0 && tx % dw == 0 && sx < ws) {
+            __global const float *sp = s + (size_t)sx * cs;
+            for (; c < c16; c += 16)
+                vstore16(vload16(0, sp + c), 0, d + c);
+            for (; c < cs; c++)
+                d[c] = sp[c];
+        }
+        for (; c < cd; c++)
+            d[c] = 0.0f;
     }
 }
 

@@ -19,6 +19,10 @@ struct kern {
         gather_rows;
     /* Second passes of the two-pass reductions (reduce_sum is the first pass of the sum). */
     cl_kernel bias_act_bwd_sum, reduce_sum_final;
+    /* CPU forms of bias + activation (activation.cl), used when cpu is set. */
+    cl_kernel bias_act_fwd_cpu, bias_act_bwd_cpu;
+    int cpu;            /* a CPU device: the *_cpu kernels run */
+    int units;          /* compute units */
     size_t local_1d;    /* local size of the element-wise kernels */
     size_t local_red;   /* work-group size of the reductions: a power of two, at most 256 */
     size_t max_item[2]; /* CL_DEVICE_MAX_WORK_ITEM_SIZES in dimensions 0 and 1 */

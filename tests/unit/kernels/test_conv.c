@@ -319,6 +319,7 @@ static const struct pool_case pool_cases[] = {
     {0, 1, 6, 5, 2, 1, 1, 1, 1, 0},    {1, 3, 6, 5, 7, 3, 2, 1, 2, 0},
     {1, 2, 7, 5, 9, 7, 5, 1, 1, 0},    {0, 2, 7, 5, 9, 7, 5, 1, 1, 0},
     {0, 4, 62, 62, 32, 2, 2, 2, 2, 0}, {1, 2, 31, 31, 64, 31, 31, 1, 1, 0},
+    {0, 2, 9, 7, 21, 3, 3, 2, 2, 1},   {1, 2, 9, 7, 21, 3, 3, 2, 2, 1},
 };
 
 /* Max-pool inputs: distinct multiples of 1/8 in a random order, so no window has a tie and a
