@@ -384,8 +384,9 @@ static int idx_header(const mnist_file *f, int which, uint32_t *n, uint32_t *row
     *rows = images ? idx_u32(f->data + 8) : 1;
     *cols = images ? idx_u32(f->data + 12) : 1;
     if (*n == 0 || *rows == 0 || *cols == 0 || *rows > IMAGES_MAX_DIM || *cols > IMAGES_MAX_DIM)
-        return err_set(err, -EINVAL, "%s: %u images of %u×%u; each count must be 1 to %d", name, *n,
-                       *rows, *cols, IMAGES_MAX_DIM);
+        return err_set(err, -EINVAL,
+                       "%s: %u images of %u×%u; it must hold at least one, of 1 to %d on a side",
+                       name, *n, *rows, *cols, IMAGES_MAX_DIM);
     uint64_t need = head + (uint64_t)*n * *rows * *cols;
     if (f->len != need)
         return err_set(err, -EINVAL, "%s: %s: %u %s need %llu bytes, the file has %zu", name,

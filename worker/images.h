@@ -18,14 +18,15 @@
  *   x_train.npy and y_train.npy (and x_test.npy / y_test.npy as the test set). x: uint8 ('|u1')
  *   or float32 ('<f4'), C order, shape (n, h, w) (then c = 1) or (n, h, w, c); y: integers
  *   ('|u1', '|i1', '<i2', '<u2', '<i4', '<u4', '<i8', '<u8') of shape (n,) or (n, 1), each
- *   >= 0. Classes: 0 .. the largest label over both sets.
+ *   >= 0. Float32 pixels must be finite and are kept as they are (not rescaled). Classes:
+ *   0 .. the largest label over both sets.
  * - Image folders (5): a tar of PNG and JPEG files (by their .png, .jpg or .jpeg ending, any
  *   case; other files and names starting with '.' are skipped), each in a folder named after
- *   its class (the file's parent folder: "cats/1.png", "data/cats/1.png"). Classes are the
- *   folder names in byte order. PNG: grey, grey + alpha, RGB, RGBA and palette images, 1 to 16
- *   bits; alpha is dropped (not composited), palettes expand to RGB, 16 bits scale to 8. JPEG:
- *   greyscale (c = 1) or colour (c = 3); CMYK is refused. Every image must have the first
- *   one's h × w × c. No test set.
+ *   its class (the file's parent folder: "cats/1.png", "data/cats/1.png"; two folders of one
+ *   name are one class). Classes are the folder names in byte order. PNG: grey, grey + alpha, RGB,
+ * RGBA and palette images, 1 to 16 bits; alpha is dropped (not composited), palettes expand to RGB,
+ * 16 bits scale to 8. JPEG: greyscale (c = 1) or colour (c = 3); CMYK is refused. Every image must
+ * have the first one's h × w × c. No test set.
  *
  * Limits: h, w and c at most IMAGES_MAX_DIM; n × h × w × c at most DATASET_MAX_VALUES;
  * at most DATASET_MAX_CLASSES classes.

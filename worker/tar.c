@@ -197,6 +197,7 @@ int tar_reader_next(tar_reader *r, tar_entry *e, char *err)
             continue;
         case 'g':
         case 'K':
+        case 'V': /* a volume label */
             continue;
         case '5':
             r->has_longname = 0;

@@ -5,9 +5,10 @@
  * (no magic) are refused. Sizes may be octal or GNU base-256.
  *
  * What comes out: regular files only ('0' and '\0'; contiguous '7' counts as regular). Directories
- * are skipped. Links, devices, FIFOs and every other type are refused, and so is a path that is
- * absolute or has a ".." component: nothing read from an archive can name a place outside it.
- * Paths come out normalised: "." components and repeated slashes dropped ("./a//b" → "a/b").
+ * and volume labels are skipped. Links, devices, FIFOs and every other type are refused, and so is
+ * a path that is absolute or has a ".." component: nothing read from an archive can name a place
+ * outside it. Paths come out normalised: "." components and repeated slashes dropped ("./a//b" →
+ * "a/b").
  *
  * The end is two zero blocks, one zero block, or the end of the data at a header boundary. A
  * header whose checksum is wrong, or a member whose data runs past the end, is an error

@@ -399,6 +399,14 @@ static void test_mnist(void)
     ib_tar_file(&b, "train-images-idx3-ubyte.gz", dynbuf_str(&z), dynbuf_len(&z));
     ib_tar_end(&b);
     expect_error(&b, IMAGES_FMT_MNIST, -EINVAL, "compressed bytes cannot hold 1073741824");
+    dynbuf_reset(&f);
+    ib_idx_images(&f, 0, 28, 28);
+    dynbuf_reset(&b);
+    ib_tar_file(&b, "train-images-idx3-ubyte", dynbuf_str(&f), dynbuf_len(&f));
+    ib_tar_file(&b, "train-labels-idx1-ubyte", dynbuf_str(&l), dynbuf_len(&l));
+    ib_tar_end(&b);
+    expect_error(&b, IMAGES_FMT_MNIST, -EINVAL,
+                 "train-images-idx3-ubyte: 0 images of 28×28; it must hold at least one");
     dynbuf_free(&z);
     dynbuf_free(&l);
     dynbuf_free(&f);
