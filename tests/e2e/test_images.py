@@ -177,6 +177,26 @@ def test_batchnorm_avgpool_model_loads_in_pytorch(cifar, train, tmp_path):
     assert result["max_diff"] < 1e-4, result
 
 
+def test_batchnorm_after_flatten_loads_in_pytorch(cifar, train, tmp_path):
+    """A batchnorm on flattened maps normalises each (h, w, c) feature: PyTorch's BatchNorm1d
+    gets its vectors in (c, h, w) order, like the dense layer's columns after it."""
+    url, test_x, _ = cifar
+    job = {"dataset_url": url, "dataset": {"format": "cifar10", "resize": [8, 8]},
+           "model": {"input_shape": [8, 8, 3],
+                     "layers": [{"type": "conv2d", "filters": 3, "kernel_size": 3, "strides": 2,
+                                 "padding": "same", "activation": "tanh"},
+                                {"type": "flatten"}, {"type": "batchnorm"},
+                                {"type": "dropout", "rate": 0.1}]},
+           "hyperparameters": {"epochs": 2, "batch_size": 64}}
+    val_out = tmp_path / "val.npy"
+    proc, out = train(job, extra=("--val-outputs", str(val_out)))
+    assert proc.returncode == 0, proc.stderr
+    result = torch_outputs_match(out, test_x, val_out, tmp_path)
+    assert result["max_diff"] < 1e-4, result
+    assert ("nn.Flatten(), nn.BatchNorm1d(48, eps=0.001, momentum=0.01), nn.Dropout(p=0.1), "
+            "nn.Linear(48, 10)") in result["modules"]
+
+
 def test_binary_float_npz_model_loads_in_pytorch(data_server, train, tmp_path):
     """float32 grey images in an npz with its own test set, two classes as a binary job,
     standardised, flipped while training: the sigmoid outputs match PyTorch's."""
