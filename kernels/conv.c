@@ -710,10 +710,39 @@ int kern_image_batch(kern *k, const kern_image *g, int rows, cl_mem src, cl_mem 
     int src_u8 = g->src_u8 != 0, flip = g->flip != 0;
     float ry = (float)g->sh / (float)g->dh, rx = (float)g->sw / (float)g->dw;
     cl_ulong seed = g->seed, ebase = (cl_ulong)(uint32_t)g->epoch << 32;
-    karg a[] = {ARG(src_u8),   ARG(g->n_src), ARG(g->sh), ARG(g->sw),   ARG(g->c),    ARG(g->dh),
-                ARG(g->dw),    ARG(g->scale), ARG(ry),    ARG(rx),      ARG(flip),    ARG(g->crop),
-                ARG(seed),     ARG(ebase),    ARG(rows),  ARG_MEM(src), ARG_MEM(idx), ARG(start),
-                ARG(has_norm), ARG_MEM(m),    ARG_MEM(s), ARG_MEM(dst)};
+    size_t cols = (size_t)g->dw, row = cols * g->c * sizeof(float);
+    if (4 * row + 3 * cols * 4 > k->conv->local_mem)
+        return err_set(k->err, -EINVAL, "%s: rows of %d×%d floats are more than local memory holds",
+                       who, g->dw, g->c);
+    karg a[] = {ARG(src_u8),
+                ARG(g->n_src),
+                ARG(g->sh),
+                ARG(g->sw),
+                ARG(g->c),
+                ARG(g->dh),
+                ARG(g->dw),
+                ARG(g->scale),
+                ARG(ry),
+                ARG(rx),
+                ARG(flip),
+                ARG(g->crop),
+                ARG(seed),
+                ARG(ebase),
+                ARG(rows),
+                ARG_MEM(src),
+                ARG_MEM(idx),
+                ARG(start),
+                ARG(has_norm),
+                ARG_MEM(m),
+                ARG_MEM(s),
+                ARG_MEM(dst),
+                ARG_LOCAL(cols * sizeof(int)),
+                ARG_LOCAL(cols * sizeof(int)),
+                ARG_LOCAL(cols * sizeof(float)),
+                ARG_LOCAL(row),
+                ARG_LOCAL(row),
+                ARG_LOCAL(row),
+                ARG_LOCAL(row)};
     size_t global = (size_t)rows, local = 1;
     return kern_launch(k, who, k->conv->image, a, NARGS(a), 1, &global, &local);
 }
