@@ -2,12 +2,22 @@
  * batch normalisation (batchnorm.cl) and the image batch (image.cl).
  *
  * Layout: activations NHWC, so a conv output [N·OH·OW][F] is a plain row-major matrix; weights
- * HWIO [KH][KW][C][F]. A convolution is a GEMM over the patch matrix col[N·OH·OW][KH·KW·C]
- * (conv.cl explains): forward writes col into the caller's workspace with conv_im2col and runs
- * kern_gemm(col, W); backward-weights the same im2col then kern_gemm(colᵀ, dy), whose split-K
- * path adds the long N·OH·OW sum in fixed parts and a fixed order; backward-data runs
- * kern_gemm(dy, Wᵀ) into the workspace and conv_col2im gathers it into dx. A 1×1 kernel with
- * stride 1 and no padding needs no patch matrix: x is col, and its workspace is 0 bytes.
+ * HWIO [KH][KW][C][F]. Two paths, chosen per device (TRAINYARD_CONV=direct|gemm forces one):
+ * - direct (CPU devices; conv.cl explains): the workspace holds the weights packed in 32-column
+ *   panels and, when the geometry needs it, the input padded so every window lies inside;
+ *   conv_fwd then runs the implicit GEMM in place. Backward-data packs the flipped, transposed
+ *   weights, pads dy dilated by the strides, and runs conv_fwd. Backward-weights pads x (and dy
+ *   to 32 columns when F is not a multiple of 32) and runs conv_dw over a fixed number of parts
+ *   of the pixel sum, which conv_dw_sum adds in order into dw.
+ * - gemm (other devices): conv_im2col writes the patch matrix col[N·OH·OW][KH·KW·C] into the
+ *   workspace and kern_gemm does the rest: y = col·W, dW = colᵀ·dy (split K, fixed order), and
+ *   dcol = dy·Wᵀ which conv_col2im gathers into dx. A pointwise conv (1×1, stride 1, no padding)
+ *   uses x as col and needs no workspace.
+ * kern_conv_workspace is the largest need of the three calls on the kern's path; the regions are
+ * sub-buffers of the caller's buffer (so it must not itself be a sub-buffer).
+ *
+ * Pooling, batchnorm and the image batch have one path: one work-item per work-group walking
+ * rows, as their .cl files explain; batchnorm's partial sums use k->scratch.
  *
  * Every cl_kernel of these families is created by conv_kernel_create from k->c->program, the one
  * place that knows where programs come from. Wrappers check sizes and buffer extents, enqueue on
@@ -710,10 +720,39 @@ int kern_image_batch(kern *k, const kern_image *g, int rows, cl_mem src, cl_mem 
     int src_u8 = g->src_u8 != 0, flip = g->flip != 0;
     float ry = (float)g->sh / (float)g->dh, rx = (float)g->sw / (float)g->dw;
     cl_ulong seed = g->seed, ebase = (cl_ulong)(uint32_t)g->epoch << 32;
-    karg a[] = {ARG(src_u8),   ARG(g->n_src), ARG(g->sh), ARG(g->sw),   ARG(g->c),    ARG(g->dh),
-                ARG(g->dw),    ARG(g->scale), ARG(ry),    ARG(rx),      ARG(flip),    ARG(g->crop),
-                ARG(seed),     ARG(ebase),    ARG(rows),  ARG_MEM(src), ARG_MEM(idx), ARG(start),
-                ARG(has_norm), ARG_MEM(m),    ARG_MEM(s), ARG_MEM(dst)};
+    size_t cols = (size_t)g->dw, row = cols * g->c * sizeof(float);
+    if (4 * row + 3 * cols * 4 > k->conv->local_mem)
+        return err_set(k->err, -EINVAL, "%s: rows of %d×%d floats are more than local memory holds",
+                       who, g->dw, g->c);
+    karg a[] = {ARG(src_u8),
+                ARG(g->n_src),
+                ARG(g->sh),
+                ARG(g->sw),
+                ARG(g->c),
+                ARG(g->dh),
+                ARG(g->dw),
+                ARG(g->scale),
+                ARG(ry),
+                ARG(rx),
+                ARG(flip),
+                ARG(g->crop),
+                ARG(seed),
+                ARG(ebase),
+                ARG(rows),
+                ARG_MEM(src),
+                ARG_MEM(idx),
+                ARG(start),
+                ARG(has_norm),
+                ARG_MEM(m),
+                ARG_MEM(s),
+                ARG_MEM(dst),
+                ARG_LOCAL(cols * sizeof(int)),
+                ARG_LOCAL(cols * sizeof(int)),
+                ARG_LOCAL(cols * sizeof(float)),
+                ARG_LOCAL(row),
+                ARG_LOCAL(row),
+                ARG_LOCAL(row),
+                ARG_LOCAL(row)};
     size_t global = (size_t)rows, local = 1;
     return kern_launch(k, who, k->conv->image, a, NARGS(a), 1, &global, &local);
 }

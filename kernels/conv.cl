@@ -17,7 +17,11 @@
  * transposed GEMM with a long sum over p: conv_dw splits p into a fixed number of parts, each
  * group walks its part in chunks whose input and dy stay in L1, keeps its partial dw in __local,
  * and writes it to a scratch slice; conv_dw_sum adds the slices in order. No atomics anywhere: a
- * given device and geometry always give the same bits. */
+ * given device and geometry always give the same bits.
+ *
+ * Other devices take the GEMM path (kernels/conv.c): conv_im2col writes the patch matrix and
+ * kern_gemm multiplies; conv_col2im gathers backward-data's patch gradients into dx, one
+ * work-item per dx element adding its entries in a fixed order. */
 
 #define CONV_MR     8   /* output rows of a register tile */
 #define CONV_NR     32  /* output columns of a register tile (two float16) */
