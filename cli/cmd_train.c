@@ -49,6 +49,11 @@ static const char usage_text[] =
     "                       write the checkpoint after an epoch only when S seconds have\n"
     "                       passed since the last one (default 10; 0: every epoch; -1:\n"
     "                       never); the last epoch always gets one\n"
+    "  --val-outputs FILE.npy\n"
+    "                       after training, write the model's outputs on the validation\n"
+    "                       rows, in order, as a float32 .npy of [rows, outputs]\n"
+    "                       (probabilities for classification: softmax or sigmoid applied);\n"
+    "                       needs validation rows (validation_split, or a test set)\n"
     "  --quiet              print only errors\n"
     "\n"
     "The device follows the job's resources.device (gpu, cpu, any); TRAINYARD_DEVICE=<index>\n"
@@ -98,7 +103,8 @@ static void print_line(void *user, const char *line)
 
 int cmd_train(int argc, char **argv)
 {
-    const char *job_path = NULL, *out = NULL, *root = NULL, *resume = NULL, *dataset_ca = NULL;
+    const char *job_path = NULL, *out = NULL, *root = NULL, *resume = NULL, *dataset_ca = NULL,
+               *val_outputs = NULL;
     const char *cache_dir = NULL;
     double every = TRAIN_CHECKPOINT_SECONDS;
     uint64_t max_dataset = 0, cache_bytes = 0;
@@ -118,6 +124,8 @@ int cmd_train(int argc, char **argv)
                 return 2;
         } else if (!strcmp(a, "--resume") && i + 1 < argc) {
             resume = argv[++i];
+        } else if (!strcmp(a, "--val-outputs") && i + 1 < argc) {
+            val_outputs = argv[++i];
         } else if (!strcmp(a, "--dataset-ca") && i + 1 < argc) {
             dataset_ca = argv[++i];
             if (cli_pem_check("train", a, dataset_ca) < 0)
@@ -203,7 +211,8 @@ int cmd_train(int argc, char **argv)
                          .allow_private = 1, /* the user's own machine */
                          .resume_from = resume,
                          .checkpoint_seconds = every,
-                         .dataset_cache = cache};
+                         .dataset_cache = cache,
+                         .val_outputs = val_outputs};
     trainer_hooks hooks = {.user = &quiet, .on_log = print_line};
     trainer_result res;
     rc = trainer_run(job, c, k, &opts, &hooks, &res, err);

@@ -6,7 +6,10 @@
  * fills a job_spec that starts with every default, section by section; each getter either
  * writes a valid value or records one {field, message} and leaves the default in place, so one
  * pass reports every problem. Members are looked up by name; a separate pass over each object's
- * keys reports the ones no section knows ("unknown field").
+ * keys reports the ones no section knows ("unknown field"). The sections run in order: the
+ * dataset (its format decides which options apply) and the task come before the model, whose
+ * section lives in job_model.c (layers and shapes); the getters are shared with it through
+ * job_priv.h.
  *
  * Messages read "must be <what>, got <what was there>" wherever a value is wrong, so a person
  * sees both the rule and their input. Text copied from the input into a message or field is
@@ -30,6 +33,7 @@
 
 #include <curl/curl.h>
 
+#include "job/job_priv.h"
 #include "util/err.h"
 #include "util/json_depth.h"
 #include "util/url.h"
@@ -43,15 +47,7 @@
 
 /* ---- validation context and paths ------------------------------------------------------ */
 
-typedef struct job_vctx {
-    field_errors *errs;
-    int rc; /* -ENOMEM once an allocation failed; 0 otherwise */
-} job_vctx;
-
-typedef char job_path[128];
-
-/* base.key, or key at the top; a path longer than the buffer is cut at a character boundary. */
-static void job_path_key(job_path out, const char *base, const char *key)
+void job_path_key(job_path out, const char *base, const char *key)
 {
     int n;
     if (base[0])
@@ -62,7 +58,7 @@ static void job_path_key(job_path out, const char *base, const char *key)
         utf8_trim_end(out);
 }
 
-static void job_path_index(job_path out, const char *base, size_t i)
+void job_path_index(job_path out, const char *base, size_t i)
 {
     int n = snprintf(out, sizeof(job_path), "%s[%zu]", base, i);
     if (n < 0 || (size_t)n >= sizeof(job_path))
@@ -75,6 +71,35 @@ static char *job_strdup(job_vctx *v, const char *s)
     if (!d)
         v->rc = -ENOMEM;
     return d;
+}
+
+/* A short array of numbers (a shape, a kernel size) is written out, as "[3, 0]"; any other array
+ * is "an array". */
+static void job_describe_array(const json_t *v, char *buf, size_t cap)
+{
+    size_t n = json_array_size(v);
+    int inline_ok = n >= 1 && n <= 4;
+    for (size_t i = 0; inline_ok && i < n; i++)
+        inline_ok = json_is_number(json_array_get(v, i));
+    if (!inline_ok) {
+        snprintf(buf, cap, "an array");
+        return;
+    }
+    size_t used = 0;
+    for (size_t i = 0; i < n && used < cap; i++) {
+        const json_t *e = json_array_get(v, i);
+        int w;
+        if (json_is_integer(e))
+            w = snprintf(buf + used, cap - used, "%s%lld", i ? ", " : "[",
+                         (long long)json_integer_value(e));
+        else
+            w = snprintf(buf + used, cap - used, "%s%g", i ? ", " : "[", json_real_value(e));
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+    if (used < cap)
+        snprintf(buf + used, cap - used, "]");
 }
 
 /* A short description of what a value is, for "got ..." (quotes at most JOB_SNIP_BYTES of a
@@ -106,7 +131,7 @@ static void job_describe(const json_t *v, char *buf, size_t cap)
         snprintf(buf, cap, "an object");
         break;
     case JSON_ARRAY:
-        snprintf(buf, cap, "an array");
+        job_describe_array(v, buf, cap);
         break;
     case JSON_TRUE:
         snprintf(buf, cap, "true");
@@ -121,17 +146,14 @@ static void job_describe(const json_t *v, char *buf, size_t cap)
     }
 }
 
-/* Records "must be <what>, got <value>". */
-static void job_bad(job_vctx *v, const char *path, const char *what, const json_t *got)
+void job_bad(job_vctx *v, const char *path, const char *what, const json_t *got)
 {
     char desc[JOB_SNIP_BYTES + 16];
     job_describe(got, desc, sizeof desc);
     field_errors_add(v->errs, path, "must be %s, got %s", what, desc);
 }
 
-/* Reports every key of obj that is not in known (NULL-terminated) as "unknown field". */
-static void job_check_members(job_vctx *v, const json_t *obj, const char *path,
-                              const char *const *known)
+void job_check_members(job_vctx *v, const json_t *obj, const char *path, const char *const *known)
 {
     const char *key;
     json_t *val;
@@ -154,36 +176,43 @@ static void job_check_members(job_vctx *v, const json_t *obj, const char *path,
 
 /* ---- typed getters: 1 = present and valid (out written), 0 = absent, -1 = invalid ------- */
 
-static int job_get_int(job_vctx *v, const json_t *obj, const char *key, const char *path,
-                       long long lo, long long hi, long long *out)
+/* An integer value from lo to hi into *out: 0, or -1 when val is anything else. */
+static int job_int_value(const json_t *val, long long lo, long long hi, long long *out)
 {
-    const json_t *val = json_object_get(obj, key);
-    if (!val)
-        return 0;
-    job_path p;
-    job_path_key(p, path, key);
-    char what[96];
-    if (lo == 0 && hi == LLONG_MAX)
-        snprintf(what, sizeof what, "a non-negative integer");
-    else
-        snprintf(what, sizeof what, "an integer from %lld to %lld", lo, hi);
     long long i;
     if (json_is_real(val)) {
         /* An integral real (3.0) is an integer, as JSON Schema counts it: some encoders cannot
          * write one any other way. Checked before any cast: d may be far outside long long. */
         double d = json_real_value(val);
-        if (!isfinite(d) || floor(d) != d || fabs(d) > 9007199254740992.0) {
-            job_bad(v, p, what, val);
+        if (!isfinite(d) || floor(d) != d || fabs(d) > 9007199254740992.0)
             return -1;
-        }
         i = (long long)d;
     } else if (json_is_integer(val)) {
         i = json_integer_value(val);
     } else {
-        job_bad(v, p, what, val);
         return -1;
     }
-    if (i < lo || i > hi) {
+    if (i < lo || i > hi)
+        return -1;
+    *out = i;
+    return 0;
+}
+
+int job_get_int(job_vctx *v, const json_t *obj, const char *key, const char *path, long long lo,
+                long long hi, long long *out)
+{
+    const json_t *val = json_object_get(obj, key);
+    if (!val)
+        return 0;
+    long long i = 0;
+    if (job_int_value(val, lo, hi, &i) < 0) {
+        job_path p;
+        job_path_key(p, path, key);
+        char what[96];
+        if (lo == 0 && hi == LLONG_MAX)
+            snprintf(what, sizeof what, "a non-negative integer");
+        else
+            snprintf(what, sizeof what, "an integer from %lld to %lld", lo, hi);
         job_bad(v, p, what, val);
         return -1;
     }
@@ -191,9 +220,45 @@ static int job_get_int(job_vctx *v, const json_t *obj, const char *key, const ch
     return 1;
 }
 
+int job_get_ints(job_vctx *v, const json_t *obj, const char *key, const char *path, size_t n,
+                 int lo, int hi, int scalar_ok, const char *names, int *out)
+{
+    const json_t *val = json_object_get(obj, key);
+    if (!val)
+        return 0;
+    int got[4] = {0};
+    long long i = 0;
+    int ok = n <= 4;
+    if (ok && scalar_ok && !json_is_array(val)) {
+        ok = job_int_value(val, lo, hi, &i) == 0;
+        for (size_t k = 0; k < n; k++)
+            got[k] = (int)i;
+    } else if (ok) {
+        ok = json_is_array(val) && json_array_size(val) == n;
+        for (size_t k = 0; ok && k < n; k++) {
+            ok = job_int_value(json_array_get(val, k), lo, hi, &i) == 0;
+            got[k] = (int)i;
+        }
+    }
+    if (!ok) {
+        job_path p;
+        job_path_key(p, path, key);
+        char what[160];
+        if (scalar_ok)
+            snprintf(what, sizeof what, "an integer from %d to %d or [%s] of such integers", lo, hi,
+                     names);
+        else
+            snprintf(what, sizeof what, "[%s], each an integer from %d to %d", names, lo, hi);
+        job_bad(v, p, what, val);
+        return -1;
+    }
+    memcpy(out, got, n * sizeof *out);
+    return 1;
+}
+
 /* job_get_int for an int field. */
-static int job_get_int32(job_vctx *v, const json_t *obj, const char *key, const char *path, int lo,
-                         int hi, int *out)
+int job_get_int32(job_vctx *v, const json_t *obj, const char *key, const char *path, int lo, int hi,
+                  int *out)
 {
     long long i = 0;
     int r = job_get_int(v, obj, key, path, lo, hi, &i);
@@ -202,13 +267,8 @@ static int job_get_int32(job_vctx *v, const json_t *obj, const char *key, const 
     return r;
 }
 
-typedef struct job_range {
-    double lo, hi;
-    int lo_open, hi_open; /* 1: the bound itself is excluded */
-} job_range;
-
-static int job_get_number(job_vctx *v, const json_t *obj, const char *key, const char *path,
-                          job_range r, double *out)
+int job_get_number(job_vctx *v, const json_t *obj, const char *key, const char *path, job_range r,
+                   double *out)
 {
     const json_t *val = json_object_get(obj, key);
     if (!val)
@@ -233,7 +293,7 @@ static int job_get_number(job_vctx *v, const json_t *obj, const char *key, const
     return 1;
 }
 
-static int job_get_bool(job_vctx *v, const json_t *obj, const char *key, const char *path, int *out)
+int job_get_bool(job_vctx *v, const json_t *obj, const char *key, const char *path, int *out)
 {
     const json_t *val = json_object_get(obj, key);
     if (!val)
@@ -248,14 +308,8 @@ static int job_get_bool(job_vctx *v, const json_t *obj, const char *key, const c
     return 1;
 }
 
-typedef struct job_enum {
-    const char *name;
-    int value;
-} job_enum;
-
-/* A string that must be one of names (terminated by a NULL name); what lists them. */
-static int job_get_enum(job_vctx *v, const json_t *obj, const char *key, const char *path,
-                        const job_enum *names, const char *what, int *out)
+int job_get_enum(job_vctx *v, const json_t *obj, const char *key, const char *path,
+                 const job_enum *names, const char *what, int *out)
 {
     const json_t *val = json_object_get(obj, key);
     if (!val)
@@ -291,9 +345,8 @@ static int job_get_string(job_vctx *v, const json_t *obj, const char *key, const
     return 1;
 }
 
-/* An object member, borrowed from obj. */
-static int job_get_object(job_vctx *v, const json_t *obj, const char *key, const char *path,
-                          const json_t **out)
+int job_get_object(job_vctx *v, const json_t *obj, const char *key, const char *path,
+                   const json_t **out)
 {
     const json_t *val = json_object_get(obj, key);
     if (!val)
@@ -309,20 +362,6 @@ static int job_get_object(job_vctx *v, const json_t *obj, const char *key, const
 }
 
 /* ---- sections ---------------------------------------------------------------------------- */
-
-static const job_enum job_activations[] = {
-    {"relu", JOB_ACT_RELU},
-    {"tanh", JOB_ACT_TANH},
-    {"sigmoid", JOB_ACT_SIGMOID},
-    {"linear", JOB_ACT_LINEAR},
-    {NULL, 0},
-};
-
-static const job_enum job_layer_types[] = {
-    {"dense", JOB_LAYER_DENSE},
-    {"dropout", JOB_LAYER_DROPOUT},
-    {NULL, 0},
-};
 
 static const job_enum job_tasks[] = {
     {"classification", JOB_TASK_CLASSIFICATION},
@@ -344,7 +383,18 @@ static const job_enum job_devices[] = {
 };
 
 static const job_enum job_formats[] = {
-    {"csv", 0},
+    {"csv", JOB_FORMAT_CSV},
+    {"cifar10", JOB_FORMAT_CIFAR10},
+    {"mnist", JOB_FORMAT_MNIST},
+    {"npy", JOB_FORMAT_NPY},
+    {"npz", JOB_FORMAT_NPZ},
+    {"images", JOB_FORMAT_IMAGES},
+    {NULL, 0},
+};
+
+static const job_enum job_scales[] = {
+    {"unit", JOB_SCALE_UNIT},
+    {"standardize", JOB_SCALE_STANDARDIZE},
     {NULL, 0},
 };
 
@@ -405,7 +455,7 @@ static void job_v_url(job_vctx *v, const json_t *doc, job_spec *s)
     int r = job_get_string(v, doc, "dataset_url", "", &url);
     if (r == 0)
         field_errors_add(v->errs, "dataset_url",
-                         "is required: an http://, https:// or file:// URL of a CSV file");
+                         "is required: an http://, https:// or file:// URL of the dataset");
     if (r != 1)
         return;
     size_t len = strlen(url);
@@ -536,16 +586,27 @@ static void job_v_sha256(job_vctx *v, const json_t *ds, job_spec *s)
         s->sha256 = copy;
 }
 
-static void job_v_dataset(job_vctx *v, const json_t *doc, job_spec *s)
+/* Reports dataset.key, when present, as not applying to this job's format. */
+static void job_not_for_format(job_vctx *v, const json_t *ds, const char *key, const job_spec *s)
 {
-    static const char *const known[] = {"format", "label_column", "header",
-                                        "sha256", "standardize",  NULL};
-    const json_t *ds = NULL;
-    if (job_get_object(v, doc, "dataset", "", &ds) != 1)
+    if (!json_object_get(ds, key))
         return;
-    job_check_members(v, ds, "dataset", known);
-    int format = 0;
-    job_get_enum(v, ds, "format", "dataset", job_formats, "\"csv\"", &format);
+    job_path p;
+    job_path_key(p, "dataset", key);
+    if (s->format == JOB_FORMAT_CSV)
+        field_errors_add(v->errs, p,
+                         "applies only to image formats (\"cifar10\", \"mnist\", \"npy\", "
+                         "\"npz\", \"images\"); this job's dataset.format is \"csv\"");
+    else
+        field_errors_add(v->errs, p,
+                         "applies only to dataset.format \"csv\"; this job's is \"%s\"%s",
+                         job_format_name(s->format),
+                         strcmp(key, "standardize") == 0 ? " (images use dataset.scale)" : "");
+}
+
+/* CSV's options: label_column, header, standardize. */
+static void job_v_csv_options(job_vctx *v, const json_t *ds, job_spec *s)
+{
     job_v_label(v, ds, s);
     const json_t *header = json_object_get(ds, "header");
     if (header) {
@@ -556,87 +617,60 @@ static void job_v_dataset(job_vctx *v, const json_t *doc, job_spec *s)
         else
             job_bad(v, "dataset.header", "true, false or \"auto\"", header);
     }
-    job_v_sha256(v, ds, s);
     job_get_bool(v, ds, "standardize", "dataset", &s->standardize);
 }
 
-static void job_v_layer(job_vctx *v, const json_t *l, const char *path, job_layer *out)
+/* The image formats' options: resize, scale, augment. */
+static void job_v_image_options(job_vctx *v, const json_t *ds, job_spec *s)
 {
-    static const char *const any_known[] = {"type", "units", "activation", "rate", NULL};
-    static const char *const dense_known[] = {"type", "units", "activation", NULL};
-    static const char *const dropout_known[] = {"type", "rate", NULL};
-    if (!json_is_object(l)) {
-        job_bad(v, path, "an object such as {\"type\": \"dense\", \"units\": 64}", l);
+    static const char *const augment_known[] = {"flip", "crop_padding", NULL};
+    const json_t *resize = json_object_get(ds, "resize");
+    int hw[2];
+    if (resize && !json_is_null(resize) && /* null: no resize, as job_to_json() writes it */
+        job_get_ints(v, ds, "resize", "dataset", 2, 1, JOB_MAX_IMAGE_SIDE, 0, "height, width",
+                     hw) == 1) {
+        s->resize_h = hw[0];
+        s->resize_w = hw[1];
+    }
+    job_get_enum(v, ds, "scale", "dataset", job_scales, "\"unit\" or \"standardize\"", &s->scale);
+    const json_t *aug = NULL;
+    if (job_get_object(v, ds, "augment", "dataset", &aug) != 1)
         return;
-    }
-    int type = -1;
-    int r = job_get_enum(v, l, "type", path, job_layer_types, "\"dense\" or \"dropout\"", &type);
-    if (r == 0) {
-        job_path p;
-        job_path_key(p, path, "type");
-        field_errors_add(v->errs, p, "is required: \"dense\" or \"dropout\"");
-    }
-    if (r != 1) {
-        job_check_members(v, l, path, any_known);
-        return;
-    }
-    job_layer layer = {.type = type, .units = 0, .activation = JOB_ACT_RELU, .rate = 0};
-    job_path p;
-    if (type == JOB_LAYER_DENSE) {
-        job_check_members(v, l, path, dense_known);
-        if (job_get_int32(v, l, "units", path, 1, JOB_MAX_UNITS, &layer.units) == 0) {
-            job_path_key(p, path, "units");
-            field_errors_add(v->errs, p, "is required for a dense layer: an integer from 1 to %d",
-                             JOB_MAX_UNITS);
-        }
-        const json_t *act = json_object_get(l, "activation");
-        if (json_is_string(act) && strcmp(json_string_value(act), "softmax") == 0) {
-            job_path_key(p, path, "activation");
-            field_errors_add(v->errs, p,
-                             "softmax cannot be a hidden layer's activation: the output layer "
-                             "(softmax, sigmoid or linear) is added from \"task\"; use relu, tanh, "
-                             "sigmoid or linear here");
-        } else {
-            job_get_enum(v, l, "activation", path, job_activations,
-                         "one of \"relu\", \"tanh\", \"sigmoid\", \"linear\"", &layer.activation);
-        }
-    } else {
-        job_check_members(v, l, path, dropout_known);
-        job_range rate = {0, 1, 0, 1};
-        if (job_get_number(v, l, "rate", path, rate, &layer.rate) == 0) {
-            job_path_key(p, path, "rate");
-            field_errors_add(v->errs, p, "is required for a dropout layer: a number >= 0 and < 1");
-        }
-    }
-    *out = layer;
+    job_check_members(v, aug, "dataset.augment", augment_known);
+    job_get_bool(v, aug, "flip", "dataset.augment", &s->augment_flip);
+    job_get_int32(v, aug, "crop_padding", "dataset.augment", 0, JOB_MAX_CROP, &s->augment_crop);
 }
 
-static void job_v_model(job_vctx *v, const json_t *doc, job_spec *s)
+static void job_v_dataset(job_vctx *v, const json_t *doc, job_spec *s)
 {
-    static const char *const known[] = {"layers", NULL};
-    const json_t *model = NULL;
-    if (job_get_object(v, doc, "model", "", &model) != 1)
+    static const char *const known[] = {"format", "label_column", "header",
+                                        "sha256", "standardize",  "resize",
+                                        "scale",  "augment",      NULL};
+    static const char *const csv_only[] = {"label_column", "header", "standardize", NULL};
+    static const char *const image_only[] = {"resize", "scale", "augment", NULL};
+    const json_t *ds = NULL;
+    if (job_get_object(v, doc, "dataset", "", &ds) != 1)
         return;
-    job_check_members(v, model, "model", known);
-    const json_t *layers = json_object_get(model, "layers");
-    if (!layers)
-        return;
-    if (!json_is_array(layers)) {
-        job_bad(v, "model.layers", "an array of layers", layers);
+    job_check_members(v, ds, "dataset", known);
+    int r = job_get_enum(v, ds, "format", "dataset", job_formats,
+                         "one of \"csv\", \"cifar10\", \"mnist\", \"npy\", \"npz\", \"images\"",
+                         &s->format);
+    job_v_sha256(v, ds, s);
+    if (r < 0) {
+        /* The format is in error already: check each option's own value, not whether it
+         * applies, and leave the checks that hang on the format (input_shape) alone. */
+        v->format_bad = 1;
+        job_v_csv_options(v, ds, s);
+        job_v_image_options(v, ds, s);
         return;
     }
-    size_t n = json_array_size(layers);
-    if (n > JOB_MAX_LAYERS) {
-        field_errors_add(v->errs, "model.layers", "must have at most %d layers, got %zu",
-                         JOB_MAX_LAYERS, n);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        job_path p;
-        job_path_index(p, "model.layers", i);
-        job_v_layer(v, json_array_get(layers, i), p, &s->layers[i]);
-    }
-    s->n_layers = n;
+    const char *const *refused = s->format == JOB_FORMAT_CSV ? image_only : csv_only;
+    for (size_t i = 0; refused[i]; i++)
+        job_not_for_format(v, ds, refused[i], s);
+    if (s->format == JOB_FORMAT_CSV)
+        job_v_csv_options(v, ds, s);
+    else
+        job_v_image_options(v, ds, s);
 }
 
 /* Reports key as not applying to the chosen optimizer. */
@@ -728,6 +762,14 @@ static void job_defaults(job_spec *s)
     s->header = -1;
     s->sha256 = NULL;
     s->standardize = 1;
+    s->format = JOB_FORMAT_CSV;
+    s->resize_h = s->resize_w = 0;
+    s->scale = JOB_SCALE_UNIT;
+    s->augment_flip = 0;
+    s->augment_crop = 0;
+    s->in_h = s->in_w = s->in_c = 0;
+    s->output_given = 0;
+    s->output_units = 0;
     s->task = JOB_TASK_CLASSIFICATION;
     s->binary = 0;
     s->n_layers = 0;
@@ -761,7 +803,7 @@ int job_from_json(const json_t *doc, job_spec **out, field_errors *errs)
     if (!errs)
         errs = &scratch;
     errs->count = 0;
-    job_vctx v = {.errs = errs, .rc = 0};
+    job_vctx v = {.errs = errs, .rc = 0, .format_bad = 0};
     int rc = 0;
     job_spec *s = NULL;
     if (!doc) {
@@ -857,17 +899,12 @@ out:
     return rc;
 }
 
-const char *job_activation_name(int act)
+const char *job_format_name(int format)
 {
-    for (size_t i = 0; job_activations[i].name; i++) {
-        if (job_activations[i].value == act)
-            return job_activations[i].name;
-    }
-    return NULL;
+    return job_enum_name(job_formats, format);
 }
 
-/* The name of value in names, or NULL. */
-static const char *job_enum_name(const job_enum *names, int value)
+const char *job_enum_name(const job_enum *names, int value)
 {
     for (size_t i = 0; names[i].name; i++) {
         if (names[i].value == value)
@@ -876,16 +913,14 @@ static const char *job_enum_name(const job_enum *names, int value)
     return NULL;
 }
 
-/* Sets obj[key] = val, stealing val (jansson frees it on failure too); flags any failure,
- * including val == NULL from a failed constructor. */
-static void job_put(json_t *obj, const char *key, json_t *val, int *bad)
+/* jansson frees val when the set fails, so nothing leaks on any path. */
+void job_put(json_t *obj, const char *key, json_t *val, int *bad)
 {
     if (json_object_set_new(obj, key, val) < 0)
         *bad = 1;
 }
 
-/* A string value, or NULL (flagging bad) when s is NULL. */
-static json_t *job_str(const char *s, int *bad)
+json_t *job_str(const char *s, int *bad)
 {
     if (!s) {
         *bad = 1;
@@ -894,23 +929,41 @@ static json_t *job_str(const char *s, int *bad)
     return json_string(s);
 }
 
-static json_t *job_layers_to_json(const job_spec *s, int *bad)
+json_t *job_pair(int a, int b, int *bad)
 {
-    json_t *layers = json_array();
-    for (size_t i = 0; layers && i < s->n_layers && i < JOB_MAX_LAYERS; i++) {
-        const job_layer *l = &s->layers[i];
-        json_t *o = json_object();
-        job_put(o, "type", job_str(job_enum_name(job_layer_types, l->type), bad), bad);
-        if (l->type == JOB_LAYER_DENSE) {
-            job_put(o, "units", json_integer(l->units), bad);
-            job_put(o, "activation", job_str(job_activation_name(l->activation), bad), bad);
-        } else {
-            job_put(o, "rate", json_real(l->rate), bad);
-        }
-        if (json_array_append_new(layers, o) < 0)
-            *bad = 1;
+    json_t *pair = json_pack("[ii]", a, b);
+    if (!pair)
+        *bad = 1;
+    return pair;
+}
+
+/* The resolved "dataset": the format's own options only, as only those parse back. */
+static json_t *job_dataset_to_json(const job_spec *s, int *bad)
+{
+    json_t *ds = json_object();
+    job_put(ds, "format", job_str(job_format_name(s->format), bad), bad);
+    if (s->format == JOB_FORMAT_CSV) {
+        if (s->label_name)
+            job_put(ds, "label_column", json_string(s->label_name), bad);
+        else
+            job_put(ds, "label_column", json_integer(s->label_index), bad);
+        if (s->header < 0)
+            job_put(ds, "header", json_string("auto"), bad);
+        else
+            job_put(ds, "header", json_boolean(s->header), bad);
     }
-    return layers;
+    job_put(ds, "sha256", s->sha256 ? json_string(s->sha256) : json_null(), bad);
+    if (s->format == JOB_FORMAT_CSV) {
+        job_put(ds, "standardize", json_boolean(s->standardize), bad);
+        return ds;
+    }
+    job_put(ds, "resize", s->resize_h ? job_pair(s->resize_h, s->resize_w, bad) : json_null(), bad);
+    job_put(ds, "scale", job_str(job_enum_name(job_scales, s->scale), bad), bad);
+    json_t *aug = json_object();
+    job_put(aug, "flip", json_boolean(s->augment_flip), bad);
+    job_put(aug, "crop_padding", json_integer(s->augment_crop), bad);
+    job_put(ds, "augment", aug, bad);
+    return ds;
 }
 
 json_t *job_to_json(const job_spec *s)
@@ -927,27 +980,13 @@ json_t *job_to_json(const job_spec *s)
     job_put(doc, "dataset_url", job_str(shown, &bad), &bad);
     free(shown);
 
-    json_t *ds = json_object();
-    job_put(ds, "format", json_string("csv"), &bad);
-    if (s->label_name)
-        job_put(ds, "label_column", json_string(s->label_name), &bad);
-    else
-        job_put(ds, "label_column", json_integer(s->label_index), &bad);
-    if (s->header < 0)
-        job_put(ds, "header", json_string("auto"), &bad);
-    else
-        job_put(ds, "header", json_boolean(s->header), &bad);
-    job_put(ds, "sha256", s->sha256 ? json_string(s->sha256) : json_null(), &bad);
-    job_put(ds, "standardize", json_boolean(s->standardize), &bad);
-    job_put(doc, "dataset", ds, &bad);
+    job_put(doc, "dataset", job_dataset_to_json(s, &bad), &bad);
 
     job_put(doc, "task", job_str(job_enum_name(job_tasks, s->task), &bad), &bad);
     if (s->task == JOB_TASK_CLASSIFICATION)
         job_put(doc, "binary", json_boolean(s->binary), &bad);
 
-    json_t *model = json_object();
-    job_put(model, "layers", job_layers_to_json(s, &bad), &bad);
-    job_put(doc, "model", model, &bad);
+    job_put(doc, "model", job_model_to_json(s, &bad), &bad);
 
     json_t *hp = json_object();
     job_put(hp, "epochs", json_integer(s->epochs), &bad);

@@ -9,7 +9,15 @@
  * Required: dataset_url, hyperparameters (an object; its members have defaults). model.layers
  * defaults to [] (no hidden layer: the output layer alone). dataset.sha256 may be null (no
  * check), which is how job_to_json() writes an absent one. Options that do not apply are errors,
- * not ignored: "binary" with regression, "momentum" with adam, beta1/beta2/epsilon with sgd.
+ * not ignored: "binary" with regression, "momentum" with adam, beta1/beta2/epsilon with sgd,
+ * label_column/header/standardize with an image format, resize/scale/augment with csv, a
+ * conv2d's "filters" on a dense layer.
+ *
+ * Images (dataset.format other than csv) need model.input_shape [h, w, c]; every layer's output
+ * shape is inferred at submit (job_layer.out_*), and a layer that cannot take its input is an
+ * error on model.layers[i] naming both shapes. Activations are NHWC: a spatial layer's output is
+ * out_h × out_w × out_c; flat ones have out_h = out_w = 1 and out_c = their width.
+ *
  * Credentials in dataset_url (user:password@) are kept in the spec for the fetch; job_to_json()
  * writes them as ***@, and a URL whose userinfo is *** is refused, so such a resolved document
  * does not parse back until the real userinfo is put in again (the worker does so with the
@@ -31,20 +39,69 @@
 #define JOB_MAX_BATCH      (1 << 20)
 #define JOB_MAX_JSON_DEPTH 16
 #define JOB_MAX_DOC_BYTES  (1 << 20) /* job_parse() refuses longer text */
+#define JOB_MAX_KERNEL     31        /* kernel_size, pool_size and strides: 1..31 */
+#define JOB_MAX_IMAGE_SIDE 4096      /* input_shape and resize height and width */
+#define JOB_MAX_CHANNELS   4096      /* input_shape channels */
+#define JOB_MAX_CROP       64        /* dataset.augment.crop_padding, pixels */
+/* Per sample: the input and every layer's output together hold at most this many values (256 MiB
+ * of float32 per sample), and one layer's weights (dense: in × units; conv2d: kh·kw·c·filters)
+ * at most JOB_MAX_WEIGHTS, so no job can ask for an absurd amount of memory. */
+#define JOB_MAX_ACTIVATIONS (1 << 26)
+#define JOB_MAX_WEIGHTS     (1 << 28)
 
 enum job_task { JOB_TASK_CLASSIFICATION = 0, JOB_TASK_REGRESSION = 1 };
-enum job_layer_type { JOB_LAYER_DENSE = 0, JOB_LAYER_DROPOUT = 1 };
+enum job_layer_type {
+    JOB_LAYER_DENSE = 0,
+    JOB_LAYER_DROPOUT = 1,
+    JOB_LAYER_CONV2D = 2,
+    JOB_LAYER_MAXPOOL2D = 3,
+    JOB_LAYER_AVGPOOL2D = 4,
+    JOB_LAYER_GLOBAL_AVGPOOL2D = 5,
+    JOB_LAYER_FLATTEN = 6,
+    JOB_LAYER_BATCHNORM = 7
+};
+enum job_padding { JOB_PAD_VALID = 0, JOB_PAD_SAME = 1 };
+/* dataset.format: csv, or one of the image formats (see docs/API.md for what each file holds). */
+enum job_format {
+    JOB_FORMAT_CSV = 0,
+    JOB_FORMAT_CIFAR10 = 1,
+    JOB_FORMAT_MNIST = 2,
+    JOB_FORMAT_NPY = 3,
+    JOB_FORMAT_NPZ = 4,
+    JOB_FORMAT_IMAGES = 5
+};
+/* dataset.scale for images: unit divides uint8 pixels by 255; standardize also subtracts the
+ * training set's per-channel mean and divides by its standard deviation. */
+enum job_scale { JOB_SCALE_UNIT = 0, JOB_SCALE_STANDARDIZE = 1 };
 enum job_optimizer { JOB_OPT_SGD = 0, JOB_OPT_ADAM = 1 };
 enum job_device { JOB_DEVICE_ANY = 0, JOB_DEVICE_GPU = 1, JOB_DEVICE_CPU = 2 };
-/* A dense layer's activation. "softmax" is accepted only where it is the output, which the task
- * decides. The trainer maps these to the kernels' own values where it calls them. */
-enum job_activation { JOB_ACT_LINEAR = 0, JOB_ACT_RELU = 1, JOB_ACT_TANH = 2, JOB_ACT_SIGMOID = 3 };
+/* A dense or conv2d layer's activation. "softmax" is accepted only on a last dense layer, which
+ * is then the output layer itself (job_spec.output_given). The trainer maps these to the
+ * kernels' own values where it calls them. */
+enum job_activation {
+    JOB_ACT_LINEAR = 0,
+    JOB_ACT_RELU = 1,
+    JOB_ACT_TANH = 2,
+    JOB_ACT_SIGMOID = 3,
+    JOB_ACT_SOFTMAX = 4 /* only the given output layer's (job_spec.output_given) */
+};
 
 typedef struct job_layer {
     int type;       /* enum job_layer_type */
     int units;      /* dense */
-    int activation; /* dense: enum job_activation; default relu */
+    int activation; /* dense (default relu) and conv2d (default linear, as Keras):
+                       enum job_activation; a given output layer has softmax or sigmoid */
     double rate;    /* dropout: 0 <= rate < 1 */
+    int filters;    /* conv2d */
+    int kh, kw;     /* conv2d kernel_size; pools pool_size (default 2×2); 0 for other layers */
+    int sh, sw;     /* conv2d strides (default 1); pools strides (default pool_size) */
+    int padding;    /* conv2d and pools: enum job_padding, default valid */
+    int use_bias;   /* conv2d, default 1 */
+    double bn_momentum, bn_epsilon; /* batchnorm: defaults 0.99, 0.001 (Keras) */
+    int out_h, out_w, out_c;        /* the layer's output shape, NHWC; flat layers have
+                                       out_h = out_w = 1 and out_c = their width. Where the
+                                       input width is not known at submit (CSV) a width that
+                                       follows from it is 0. */
 } job_layer;
 
 typedef struct job_spec {
@@ -52,17 +109,29 @@ typedef struct job_spec {
     char *dataset_url; /* http://, https:// or file://, with any user:password@ as given;
                           job_to_json shows that userinfo as ***@ */
     /* dataset */
-    char *label_name; /* dataset.label_column as a name, or NULL */
-    int label_index;  /* dataset.label_column as an index (negative counts from the end);
-                         default -1: the last column. Ignored when label_name is set. */
-    int header;       /* dataset.header: -1 auto-detect (default), 0 no, 1 yes */
-    char *sha256;     /* dataset.sha256: 64 lowercase hex digits, or NULL */
-    int standardize;  /* dataset.standardize: default 1 */
+    char *label_name;       /* dataset.label_column as a name, or NULL */
+    int label_index;        /* dataset.label_column as an index (negative counts from the end);
+                               default -1: the last column. Ignored when label_name is set. */
+    int header;             /* dataset.header: -1 auto-detect (default), 0 no, 1 yes */
+    char *sha256;           /* dataset.sha256: 64 lowercase hex digits, or NULL */
+    int standardize;        /* dataset.standardize (csv): default 1 */
+    int format;             /* dataset.format: enum job_format, default csv */
+    int resize_h, resize_w; /* dataset.resize [h, w] (images); 0s when absent */
+    int scale;              /* dataset.scale (images): enum job_scale, default unit */
+    int augment_flip;       /* dataset.augment.flip (images): random horizontal flip, default 0 */
+    int augment_crop;       /* dataset.augment.crop_padding (images): random crop after zero
+                               padding of this many pixels per side, default 0 */
     /* task and model */
-    int task;        /* enum job_task; default classification */
-    int binary;      /* classification only: sigmoid + binary cross-entropy; default 0 */
-    size_t n_layers; /* model.layers: hidden layers; the output layer follows from the task */
+    int task;             /* enum job_task; default classification */
+    int binary;           /* classification only: sigmoid + binary cross-entropy; default 0 */
+    int in_h, in_w, in_c; /* model.input_shape [h, w, c]; required for images, 0s for csv */
+    size_t n_layers;      /* model.layers: hidden layers; the output layer follows from the task */
     job_layer layers[JOB_MAX_LAYERS];
+    int output_given; /* 1: model.layers ended with the output layer itself: a dense "softmax"
+                         (classification) or a dense "sigmoid" of 1 unit (binary). n_layers
+                         excludes it; layers[n_layers] holds it (units, activation, shape). */
+    int output_units; /* that layer's units when output_given (the trainer checks them against
+                         the classes in the data), else 0 */
     /* hyperparameters */
     int epochs;              /* default 10, 1..JOB_MAX_EPOCHS */
     int batch_size;          /* default 32, 1..JOB_MAX_BATCH; larger than the data = full batch */
@@ -93,7 +162,22 @@ int job_from_json(const json_t *doc, job_spec **out, field_errors *errs);
 json_t *job_to_json(const job_spec *spec);
 /* Releases a spec; accepts NULL. */
 void job_free(job_spec *spec);
-/* "relu", "tanh", "sigmoid", "linear" for an enum job_activation value; NULL for any other. */
+/* "relu", "tanh", "sigmoid", "linear", "softmax" for an enum job_activation value; NULL for any
+ * other. */
 const char *job_activation_name(int act);
+/* "dense", "conv2d", ... for an enum job_layer_type value; NULL for any other. */
+const char *job_layer_type_name(int type);
+/* "csv", "cifar10", ... for an enum job_format value; NULL for any other. */
+const char *job_format_name(int format);
+/* 1 when hidden layer i of a spec that job_parse() accepted outputs a spatial map (h × w × c):
+ * conv2d, the two windowed pools, and dropout or batchnorm after one of those or after the image
+ * input; 0 for dense, flatten, global_avgpool2d and what follows them flat. */
+int job_layer_is_spatial(const job_spec *spec, size_t i);
+/* The output size along one axis of a convolution or pooling window of k cells with stride s
+ * over in cells (Keras's rule). valid: (in − k) / s + 1, no padding; same: ceil(in / s), with
+ * max((out − 1)·s + k − in, 0) cells of zero padding, floor half of them before (*pad_before,
+ * which may be NULL) and the rest after. Returns 0 when the window does not fit (valid and
+ * k > in) or an argument is out of range. */
+int job_conv_out(int in, int k, int s, int padding, int *pad_before);
 
 #endif

@@ -75,3 +75,56 @@ __kernel void act_bias_bwd_sum(int nparts, int cols, __global const float *part,
     if (ly == 0 && c < cols)
         dbias[c] = s[lx];
 }
+
+/* CPU devices (PoCL) run the two below instead, shaped like gemm_cpu: one work-item per
+ * work-group walking a chunk of whole rows, 16 columns at a time in float16 (the rest one by
+ * one), which PoCL runs several times faster than one work-item per element. */
+/* Rows [g·chunk, (g+1)·chunk). Global size ceil(rows/chunk), local 1. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+act_bias_fwd_cpu(int rows, int cols, int act, int chunk, __global float *y,
+                 __global const float *bias)
+{
+    int g = get_global_id(0), r0 = g * chunk, r1 = min(rows, r0 + chunk), c16 = cols / 16 * 16;
+    for (int r = r0; r < r1; r++) {
+        __global float *yr = y + (size_t)r * cols;
+        for (int c = 0; c < c16; c += 16)
+            vstore16(common_act16(act, vload16(0, yr + c) + vload16(0, bias + c)), 0, yr + c);
+        for (int c = c16; c < cols; c++)
+            yr[c] = common_act(act, yr[c] + bias[c]);
+    }
+}
+
+#define ACT_BLOCK 64 /* rows summed before their block sum joins the chunk's */
+
+/* dy ← dy·act'(y) over rows [g·chunk, (g+1)·chunk) and their column sums into part[g][c], added
+ * in blocks of ACT_BLOCK rows (acc) whose sums join tot, so no float sum runs longer than
+ * ACT_BLOCK + chunk/ACT_BLOCK terms. acc and tot hold cols floats each. Global size
+ * ceil(rows/chunk), local 1. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+act_bias_bwd_cpu(int rows, int cols, int act, int chunk, __global const float *y,
+                 __global float *dy, __global float *part, __local float *acc, __local float *tot)
+{
+    int g = get_global_id(0), r0 = g * chunk, r1 = min(rows, r0 + chunk), c16 = cols / 16 * 16;
+    for (int c = 0; c < cols; c++)
+        acc[c] = tot[c] = 0.0f;
+    for (int r = r0; r < r1; r++) {
+        size_t e = (size_t)r * cols;
+        for (int c = 0; c < c16; c += 16) {
+            float16 d = vload16(0, dy + e + c) * common_act_grad16(act, vload16(0, y + e + c));
+            vstore16(d, 0, dy + e + c);
+            vstore16(vload16(0, acc + c) + d, 0, acc + c);
+        }
+        for (int c = c16; c < cols; c++) {
+            float d = dy[e + c] * common_act_grad(act, y[e + c]);
+            dy[e + c] = d;
+            acc[c] += d;
+        }
+        if ((r - r0) % ACT_BLOCK == ACT_BLOCK - 1 || r == r1 - 1)
+            for (int c = 0; c < cols; c++) {
+                tot[c] += acc[c];
+                acc[c] = 0.0f;
+            }
+    }
+    for (int c = 0; c < cols; c++)
+        part[(size_t)g * cols + c] = tot[c];
+}

@@ -10,27 +10,11 @@
  *     x    = mix64(mix64(seed) + (counter + 1) · 0x9e3779b97f4a7c15)   (mod 2^64)
  *     bits = high 32 bits of x;  uniform = (bits >> 8) · 2^-24  ∈ [0, 1), exact in float
  *
- * i.e. the counter-th output of splitmix64 started from the state mix64(seed). Only integer
+ * i.e. the counter-th output of splitmix64 started from the state mix64(seed) (common_uniform in
+ * common.cl, shared with the image augmentation). Only integer
  * operations and one exact int→float conversion are involved, so every device gives the same
  * bits. The element is kept when uniform ≥ rate and scaled by `scale` = 1/(1 − rate), which the
  * host computes in float (0 when rate ≥ 1, 1 when rate ≤ 0). */
-
-static inline ulong dropout_mix64(ulong z)
-{
-    z ^= z >> 30;
-    z *= 0xbf58476d1ce4e5b9UL;
-    z ^= z >> 27;
-    z *= 0x94d049bb133111ebUL;
-    z ^= z >> 31;
-    return z;
-}
-
-static inline float dropout_uniform(ulong key, ulong counter)
-{
-    ulong x = dropout_mix64(key + (counter + 1UL) * 0x9e3779b97f4a7c15UL);
-    uint bits = (uint)(x >> 32);
-    return (float)(bits >> 8) * 5.9604644775390625e-8f; /* 2^-24 */
-}
 
 /* key = mix64(seed), computed here rather than on the host so that the formula lives in one
  * place per side. x and y may be the same buffer. */
@@ -40,6 +24,6 @@ __kernel void dropout_fwd(int n, float rate, float scale, ulong seed, ulong offs
     int i = get_global_id(0);
     if (i >= n)
         return;
-    float u = dropout_uniform(dropout_mix64(seed), offset + (ulong)i);
+    float u = common_uniform(common_mix64(seed), offset + (ulong)i);
     y[i] = u >= rate ? x[i] * scale : 0.0f;
 }

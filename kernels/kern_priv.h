@@ -1,5 +1,6 @@
-/* kern_priv: the inside of a `kern`, shared by kernels.c (every family but GEMM) and gemm.c.
- * Not for use outside kernels/. */
+/* kern_priv: the inside of a `kern`, shared by kernels.c (the kern object and the element-wise
+ * families), gemm.c and conv.c (conv, pool, batchnorm, image), and the launch helpers kernels.c
+ * defines for all of them. Not for use outside kernels/. */
 #ifndef TRAINYARD_KERNELS_KERN_PRIV_H
 #define TRAINYARD_KERNELS_KERN_PRIV_H
 
@@ -7,15 +8,21 @@
 #include "util/err.h"
 
 struct gemm_kernels; /* owned by gemm.c */
+struct conv_kernels; /* owned by conv.c */
 
 struct kern {
     ocl_ctx *c;
     char err[ERR_LEN];
     struct gemm_kernels *gemm;
+    struct conv_kernels *conv;
     cl_kernel bias_act_fwd, bias_act_bwd, softmax_xent, bce, mse, dropout, reduce_sum, sgd, adam,
         gather_rows;
     /* Second passes of the two-pass reductions (reduce_sum is the first pass of the sum). */
     cl_kernel bias_act_bwd_sum, reduce_sum_final;
+    /* CPU forms of bias + activation (activation.cl), used when cpu is set. */
+    cl_kernel bias_act_fwd_cpu, bias_act_bwd_cpu;
+    int cpu;            /* a CPU device: the *_cpu kernels run */
+    int units;          /* compute units */
     size_t local_1d;    /* local size of the element-wise kernels */
     size_t local_red;   /* work-group size of the reductions: a power of two, at most 256 */
     size_t max_item[2]; /* CL_DEVICE_MAX_WORK_ITEM_SIZES in dimensions 0 and 1 */
@@ -29,5 +36,40 @@ struct kern {
 int gemm_kernels_new(kern *k, char *err);
 /* Releases them; accepts NULL. */
 void gemm_kernels_free(struct gemm_kernels *g);
+
+/* Creates the conv, pool, batchnorm and image kernels into k->conv (conv.c). */
+int conv_kernels_new(kern *k, char *err);
+/* Releases them; accepts NULL. */
+void conv_kernels_free(struct conv_kernels *g);
+
+/* One kernel argument: a value of `size` bytes, or a NULL buffer / local memory when value is
+ * NULL. */
+typedef struct karg {
+    size_t size;
+    const void *value;
+} karg;
+
+#define ARG(v)           ((karg){sizeof(v), &(v)})
+#define ARG_MEM(m)       ((karg){sizeof(cl_mem), (m) ? (const void *)&(m) : NULL})
+#define ARG_LOCAL(bytes) ((karg){(bytes), NULL})
+#define NARGS(a)         ((cl_uint)(sizeof(a) / sizeof((a)[0])))
+
+/* Sets the arguments of kn and enqueues it; who names the wrapper in the error sentence. */
+int kern_launch(kern *k, const char *who, cl_kernel kn, const karg *a, cl_uint na, cl_uint dims,
+                const size_t *global, const size_t *local);
+/* One work-item per index below n (n > 0), in work-groups of k->local_1d. */
+int kern_launch_1d(kern *k, const char *who, cl_kernel kn, const karg *a, cl_uint na, size_t n);
+/* One work-item per element of a rows×cols matrix on a 2-D range (columns, rows). */
+int kern_launch_rows(kern *k, const char *who, cl_kernel kn, const karg *a, cl_uint na, int rows,
+                     int cols);
+/* rows·cols into *n, or -EINVAL when a size is negative or the product passes the int indices. */
+int kern_elements(kern *k, const char *who, int rows, int cols, int *n);
+/* Makes k->scratch hold at least bytes. */
+int kern_scratch_need(kern *k, const char *who, size_t bytes);
+/* Size of a buffer in bytes, 0 when OpenCL cannot say. */
+size_t kern_mem_bytes(cl_mem m);
+/* The largest power of two ≤ v; v rounded up to a multiple of m. */
+size_t kern_pow2_floor(size_t v);
+size_t kern_round_up(size_t v, size_t m);
 
 #endif

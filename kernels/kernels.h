@@ -92,4 +92,84 @@ int kern_adam(kern *k, int n, float lr, float beta1, float beta2, float eps, flo
  * read); an index window or destination that does not fit its buffer is -EINVAL. */
 int kern_gather_rows(kern *k, int rows, int cols, cl_mem src, cl_mem idx, int start, cl_mem dst);
 
+/* Convolution geometry, NHWC activations and HWIO weights [kh][kw][c][f]. */
+typedef struct kern_conv {
+    int n, h, w, c; /* input NHWC */
+    int f, kh, kw;  /* filters, kernel */
+    int sh, sw;     /* strides */
+    int pt, pl;     /* top/left padding (bottom/right follow from oh/ow) */
+    int oh, ow;     /* output size (caller computes from padding rules) */
+} kern_conv;
+
+/* Bytes of scratch the conv wrappers need for this geometry (0 if none); the caller owns one
+ * buffer of at least that size (a plain buffer, not a sub-buffer: the wrappers take views of it)
+ * and passes it to every conv call of that geometry. */
+size_t kern_conv_workspace(kern *k, const kern_conv *g);
+
+/* y[n,oh,ow,f] = Σ x[n, oh·sh−pt+i, ow·sw−pl+j, c]·w[i][j][c][f] (outside the image: 0),
+ * overwriting y. Bias and activation are NOT applied (kern_bias_act_fwd does). */
+int kern_conv2d_fwd(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y, cl_mem work);
+
+/* dx = conv backward-data of dy (N·OH·OW × F) with w; overwrites dx (N·H·W·C). */
+int kern_conv2d_bwd_data(kern *k, const kern_conv *g, cl_mem dy, cl_mem w, cl_mem dx, cl_mem work);
+
+/* dw[i][j][c][f] = Σ_{n,oh,ow} x[…]·dy[n,oh,ow,f]; overwrites dw (beta 0), or adds when
+ * accumulate. Deterministic: the long sum is split in a fixed way and added in a fixed order. */
+int kern_conv2d_bwd_weights(kern *k, const kern_conv *g, cl_mem x, cl_mem dy, cl_mem dw,
+                            int accumulate, cl_mem work);
+
+enum kern_pool_mode { KERN_POOL_MAX = 0, KERN_POOL_AVG = 1 };
+
+/* Pooling geometry, NHWC; a window with no cell inside the image gives 0 (and argmax −1). */
+typedef struct kern_pool {
+    int n, h, w, c, kh, kw, sh, sw, pt, pl, oh, ow;
+} kern_pool;
+
+/* Max: y = max over the window's cells inside the image; argmax (int32, N·OH·OW·C, may be NULL
+ * for inference) records the flat input index hit (ties: first in row-major window order).
+ * Avg: mean over the cells inside the image. Global average pooling = a window of h×w. */
+int kern_pool2d_fwd(kern *k, int mode, const kern_pool *g, cl_mem x, cl_mem y, cl_mem argmax);
+
+/* dx overwritten: max routes dy to argmax, avg spreads dy/count. */
+int kern_pool2d_bwd(kern *k, int mode, const kern_pool *g, cl_mem dy, cl_mem argmax, cl_mem dx);
+
+/* Batch normalisation over rows × c (NHWC flattened; per column c). Training: batch mean and
+ * biased variance → y = gamma·(x−mean)·invstd + beta; saves mean and invstd (c floats each) for
+ * backward and updates moving_mean/moving_var (moving = momentum·moving + (1−momentum)·batch).
+ * y may be x. */
+int kern_batchnorm_fwd_train(kern *k, int rows, int c, float momentum, float eps, cl_mem x,
+                             cl_mem gamma, cl_mem beta, cl_mem moving_mean, cl_mem moving_var,
+                             cl_mem save_mean, cl_mem save_invstd, cl_mem y);
+
+/* Inference: y = gamma·(x − moving_mean)/sqrt(moving_var + eps) + beta. y may be x. */
+int kern_batchnorm_fwd_infer(kern *k, int rows, int c, float eps, cl_mem x, cl_mem gamma,
+                             cl_mem beta, cl_mem moving_mean, cl_mem moving_var, cl_mem y);
+
+/* Backward given x (the forward input), dy, gamma and the saved statistics: dx (overwritten, may
+ * be dy), dgamma and dbeta (overwritten). */
+int kern_batchnorm_bwd(kern *k, int rows, int c, cl_mem x, cl_mem dy, cl_mem gamma,
+                       cl_mem save_mean, cl_mem save_invstd, cl_mem dx, cl_mem dgamma,
+                       cl_mem dbeta);
+
+/* The image batch: for i < rows, image idx[start+i] of src (n_src images of sh×sw×c NHWC, uint8
+ * when src_u8 else float32) → dst[i] (dh×dw×c float32): bilinear resize with half-pixel centres
+ * (TensorFlow's resize / PyTorch interpolate align_corners=False, no antialias; identity when
+ * sizes are equal), value·scale, then (v − mean[ch]) / std[ch] (mean/std c floats, may be NULL
+ * for none), then augmentation when flip or crop: the output is the crop at offsets (oy, ox) of
+ * the image zero-padded by crop pixels on each side, mirrored left-right when flipped. With
+ * u_d = ref_uniform(seed, (((uint64)epoch << 32) + image index)·4 + d): flipped when u_0 < 1/2
+ * (only when flip), oy = floor(u_1·(2·crop + 1)) and ox = floor(u_2·(2·crop + 1)) (crop > 0), so
+ * the same job, epoch and image always get the same transform. An index outside [0, n_src)
+ * gives a zero image. */
+typedef struct kern_image {
+    int src_u8, n_src, sh, sw, c, dh, dw;
+    float scale;
+    int flip, crop; /* augmentation; both 0: none */
+    uint64_t seed;
+    int epoch;
+} kern_image;
+
+int kern_image_batch(kern *k, const kern_image *g, int rows, cl_mem src, cl_mem idx, int start,
+                     cl_mem mean, cl_mem std, cl_mem dst);
+
 #endif

@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "kernels/kernels.h"
+
 void ref_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc);
 void ref_bias_act_fwd(int rows, int cols, int act, float *y, const float *bias);
@@ -26,5 +28,26 @@ void ref_adam(int n, float lr, float beta1, float beta2, float eps, float bc1, f
               const float *g, float *m, float *v);
 void ref_gather_rows(int rows, int cols, const uint32_t *src, const int32_t *idx, int start,
                      uint32_t *dst);
+
+/* Image families (ref_conv.c): the same structs and meaning as their kern_ twins, host arrays. */
+void ref_conv2d_fwd(const kern_conv *g, const float *x, const float *w, float *y);
+void ref_conv2d_bwd_data(const kern_conv *g, const float *dy, const float *w, float *dx);
+void ref_conv2d_bwd_weights(const kern_conv *g, const float *x, const float *dy, float *dw,
+                            int accumulate);
+void ref_pool2d_fwd(int mode, const kern_pool *g, const float *x, float *y, int32_t *argmax);
+void ref_pool2d_bwd(int mode, const kern_pool *g, const float *dy, const int32_t *argmax,
+                    float *dx);
+void ref_batchnorm_fwd_train(int rows, int c, float momentum, float eps, const float *x,
+                             const float *gamma, const float *beta, float *moving_mean,
+                             float *moving_var, float *save_mean, float *save_invstd, float *y);
+void ref_batchnorm_fwd_infer(int rows, int c, float eps, const float *x, const float *gamma,
+                             const float *beta, const float *moving_mean, const float *moving_var,
+                             float *y);
+void ref_batchnorm_bwd(int rows, int c, const float *x, const float *dy, const float *gamma,
+                       const float *save_mean, const float *save_invstd, float *dx, float *dgamma,
+                       float *dbeta);
+/* src is uint8 when g->src_u8, else float; mean and std may be NULL. */
+void ref_image_batch(const kern_image *g, int rows, const void *src, const int32_t *idx, int start,
+                     const float *mean, const float *std, float *dst);
 
 #endif

@@ -23,13 +23,17 @@ struct checkpoint {
 
 int checkpoint_write(const char *path, const checkpoint_state *s, char *err)
 {
-    safetensors_tensor t[5];
+    safetensors_tensor t[6];
     size_t nt = 0;
     const char *names[] = {"params", "moment1", "moment2"};
     const float *data[] = {s->params, s->moment1, s->moment2};
     for (int i = 0; i < 3; i++) {
         t[nt] = (safetensors_tensor){.name = names[i], .ndim = 1, .data = data[i]};
         t[nt++].shape[0] = (int64_t)s->n_params;
+    }
+    if (s->n_stats) {
+        t[nt] = (safetensors_tensor){.name = "stats", .ndim = 1, .data = s->stats};
+        t[nt++].shape[0] = (int64_t)s->n_stats;
     }
     if (s->mean && s->std) {
         t[nt] = (safetensors_tensor){.name = "mean", .ndim = 1, .data = s->mean};
@@ -177,12 +181,25 @@ int checkpoint_read(const char *path, checkpoint **out, char *err)
         rc = -EINVAL;
         goto bad;
     }
+    const safetensors_tensor *stats = safetensors_find(f, "stats");
+    if (stats) {
+        s->stats = stats->ndim == 1 && stats->shape[0] > 0
+                       ? state_tensor(f, "stats", stats->shape[0], why)
+                       : NULL;
+        if (!s->stats) {
+            rc = err_set(why, -EINVAL, "the checkpoint's tensor 'stats' is not a vector");
+            goto bad;
+        }
+        s->n_stats = (size_t)stats->shape[0];
+    }
     json_int_t cols = json_integer_value(json_object_get(c->dataset, "cols"));
     const safetensors_tensor *mean = safetensors_find(f, "mean"), *std = safetensors_find(f, "std");
     if (!mean != !std) {
         rc = err_set(why, -EINVAL, "the checkpoint has only one of the tensors mean and std");
         goto bad;
     }
+    if (mean && mean->ndim == 1)
+        cols = mean->shape[0]; /* features, or an image's channels */
     if (mean) {
         s->mean = state_tensor(f, "mean", cols, why);
         s->std = s->mean ? state_tensor(f, "std", cols, why) : NULL;

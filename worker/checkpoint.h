@@ -3,7 +3,9 @@
  *
  * File (checkpoint.safetensors in the job's out_dir; written atomically by safetensors_write):
  *   tensors   "params", "moment1", "moment2": F32 [n_params] each, padding included, as
- *             model_state_save() reads them; "mean", "std": F32 [cols] when standardised
+ *             model_state_save() reads them; "stats": F32 [n_stats], batchnorm's moving
+ *             statistics, when the model has any; "mean", "std": F32 [cols] when standardised
+ *             (cols: features for CSV data, channels for images)
  *   metadata  "trainyard.checkpoint"  format version ("1")
  *             "trainyard.epoch"       last finished epoch (0..epochs)
  *             "trainyard.step"        optimizer steps taken (Adam's bias correction and the
@@ -20,7 +22,8 @@
  * (seed, e) and the dropout masks from (seed, step), and the data pipeline is seeded.
  *
  * Invariants checked by checkpoint_read(): the version is known, the three state tensors exist
- * with shape [n_params], mean/std both or neither with shape [cols], and the metrics hold
+ * with shape [n_params], stats a vector if present, mean/std both or neither with the same
+ * shape [cols] (the trainer checks cols against its data), and the metrics hold
  * exactly epochs 1..epoch in order.
  *
  * Ownership: a checkpoint owns its file's bytes and parsed JSON; everything a checkpoint_state
@@ -41,7 +44,9 @@ typedef struct checkpoint_state {
     int64_t step;                            /* optimizer steps taken */
     size_t n_params;                         /* floats in each state tensor */
     const float *params, *moment1, *moment2; /* n_params each */
-    size_t cols;                             /* features (length of mean and std) */
+    size_t n_stats;                          /* floats of stats (0: none) */
+    const float *stats;                      /* batchnorm's moving statistics, or NULL */
+    size_t cols;                             /* length of mean and std */
     const float *mean, *std;                 /* or both NULL without standardisation */
     const json_t *job;                       /* the resolved job document */
     const json_t *dataset;                   /* {"rows", "cols", "sha256", "classes"} */

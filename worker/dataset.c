@@ -692,44 +692,53 @@ static void ds_copy_rows(const dataset *src, const size_t *order, size_t from, s
     }
 }
 
-int dataset_split(const dataset *ds, double validation_split, int shuffle, uint64_t seed,
-                  dataset **train, dataset **val, char *err)
+int dataset_split_order(size_t rows, double validation_split, int shuffle, uint64_t seed,
+                        size_t **order, size_t *n_val, char *err)
 {
-    size_t *order = NULL;
-    dataset *tr = NULL, *va = NULL;
-    int rc;
-    if (!ds || ds->rows == 0)
+    if (rows == 0)
         return err_set(err, -EINVAL, "cannot split an empty dataset");
     if (!(validation_split >= 0.0 && validation_split < 1.0))
         return err_set(err, -EINVAL, "validation split %g is outside [0, 1)", validation_split);
-    size_t n_val = (size_t)llround((double)ds->rows * validation_split);
+    size_t nv = (size_t)llround((double)rows * validation_split);
     if (validation_split > 0.0) {
-        if (ds->rows < 2)
+        if (rows < 2)
             return err_set(err, -EINVAL,
                            "a validation split needs at least 2 rows; the dataset has 1");
-        if (n_val == 0)
-            n_val = 1;
-        if (n_val >= ds->rows)
-            n_val = ds->rows - 1;
+        if (nv == 0)
+            nv = 1;
+        if (nv >= rows)
+            nv = rows - 1;
     }
-    size_t n_train = ds->rows - n_val;
-
-    order = malloc(ds->rows * sizeof *order);
-    if (!order) {
-        rc = err_set(err, -ENOMEM, "out of memory shuffling %zu rows", ds->rows);
-        goto out;
-    }
-    for (size_t i = 0; i < ds->rows; i++)
-        order[i] = i;
+    size_t *o = malloc(rows * sizeof *o);
+    if (!o)
+        return err_set(err, -ENOMEM, "out of memory shuffling %zu rows", rows);
+    for (size_t i = 0; i < rows; i++)
+        o[i] = i;
     if (shuffle) {
         uint64_t state = seed;
-        for (size_t i = ds->rows - 1; i > 0; i--) {
+        for (size_t i = rows - 1; i > 0; i--) {
             size_t j = (size_t)ds_uniform(&state, (uint64_t)i + 1);
-            size_t t = order[i];
-            order[i] = order[j];
-            order[j] = t;
+            size_t t = o[i];
+            o[i] = o[j];
+            o[j] = t;
         }
     }
+    *order = o;
+    *n_val = nv;
+    return 0;
+}
+
+int dataset_split(const dataset *ds, double validation_split, int shuffle, uint64_t seed,
+                  dataset **train, dataset **val, char *err)
+{
+    size_t *order = NULL, n_val = 0;
+    dataset *tr = NULL, *va = NULL;
+    if (!ds)
+        return err_set(err, -EINVAL, "cannot split an empty dataset");
+    int rc = dataset_split_order(ds->rows, validation_split, shuffle, seed, &order, &n_val, err);
+    if (rc < 0)
+        return rc;
+    size_t n_train = ds->rows - n_val;
     rc = ds_new_like(ds, n_train, &tr, err);
     if (rc < 0)
         goto out;

@@ -63,6 +63,10 @@ int dataset_from_csv(const char *text, size_t len, const dataset_csv_opts *opts,
  * Both parts are deep copies (names included); the caller frees each with dataset_free(). */
 int dataset_split(const dataset *ds, double validation_split, int shuffle, uint64_t seed,
                   dataset **train, dataset **val, char *err);
+/* The row order dataset_split() uses, for rows that are not a dataset (images): *order is a
+ * malloc'd permutation of 0..rows-1 whose last *n_val entries are the validation rows. */
+int dataset_split_order(size_t rows, double validation_split, int shuffle, uint64_t seed,
+                        size_t **order, size_t *n_val, char *err);
 
 /* Computes each feature's mean and population standard deviation over ds, accumulated in
  * double (a std of 0 is stored as 1), into malloc'd arrays of ds->cols floats that the caller

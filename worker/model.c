@@ -1,13 +1,22 @@
-/* model: layout of the parameter buffer, Glorot initialisation, and the enqueue sequence of a
- * training step (see model.h for the shape of the whole).
+/* model: layer shapes, the layout of the parameter and stats buffers, Glorot initialisation,
+ * and the enqueue sequence of a training step (see model.h for the shape of the whole).
  *
  * A step for layers L0..Ln (Ln the output layer) enqueues:
- *   forward   per dense layer: gemm NN (y = x·W) + bias_act_fwd; per dropout: dropout
+ *   forward   dense: gemm NN (y = x·W) + bias_act_fwd; conv2d: conv2d_fwd + bias_act_fwd (skipped
+ *             when there is neither bias nor activation, and moved after the pool when a max
+ *             pool follows: 4× fewer elements for a 2×2 pool, the same numbers); pools: pool2d_fwd
+ * (max records its argmax while training); batchnorm: batchnorm_fwd_train (batch statistics, moving
+ *             statistics updated) or _infer; dropout: dropout; flatten: nothing
  *   loss      softmax_xent | bce | mse, then two reduce_sum into the totals
- *   backward  per dense layer, last to first: bias_act_bwd (dZ, db), gemm TN (dW = xᵀ·dZ) and,
- *             except for the first layer, gemm NT (dx = dZ·Wᵀ); per dropout: dropout on dy
- *   update    one sgd or adam over the whole parameter buffer
- * Nothing in a step reads back from the device. */
+ *   backward  last to first: dense: bias_act_bwd (dZ, db), gemm TN (dW = xᵀ·dZ) and gemm NT
+ *             (dx = dZ·Wᵀ); conv2d: bias_act_bwd, conv2d_bwd_weights and conv2d_bwd_data; pools:
+ *             pool2d_bwd; batchnorm: batchnorm_bwd (dx in place, dgamma, dbeta); dropout:
+ *             dropout on dy in place. Backward stops at the first layer with parameters,
+ *             which computes no dx: nothing reads it (a leading pool costs nothing).
+ *   update    one sgd or adam over the whole parameter buffer (not the stats buffer)
+ * Nothing in a step reads back from the device. Each layer remembers the buffers its last
+ * forward read and wrote (x_cur, y_cur): flatten, and dropout outside training, pass their
+ * input through, so "the previous layer's output" is not always a buffer of its own. */
 #include "worker/model.h"
 
 #include <math.h>
@@ -36,7 +45,6 @@ static size_t round_up(size_t v, size_t to)
     return (v + to - 1) / to * to;
 }
 
-/* Fills m->layers from the job: hidden layers, then the output layer. */
 /* The kernels' activation for a job's; the job validated it, so anything else cannot occur. */
 static int model_kern_act(int job_act)
 {
@@ -52,61 +60,323 @@ static int model_kern_act(int job_act)
     }
 }
 
-static void layers_plan(model *m, const job_spec *job, int inputs, int outputs)
+static const char *layer_name(int type)
 {
-    int width = inputs;
+    static const char *const names[] = {"dense",     "dropout",          "conv2d",  "maxpool2d",
+                                        "avgpool2d", "global_avgpool2d", "flatten", "batchnorm"};
+    return type >= 0 && type < (int)(sizeof names / sizeof names[0]) ? names[type] : "layer";
+}
+
+/* One axis of a window (kernel k, stride s) over in cells: the output size and the padding
+ * before and after, by Keras's rules. -1 when a valid window does not fit. */
+static int axis_plan(int in, int k, int s, int same, int *out, int *lo, int *hi)
+{
+    if (k < 1 || s < 1)
+        return -1;
+    if (!same) {
+        if (in < k)
+            return -1;
+        *out = (in - k) / s + 1;
+        *lo = *hi = 0;
+        return 0;
+    }
+    int o = (in + s - 1) / s;
+    int total = (o - 1) * s + k - in;
+    if (total < 0)
+        total = 0;
+    *out = o;
+    *lo = total / 2;
+    *hi = total - total / 2;
+    return 0;
+}
+
+/* A window layer (conv2d or a pool) over the input shape already in l. */
+static int window_plan(model_layer *l, const job_layer *jl, size_t index, char *err)
+{
+    l->kh = jl->kh;
+    l->kw = jl->kw;
+    l->sh = jl->sh;
+    l->sw = jl->sw;
+    l->same = jl->padding == JOB_PAD_SAME;
+    if (axis_plan(l->ih, l->kh, l->sh, l->same, &l->oh, &l->pt, &l->pb) < 0 ||
+        axis_plan(l->iw, l->kw, l->sw, l->same, &l->ow, &l->pl, &l->pr) < 0)
+        return err_set(err, -EINVAL,
+                       "model.layers[%zu]: %s with a %d×%d window (padding %s) does not fit its "
+                       "input %d×%d×%d",
+                       index, layer_name(l->type), l->kh, l->kw, l->same ? "same" : "valid", l->ih,
+                       l->iw, l->ic);
+    return 0;
+}
+
+/* Fills m->layers from the job (hidden layers, then the output layer) with every shape, and
+ * checks that each layer fits the one before. */
+static int layers_plan(model *m, const job_spec *job, int inputs, int outputs, char *err)
+{
+    int h = 1, w = 1, c = inputs;
+    if (job->in_h > 0) {
+        h = job->in_h;
+        w = job->in_w;
+        c = job->in_c;
+        if ((int64_t)h * w * c != inputs)
+            return err_set(err, -EINVAL,
+                           "model.input_shape %d×%d×%d is not the %d values a row has", h, w, c,
+                           inputs);
+    }
+    m->image_input = job->in_h > 0;
+    m->in_h = h;
+    m->in_w = w;
+    m->in_c = c;
+    int src_h = 1, src_w = 1, src_c = h * w * c; /* where the flat features come from */
     m->n_layers = 0;
-    for (size_t i = 0; i < job->n_layers; i++) {
+    for (size_t i = 0; i <= job->n_layers; i++) {
         model_layer *l = &m->layers[m->n_layers++];
-        l->type = job->layers[i].type;
-        l->in = width;
-        if (l->type == JOB_LAYER_DENSE) {
-            l->out = job->layers[i].units;
-            l->job_act = job->layers[i].activation;
-            l->act = model_kern_act(l->job_act);
-        } else {
-            l->out = width;
-            l->rate = (float)job->layers[i].rate;
+        const job_layer *jl = i < job->n_layers ? &job->layers[i] : NULL;
+        memset(l, 0, sizeof *l);
+        l->type = jl ? jl->type : JOB_LAYER_DENSE;
+        l->ih = h;
+        l->iw = w;
+        l->ic = c;
+        l->oh = h;
+        l->ow = w;
+        l->oc = c;
+        l->src_h = src_h;
+        l->src_w = src_w;
+        l->src_c = src_c;
+        int rc = 0;
+        switch (l->type) {
+        case JOB_LAYER_DENSE:
+            if (h * w > 1 && jl)
+                return err_set(err, -EINVAL,
+                               "model.layers[%zu]: a dense layer cannot take the spatial shape "
+                               "%d×%d×%d: add flatten or global_avgpool2d before it",
+                               i, h, w, c);
+            if (h * w > 1)
+                return err_set(err, -EINVAL,
+                               "the output layer cannot take the spatial shape %d×%d×%d: end "
+                               "model.layers with flatten or global_avgpool2d",
+                               h, w, c);
+            l->oc = jl ? jl->units : outputs;
+            l->job_act = jl ? jl->activation : JOB_ACT_LINEAR;
+            l->use_bias = 1;
+            break;
+        case JOB_LAYER_DROPOUT:
+            l->rate = (float)jl->rate;
+            break;
+        case JOB_LAYER_CONV2D:
+            rc = window_plan(l, jl, i, err);
+            l->oc = jl->filters;
+            l->job_act = jl->activation;
+            l->use_bias = jl->use_bias;
+            break;
+        case JOB_LAYER_MAXPOOL2D:
+        case JOB_LAYER_AVGPOOL2D:
+            rc = window_plan(l, jl, i, err);
+            break;
+        case JOB_LAYER_GLOBAL_AVGPOOL2D:
+            l->kh = l->sh = h;
+            l->kw = l->sw = w;
+            l->oh = l->ow = 1;
+            break;
+        case JOB_LAYER_FLATTEN:
+            l->oh = l->ow = 1;
+            l->oc = h * w * c;
+            break;
+        case JOB_LAYER_BATCHNORM:
+            l->bn_momentum = (float)jl->bn_momentum;
+            l->bn_eps = (float)jl->bn_epsilon;
+            break;
+        default:
+            return err_set(err, -EINVAL, "model.layers[%zu]: unknown layer type %d", i, l->type);
         }
-        width = l->out;
+        if (rc < 0)
+            return rc;
+        l->act = model_kern_act(l->job_act);
+        l->in = l->ih * l->iw * l->ic;
+        l->out = l->oh * l->ow * l->oc;
+        h = l->oh;
+        w = l->ow;
+        c = l->oc;
+        if (l->type == JOB_LAYER_FLATTEN) {
+            src_h = l->ih;
+            src_w = l->iw;
+            src_c = l->ic;
+        } else if (l->type != JOB_LAYER_DROPOUT && l->type != JOB_LAYER_BATCHNORM) {
+            src_h = src_w = 1;
+            src_c = l->oc;
+        }
     }
-    model_layer *o = &m->layers[m->n_layers++];
-    o->type = JOB_LAYER_DENSE;
-    o->in = width;
-    o->out = outputs;
-    o->act = KERN_ACT_LINEAR;
-    o->job_act = JOB_ACT_LINEAR;
+    /* A conv straight before a max pool leaves its bias and activation to the pool, which applies
+     * them to its 1/(kh·kw) as many outputs: max(act(z + b)) = act(max(z) + b) because float
+     * addition and every activation are non-decreasing, so the outputs are the same, and so is
+     * the gradient, which only reaches each window's maximum. */
+    for (size_t i = 0; i + 1 < m->n_layers; i++) {
+        model_layer *l = &m->layers[i];
+        l->defer = l->type == JOB_LAYER_CONV2D && m->layers[i + 1].type == JOB_LAYER_MAXPOOL2D &&
+                   (l->use_bias || l->job_act != JOB_ACT_LINEAR);
+    }
+    if (job->output_given && job->output_units != outputs)
+        return err_set(err, -EINVAL,
+                       "the model's output layer has %d units but the data has %d %s: make its "
+                       "units %d",
+                       job->output_units, outputs, outputs == 1 ? "output" : "classes", outputs);
+    return 0;
 }
 
-uint64_t model_device_bytes(const job_spec *job, int inputs, int outputs, int capacity)
+/* Floats of weight and bias of a layer (0 for layers without). */
+static void layer_param_sizes(model_layer *l)
 {
-    model plan;
-    memset(&plan, 0, sizeof plan);
-    layers_plan(&plan, job, inputs, outputs);
-    uint64_t params = 0, acts = 0;
-    int widest = inputs;
-    for (size_t i = 0; i < plan.n_layers; i++) {
-        const model_layer *l = &plan.layers[i];
-        if (l->type == JOB_LAYER_DENSE)
-            params += (uint64_t)l->in * (uint64_t)l->out + (uint64_t)l->out + 256;
-        acts += (uint64_t)l->out;
-        if (l->out > widest)
-            widest = l->out;
+    l->n_w = l->n_b = 0;
+    if (l->type == JOB_LAYER_DENSE) {
+        l->n_w = (size_t)l->in * (size_t)l->oc;
+        l->n_b = (size_t)l->oc;
+    } else if (l->type == JOB_LAYER_CONV2D) {
+        l->n_w = (size_t)l->kh * (size_t)l->kw * (size_t)l->ic * (size_t)l->oc;
+        l->n_b = l->use_bias ? (size_t)l->oc : 0;
+    } else if (l->type == JOB_LAYER_BATCHNORM) {
+        l->n_w = l->n_b = (size_t)l->oc;
     }
-    /* params, grads, two moments; one output per layer and two gradient buffers per row. */
-    return 4 * (4 * params + (uint64_t)capacity * (acts + 2 * (uint64_t)widest + 2));
 }
 
-static int buffer_zeroed(model *m, size_t bytes, cl_mem *out, char *err)
+/* Lays the parameters and stats out, each tensor on align floats; sets n_params, n_weights,
+ * n_stats. */
+static void layers_layout(model *m, size_t align)
+{
+    size_t off = 0, soff = 0;
+    m->n_weights = 0;
+    for (size_t i = 0; i < m->n_layers; i++) {
+        model_layer *l = &m->layers[i];
+        layer_param_sizes(l);
+        if (l->n_w) {
+            l->w_off = off;
+            off = round_up(off + l->n_w, align);
+        }
+        if (l->n_b) {
+            l->b_off = off;
+            off = round_up(off + l->n_b, align);
+        }
+        m->n_weights += l->n_w + l->n_b;
+        if (l->type == JOB_LAYER_BATCHNORM) {
+            l->s_off = soff;
+            l->v_off = round_up(soff + (size_t)l->oc, align);
+            soff = round_up(l->v_off + (size_t)l->oc, align);
+        }
+    }
+    m->n_params = off;
+    m->n_stats = soff;
+    m->first_param = 0;
+    while (m->first_param + 1 < m->n_layers && !m->layers[m->first_param].n_w)
+        m->first_param++;
+}
+
+static void conv_geom(const model_layer *l, int rows, kern_conv *g)
+{
+    *g = (kern_conv){.n = rows,
+                     .h = l->ih,
+                     .w = l->iw,
+                     .c = l->ic,
+                     .f = l->oc,
+                     .kh = l->kh,
+                     .kw = l->kw,
+                     .sh = l->sh,
+                     .sw = l->sw,
+                     .pt = l->pt,
+                     .pl = l->pl,
+                     .oh = l->oh,
+                     .ow = l->ow};
+}
+
+static void pool_geom(const model_layer *l, int rows, kern_pool *g)
+{
+    *g = (kern_pool){.n = rows,
+                     .h = l->ih,
+                     .w = l->iw,
+                     .c = l->ic,
+                     .kh = l->kh,
+                     .kw = l->kw,
+                     .sh = l->sh,
+                     .sw = l->sw,
+                     .pt = l->pt,
+                     .pl = l->pl,
+                     .oh = l->oh,
+                     .ow = l->ow};
+}
+
+/* Device bytes of the buffers besides the four parameter-sized ones, for a planned model. */
+typedef struct model_sizes {
+    size_t widest;     /* floats per row of the widest activation (the gradient buffers) */
+    size_t widest_c;   /* the most filters of a conv layer */
+    size_t work;       /* conv workspace bytes */
+    uint64_t per_rows; /* bytes per row of the batch: outputs, argmax, gradients, loss rows */
+    uint64_t fixed;    /* the rest: batchnorm saves, zeros, totals */
+} model_sizes;
+
+static model_sizes model_sizes_of(const model *m, kern *k, int capacity)
+{
+    model_sizes z = {.widest = (size_t)m->inputs};
+    for (size_t i = 0; i < m->n_layers; i++) {
+        const model_layer *l = &m->layers[i];
+        if ((size_t)l->out > z.widest)
+            z.widest = (size_t)l->out;
+        if (l->type != JOB_LAYER_FLATTEN)
+            z.per_rows += 4 * (uint64_t)l->out;
+        if (l->type == JOB_LAYER_MAXPOOL2D)
+            z.per_rows += 4 * (uint64_t)l->out;
+        if (l->type == JOB_LAYER_BATCHNORM)
+            z.fixed += 8 * (uint64_t)l->oc + 512;
+        if (l->type == JOB_LAYER_CONV2D) {
+            kern_conv g;
+            conv_geom(l, capacity, &g);
+            size_t ws = kern_conv_workspace(k, &g);
+            if (ws > z.work)
+                z.work = ws;
+            if ((size_t)l->oc > z.widest_c)
+                z.widest_c = (size_t)l->oc;
+        }
+    }
+    z.per_rows += 4 * (2 * (uint64_t)z.widest + 2);
+    z.fixed += 8 * (uint64_t)z.widest_c + 4 * MODEL_TOTALS + z.work;
+    return z;
+}
+
+static uint64_t model_bytes(const model *m, kern *k, int capacity)
+{
+    model_sizes z = model_sizes_of(m, k, capacity);
+    return 4 * (4 * (uint64_t)m->n_params + (uint64_t)m->n_stats) +
+           (uint64_t)capacity * z.per_rows + z.fixed;
+}
+
+uint64_t model_device_bytes(kern *k, const job_spec *job, int inputs, int outputs, int capacity)
+{
+    model *plan = calloc(1, sizeof *plan);
+    char err[ERR_LEN];
+    uint64_t bytes = 0;
+    if (!plan)
+        return 0;
+    plan->inputs = inputs;
+    if (layers_plan(plan, job, inputs, outputs, err) == 0) {
+        /* 256 bytes of alignment slack per tensor, as the device may want. */
+        layers_layout(plan, 1);
+        bytes = model_bytes(plan, k, capacity) + 256 * 3 * (uint64_t)plan->n_layers;
+    }
+    free(plan);
+    return bytes;
+}
+
+static int buffer_filled(model *m, size_t bytes, float value, cl_mem *out, char *err)
 {
     int rc = ocl_buffer_new(m->c, bytes, out, err);
     if (rc < 0)
         return rc;
-    float zero = 0.0f;
-    cl_int cl = clEnqueueFillBuffer(m->c->queue, *out, &zero, sizeof zero, 0, bytes, 0, NULL, NULL);
+    cl_int cl =
+        clEnqueueFillBuffer(m->c->queue, *out, &value, sizeof value, 0, bytes, 0, NULL, NULL);
     if (cl != CL_SUCCESS)
         return err_set(err, -EIO, "clearing a device buffer failed: %s", ocl_strerror(cl));
     return 0;
+}
+
+static int buffer_zeroed(model *m, size_t bytes, cl_mem *out, char *err)
+{
+    return buffer_filled(m, bytes, 0.0f, out, err);
 }
 
 static int sub_buffer(cl_mem parent, size_t off_floats, size_t n_floats, cl_mem *out, char *err)
@@ -119,42 +389,81 @@ static int sub_buffer(cl_mem parent, size_t off_floats, size_t n_floats, cl_mem 
     return 0;
 }
 
+/* Glorot uniform, as Keras: limit = sqrt(6 / (fan_in + fan_out)), a conv's fans counting its
+ * window (kh·kw·c in, kh·kw·f out); biases and beta 0, gamma 1; moving mean 0, variance 1.
+ * The draws go layer by layer in one stream, so a dense model gets the weights it always got. */
 static int init_weights(model *m, char *err)
 {
     float *host = calloc(m->n_params, sizeof *host);
-    if (!host)
-        return err_set(err, -ENOMEM, "out of memory initialising %zu weights", m->n_params);
+    float *stats = calloc(m->n_stats ? m->n_stats : 1, sizeof *stats);
+    int rc = 0;
+    if (!host || !stats) {
+        rc = err_set(err, -ENOMEM, "out of memory initialising %zu weights", m->n_params);
+        goto out;
+    }
     uint64_t s = m->seed ^ 0x5eed5eed5eed5eedULL;
     for (size_t i = 0; i < m->n_layers; i++) {
         const model_layer *l = &m->layers[i];
-        if (l->type != JOB_LAYER_DENSE)
+        if (l->type == JOB_LAYER_BATCHNORM) {
+            for (int j = 0; j < l->oc; j++) {
+                host[l->w_off + (size_t)j] = 1.0f;
+                stats[l->v_off + (size_t)j] = 1.0f;
+            }
             continue;
-        /* Glorot uniform, as Keras: limit = sqrt(6 / (fan_in + fan_out)); biases start at 0. */
-        float limit = sqrtf(6.0f / (float)(l->in + l->out));
-        size_t n = (size_t)l->in * (size_t)l->out;
-        for (size_t j = 0; j < n; j++)
+        }
+        if (l->type != JOB_LAYER_DENSE && l->type != JOB_LAYER_CONV2D)
+            continue;
+        float window = l->type == JOB_LAYER_CONV2D ? (float)(l->kh * l->kw) : 1.0f;
+        float fan_in = l->type == JOB_LAYER_CONV2D ? window * (float)l->ic : (float)l->in;
+        float limit = sqrtf(6.0f / (fan_in + window * (float)l->oc));
+        for (size_t j = 0; j < l->n_w; j++)
             host[l->w_off + j] = uniform_sym(&s, limit);
     }
-    int rc = ocl_write(m->c, m->params, 0, m->n_params * sizeof *host, host, err);
+    rc = ocl_write(m->c, m->params, 0, m->n_params * sizeof *host, host, err);
+    if (rc == 0 && m->n_stats)
+        rc = ocl_write(m->c, m->stats, 0, m->n_stats * sizeof *stats, stats, err);
+out:
     free(host);
+    free(stats);
+    return rc;
+}
+
+/* The buffers of one layer: its output, its parameters' sub-buffers, and what its kind keeps. */
+static int layer_buffers(model *m, model_layer *l, char *err)
+{
+    size_t rows = (size_t)m->capacity;
+    int rc = 0;
+    if (l->type != JOB_LAYER_FLATTEN)
+        rc = ocl_buffer_new(m->c, rows * (size_t)l->out * sizeof(float), &l->y, err);
+    if (rc == 0 && l->n_w)
+        rc = sub_buffer(m->params, l->w_off, l->n_w, &l->w, err);
+    if (rc == 0 && l->n_w)
+        rc = sub_buffer(m->grads, l->w_off, l->n_w, &l->gw, err);
+    if (rc == 0 && l->n_b)
+        rc = sub_buffer(m->params, l->b_off, l->n_b, &l->b, err);
+    if (rc == 0 && l->n_b)
+        rc = sub_buffer(m->grads, l->b_off, l->n_b, &l->gb, err);
+    if (rc == 0 && l->type == JOB_LAYER_MAXPOOL2D)
+        rc = ocl_buffer_new(m->c, rows * (size_t)l->out * sizeof(int32_t), &l->argmax, err);
+    if (rc == 0 && l->type == JOB_LAYER_BATCHNORM) {
+        size_t c = (size_t)l->oc;
+        rc = sub_buffer(m->stats, l->s_off, c, &l->mmean, err);
+        if (rc == 0)
+            rc = sub_buffer(m->stats, l->v_off, c, &l->mvar, err);
+        if (rc == 0)
+            rc = buffer_zeroed(m, c * sizeof(float), &l->save_mean, err);
+        if (rc == 0)
+            rc = buffer_zeroed(m, c * sizeof(float), &l->save_invstd, err);
+    }
     return rc;
 }
 
 int model_new(ocl_ctx *c, kern *k, const job_spec *job, int inputs, int outputs, int loss,
-              int capacity, model **out, char *err)
+              int capacity, uint64_t extra_bytes, model **out, char *err)
 {
     int rc = 0;
     if (inputs < 1 || outputs < 1 || capacity < 1)
         return err_set(err, -EINVAL, "a model needs at least one input, output and row");
-    uint64_t need = model_device_bytes(job, inputs, outputs, capacity);
-    if (need > c->dev.global_mem)
-        return err_set(err, -ENOMEM,
-                       "the model needs %.1f MiB of device memory for batches of %d rows, more "
-                       "than %s has (%.1f MiB): use fewer or smaller layers or a smaller "
-                       "batch_size",
-                       (double)need / (1 << 20), capacity, c->dev.name,
-                       (double)c->dev.global_mem / (1 << 20));
-
     model *m = calloc(1, sizeof *m);
     if (!m)
         return err_set(err, -ENOMEM, "out of memory");
@@ -171,28 +480,24 @@ int model_new(ocl_ctx *c, kern *k, const job_spec *job, int inputs, int outputs,
     m->eps = (float)job->epsilon;
     m->seed = job->seed;
     m->capacity = capacity;
-    layers_plan(m, job, inputs, outputs);
-
-    /* Parameter layout: each weight and bias starts on the device's sub-buffer alignment. */
+    rc = layers_plan(m, job, inputs, outputs, err);
+    if (rc < 0)
+        goto fail;
+    /* Parameter layout: each tensor starts on the device's sub-buffer alignment. */
     size_t align = c->dev.base_align_bytes / sizeof(float);
-    if (align < 1)
-        align = 1;
-    size_t off = 0;
-    int widest = inputs;
-    for (size_t i = 0; i < m->n_layers; i++) {
-        model_layer *l = &m->layers[i];
-        if (l->out > widest)
-            widest = l->out;
-        if (l->type != JOB_LAYER_DENSE)
-            continue;
-        l->w_off = off;
-        off = round_up(off + (size_t)l->in * (size_t)l->out, align);
-        l->b_off = off;
-        off = round_up(off + (size_t)l->out, align);
-        m->n_weights += (size_t)l->in * (size_t)l->out + (size_t)l->out;
-    }
-    m->n_params = off;
+    layers_layout(m, align < 1 ? 1 : align);
 
+    uint64_t need = model_bytes(m, k, capacity) + extra_bytes;
+    if (need > c->dev.global_mem) {
+        rc = err_set(err, -ENOMEM,
+                     "the model%s needs %.1f MiB of device memory for batches of %d rows, more "
+                     "than %s has (%.1f MiB): use fewer or smaller layers or a smaller "
+                     "batch_size",
+                     extra_bytes ? " and the dataset" : "", (double)need / (1 << 20), capacity,
+                     c->dev.name, (double)c->dev.global_mem / (1 << 20));
+        goto fail;
+    }
+    model_sizes z = model_sizes_of(m, k, capacity);
     size_t pbytes = m->n_params * sizeof(float);
     size_t rows = (size_t)capacity;
     rc = buffer_zeroed(m, pbytes, &m->params, err);
@@ -202,36 +507,34 @@ int model_new(ocl_ctx *c, kern *k, const job_spec *job, int inputs, int outputs,
         rc = buffer_zeroed(m, pbytes, &m->moment1, err);
     if (rc == 0)
         rc = buffer_zeroed(m, pbytes, &m->moment2, err);
+    if (rc == 0 && m->n_stats)
+        rc = buffer_zeroed(m, m->n_stats * sizeof(float), &m->stats, err);
     for (int i = 0; i < 2 && rc == 0; i++)
-        rc = ocl_buffer_new(c, rows * (size_t)widest * sizeof(float), &m->dbuf[i], err);
+        rc = ocl_buffer_new(c, rows * z.widest * sizeof(float), &m->dbuf[i], err);
+    if (rc == 0 && z.work)
+        rc = ocl_buffer_new(c, z.work, &m->work, err);
+    if (rc == 0 && z.widest_c) {
+        rc = buffer_zeroed(m, z.widest_c * sizeof(float), &m->zeros, err);
+        if (rc == 0)
+            rc = ocl_buffer_new(c, z.widest_c * sizeof(float), &m->discard, err);
+    }
     if (rc == 0)
         rc = ocl_buffer_new(c, rows * sizeof(float), &m->loss_rows, err);
     if (rc == 0)
         rc = ocl_buffer_new(c, rows * sizeof(float), &m->correct_rows, err);
     if (rc == 0)
         rc = buffer_zeroed(m, MODEL_TOTALS * sizeof(float), &m->totals, err);
-    for (size_t i = 0; i < m->n_layers && rc == 0; i++) {
-        model_layer *l = &m->layers[i];
-        rc = ocl_buffer_new(c, rows * (size_t)l->out * sizeof(float), &l->y, err);
-        if (rc < 0 || l->type != JOB_LAYER_DENSE)
-            continue;
-        size_t nw = (size_t)l->in * (size_t)l->out, nb = (size_t)l->out;
-        rc = sub_buffer(m->params, l->w_off, nw, &l->w, err);
-        if (rc == 0)
-            rc = sub_buffer(m->params, l->b_off, nb, &l->b, err);
-        if (rc == 0)
-            rc = sub_buffer(m->grads, l->w_off, nw, &l->gw, err);
-        if (rc == 0)
-            rc = sub_buffer(m->grads, l->b_off, nb, &l->gb, err);
-    }
+    for (size_t i = 0; i < m->n_layers && rc == 0; i++)
+        rc = layer_buffers(m, &m->layers[i], err);
     if (rc == 0)
         rc = init_weights(m, err);
-    if (rc < 0) {
-        model_free(m);
-        return rc;
-    }
+    if (rc < 0)
+        goto fail;
     *out = m;
     return 0;
+fail:
+    model_free(m);
+    return rc;
 }
 
 static void release(cl_mem *b)
@@ -247,21 +550,16 @@ void model_free(model *m)
         return;
     for (size_t i = 0; i < m->n_layers; i++) {
         model_layer *l = &m->layers[i];
-        release(&l->w);
-        release(&l->b);
-        release(&l->gw);
-        release(&l->gb);
-        release(&l->y);
+        cl_mem *mine[] = {&l->w,    &l->b,         &l->gw,          &l->gb,     &l->mmean,
+                          &l->mvar, &l->save_mean, &l->save_invstd, &l->argmax, &l->y};
+        for (size_t j = 0; j < sizeof mine / sizeof mine[0]; j++)
+            release(mine[j]);
     }
-    release(&m->dbuf[0]);
-    release(&m->dbuf[1]);
-    release(&m->loss_rows);
-    release(&m->correct_rows);
-    release(&m->totals);
-    release(&m->params);
-    release(&m->grads);
-    release(&m->moment1);
-    release(&m->moment2);
+    cl_mem *own[] = {&m->dbuf[0],   &m->dbuf[1],      &m->work,   &m->zeros,  &m->discard,
+                     &m->loss_rows, &m->correct_rows, &m->totals, &m->params, &m->grads,
+                     &m->moment1,   &m->moment2,      &m->stats};
+    for (size_t j = 0; j < sizeof own / sizeof own[0]; j++)
+        release(own[j]);
     free(m);
 }
 
@@ -278,28 +576,97 @@ static uint64_t dropout_offset(const model *m, size_t layer)
            (uint64_t)m->layers[layer].out;
 }
 
-/* Forward over rows of x; train enables dropout. *out is the output layer's buffer. */
-static int forward(model *m, int rows, cl_mem x, int train, cl_mem *out, char *err)
+static int bias_act_needed(const model_layer *l)
+{
+    return l->use_bias || l->act != KERN_ACT_LINEAR;
+}
+
+/* The conv layer whose bias and activation the max pool i applies (after pooling), or NULL. */
+static const model_layer *deferred_from(const model *m, size_t i)
+{
+    return i > 0 && m->layers[i - 1].defer ? &m->layers[i - 1] : NULL;
+}
+
+/* Bias and activation of a conv layer over rows·h·w rows of y (conv->oc columns). */
+static int conv_bias_act_fwd(model *m, const model_layer *conv, int rows, cl_mem y)
+{
+    return kern_bias_act_fwd(m->k, rows, conv->oc, conv->act, y,
+                             conv->use_bias ? conv->b : m->zeros);
+}
+
+static int conv_bias_act_bwd(model *m, const model_layer *conv, int rows, cl_mem y, cl_mem dy)
+{
+    return kern_bias_act_bwd(m->k, rows, conv->oc, conv->act, y, dy,
+                             conv->use_bias ? conv->gb : m->discard);
+}
+
+/* One layer's forward from x; *y is what it leaves for the next layer. */
+static int layer_forward(model *m, size_t i, int rows, cl_mem x, int train, cl_mem *y)
 {
     kern *k = m->k;
+    model_layer *l = &m->layers[i];
+    int rc = 0, spatial_rows = rows * l->oh * l->ow;
+    *y = l->y;
+    switch (l->type) {
+    case JOB_LAYER_DENSE:
+        rc = kern_gemm(k, 0, 0, rows, l->out, l->in, 1.0f, x, l->in, l->w, l->out, 0.0f, l->y,
+                       l->out);
+        if (rc == 0)
+            rc = kern_bias_act_fwd(k, rows, l->out, l->act, l->y, l->b);
+        break;
+    case JOB_LAYER_CONV2D: {
+        kern_conv g;
+        conv_geom(l, rows, &g);
+        rc = kern_conv2d_fwd(k, &g, x, l->w, l->y, m->work);
+        if (rc == 0 && bias_act_needed(l) && !l->defer)
+            rc = conv_bias_act_fwd(m, l, spatial_rows, l->y);
+        break;
+    }
+    case JOB_LAYER_MAXPOOL2D:
+    case JOB_LAYER_AVGPOOL2D:
+    case JOB_LAYER_GLOBAL_AVGPOOL2D: {
+        kern_pool g;
+        pool_geom(l, rows, &g);
+        int max = l->type == JOB_LAYER_MAXPOOL2D;
+        rc = kern_pool2d_fwd(k, max ? KERN_POOL_MAX : KERN_POOL_AVG, &g, x, l->y,
+                             max && train ? l->argmax : NULL);
+        if (rc == 0 && deferred_from(m, i))
+            rc = conv_bias_act_fwd(m, deferred_from(m, i), spatial_rows, l->y);
+        break;
+    }
+    case JOB_LAYER_BATCHNORM:
+        if (train)
+            rc = kern_batchnorm_fwd_train(k, spatial_rows, l->oc, l->bn_momentum, l->bn_eps, x,
+                                          l->w, l->b, l->mmean, l->mvar, l->save_mean,
+                                          l->save_invstd, l->y);
+        else
+            rc = kern_batchnorm_fwd_infer(k, spatial_rows, l->oc, l->bn_eps, x, l->w, l->b,
+                                          l->mmean, l->mvar, l->y);
+        break;
+    case JOB_LAYER_DROPOUT:
+        if (train && l->rate > 0.0f)
+            rc = kern_dropout(k, rows * l->out, l->rate, m->seed, dropout_offset(m, i), x, l->y);
+        else
+            *y = x; /* dropout is the identity outside training */
+        break;
+    default:
+        *y = x; /* flatten: NHWC rows already are (h, w, c)-ordered features */
+        break;
+    }
+    return rc;
+}
+
+/* Forward over rows of x; train enables dropout and batch statistics. *out is the output
+ * layer's buffer. */
+static int forward(model *m, int rows, cl_mem x, int train, cl_mem *out, char *err)
+{
     cl_mem cur = x;
     for (size_t i = 0; i < m->n_layers; i++) {
         model_layer *l = &m->layers[i];
-        int rc;
-        if (l->type == JOB_LAYER_DENSE) {
-            rc = kern_gemm(k, 0, 0, rows, l->out, l->in, 1.0f, cur, l->in, l->w, l->out, 0.0f, l->y,
-                           l->out);
-            if (rc == 0)
-                rc = kern_bias_act_fwd(k, rows, l->out, l->act, l->y, l->b);
-            cur = l->y;
-        } else if (train && l->rate > 0.0f) {
-            rc = kern_dropout(k, rows * l->out, l->rate, m->seed, dropout_offset(m, i), cur, l->y);
-            cur = l->y;
-        } else {
-            rc = 0; /* dropout is the identity outside training */
-        }
-        if (rc < 0)
+        l->x_cur = cur;
+        if (layer_forward(m, i, rows, cur, train, &cur) < 0)
             return kfail(m, err);
+        l->y_cur = cur;
     }
     *out = cur;
     return 0;
@@ -329,32 +696,77 @@ static int loss(model *m, int rows, cl_mem logits, cl_mem targets, cl_mem dlogit
     return rc < 0 ? kfail(m, err) : 0;
 }
 
-static int backward(model *m, int rows, cl_mem x, char *err)
+/* One layer's backward: dy (the gradient of its output) in, its parameters' gradients out, and
+ * the gradient of its input into dx, or into dy itself (*moved 0) for the layers that work in
+ * place. The first layer with parameters computes no input gradient: nobody reads it. */
+static int layer_backward(model *m, size_t n, int rows, cl_mem dy, cl_mem dx, int *moved)
 {
     kern *k = m->k;
-    int cur = 0; /* dbuf[cur] holds the gradient of the current layer's output */
-    for (size_t n = m->n_layers; n-- > 0;) {
-        model_layer *l = &m->layers[n];
-        cl_mem input = n ? m->layers[n - 1].y : x;
-        cl_mem dy = m->dbuf[cur];
-        int rc;
-        if (l->type == JOB_LAYER_DENSE) {
-            rc = kern_bias_act_bwd(k, rows, l->out, l->act, l->y, dy, l->gb);
-            if (rc == 0)
-                rc = kern_gemm(k, 1, 0, l->in, l->out, rows, 1.0f, input, l->in, dy, l->out, 0.0f,
-                               l->gw, l->out);
-            if (rc == 0 && n > 0) {
-                rc = kern_gemm(k, 0, 1, rows, l->in, l->out, 1.0f, dy, l->out, l->w, l->out, 0.0f,
-                               m->dbuf[1 - cur], l->in);
-                cur = 1 - cur;
-            }
-        } else if (l->rate > 0.0f && n > 0) {
-            rc = kern_dropout(k, rows * l->out, l->rate, m->seed, dropout_offset(m, n), dy, dy);
-        } else {
-            rc = 0;
+    model_layer *l = &m->layers[n];
+    int rc = 0, first = n == m->first_param, spatial_rows = rows * l->oh * l->ow;
+    *moved = 0;
+    switch (l->type) {
+    case JOB_LAYER_DENSE:
+        rc = kern_bias_act_bwd(k, rows, l->out, l->act, l->y, dy, l->gb);
+        if (rc == 0)
+            rc = kern_gemm(k, 1, 0, l->in, l->out, rows, 1.0f, l->x_cur, l->in, dy, l->out, 0.0f,
+                           l->gw, l->out);
+        if (rc == 0 && !first) {
+            rc = kern_gemm(k, 0, 1, rows, l->in, l->out, 1.0f, dy, l->out, l->w, l->out, 0.0f, dx,
+                           l->in);
+            *moved = 1;
         }
-        if (rc < 0)
+        break;
+    case JOB_LAYER_CONV2D: {
+        kern_conv g;
+        conv_geom(l, rows, &g);
+        if (bias_act_needed(l) && !l->defer)
+            rc = conv_bias_act_bwd(m, l, spatial_rows, l->y, dy);
+        if (rc == 0)
+            rc = kern_conv2d_bwd_weights(k, &g, l->x_cur, dy, l->gw, 0, m->work);
+        if (rc == 0 && !first) {
+            rc = kern_conv2d_bwd_data(k, &g, dy, l->w, dx, m->work);
+            *moved = 1;
+        }
+        break;
+    }
+    case JOB_LAYER_MAXPOOL2D:
+    case JOB_LAYER_AVGPOOL2D:
+    case JOB_LAYER_GLOBAL_AVGPOOL2D: {
+        kern_pool g;
+        pool_geom(l, rows, &g);
+        int mode = l->type == JOB_LAYER_MAXPOOL2D ? KERN_POOL_MAX : KERN_POOL_AVG;
+        if (deferred_from(m, n))
+            rc = conv_bias_act_bwd(m, deferred_from(m, n), spatial_rows, l->y, dy);
+        if (rc == 0 && !first) {
+            rc = kern_pool2d_bwd(k, mode, &g, dy, mode == KERN_POOL_MAX ? l->argmax : NULL, dx);
+            *moved = 1;
+        }
+        break;
+    }
+    case JOB_LAYER_BATCHNORM:
+        rc = kern_batchnorm_bwd(k, spatial_rows, l->oc, l->x_cur, dy, l->w, l->save_mean,
+                                l->save_invstd, dy, l->gw, l->gb);
+        break;
+    case JOB_LAYER_DROPOUT:
+        if (l->rate > 0.0f && !first)
+            rc = kern_dropout(k, rows * l->out, l->rate, m->seed, dropout_offset(m, n), dy, dy);
+        break;
+    default:
+        break; /* flatten: the gradient is already in the input's layout */
+    }
+    return rc;
+}
+
+static int backward(model *m, int rows, char *err)
+{
+    int cur = 0; /* dbuf[cur] holds the gradient of the current layer's output */
+    for (size_t n = m->n_layers; n-- > m->first_param;) {
+        int moved = 0;
+        if (layer_backward(m, n, rows, m->dbuf[cur], m->dbuf[1 - cur], &moved) < 0)
             return kfail(m, err);
+        if (moved)
+            cur = 1 - cur;
     }
     return 0;
 }
@@ -397,7 +809,7 @@ int model_backprop(model *m, int rows, cl_mem x, cl_mem targets, char *err)
     rc = loss(m, rows, logits, targets, m->dbuf[0], MODEL_TRAIN_LOSS, err);
     if (rc < 0)
         return rc;
-    return backward(m, rows, x, err);
+    return backward(m, rows, err);
 }
 
 int model_train_step(model *m, int rows, cl_mem x, cl_mem targets, char *err)
@@ -447,61 +859,61 @@ int model_read_totals(model *m, double t[MODEL_TOTALS], char *err)
     return 0;
 }
 
-int model_export(model *m, float **w, char *err)
+/* Reads n floats of buf into a new array at *out (NULL when n is 0). */
+static int read_new(model *m, cl_mem buf, size_t n, float **out, char *err)
 {
-    float *all = malloc(m->n_params * sizeof *all);
-    float *outw = malloc((m->n_weights ? m->n_weights : 1) * sizeof *outw);
-    int rc = 0;
-    if (!all || !outw) {
-        rc = err_set(err, -ENOMEM, "out of memory reading the weights");
-        goto out;
-    }
-    rc = ocl_read(m->c, m->params, 0, m->n_params * sizeof *all, all, err);
-    if (rc < 0)
-        goto out;
-    float *p = outw;
-    for (size_t i = 0; i < m->n_layers; i++) {
-        const model_layer *l = &m->layers[i];
-        if (l->type != JOB_LAYER_DENSE)
-            continue;
-        for (int o = 0; o < l->out; o++)
-            for (int in = 0; in < l->in; in++)
-                *p++ = all[l->w_off + (size_t)in * (size_t)l->out + (size_t)o];
-        memcpy(p, all + l->b_off, (size_t)l->out * sizeof *p);
-        p += l->out;
-    }
-out:
-    free(all);
+    *out = NULL;
+    if (n == 0)
+        return 0;
+    float *v = malloc(n * sizeof *v);
+    if (!v)
+        return err_set(err, -ENOMEM, "out of memory reading %zu floats from the device", n);
+    int rc = ocl_read(m->c, buf, 0, n * sizeof *v, v, err);
     if (rc < 0) {
-        free(outw);
+        free(v);
         return rc;
     }
-    *w = outw;
+    *out = v;
     return 0;
 }
 
-int model_state_save(model *m, float **params, float **m1, float **m2, char *err)
+int model_read_params(model *m, float **params, float **stats, char *err)
 {
-    size_t bytes = m->n_params * sizeof(float);
-    float *bufs[3] = {malloc(bytes), malloc(bytes), malloc(bytes)};
-    cl_mem src[3] = {m->params, m->moment1, m->moment2};
-    int rc = 0;
-    for (int i = 0; i < 3 && rc == 0; i++)
-        rc = bufs[i] ? ocl_read(m->c, src[i], 0, bytes, bufs[i], err)
-                     : err_set(err, -ENOMEM, "out of memory saving the training state");
+    float *p = NULL, *s = NULL;
+    int rc = read_new(m, m->params, m->n_params, &p, err);
+    if (rc == 0)
+        rc = read_new(m, m->stats, m->n_stats, &s, err);
     if (rc < 0) {
-        for (int i = 0; i < 3; i++)
+        free(p);
+        return rc;
+    }
+    *params = p;
+    *stats = s;
+    return 0;
+}
+
+int model_state_save(model *m, float **params, float **m1, float **m2, float **stats, char *err)
+{
+    float *bufs[4] = {0};
+    cl_mem src[4] = {m->params, m->moment1, m->moment2, m->stats};
+    size_t n[4] = {m->n_params, m->n_params, m->n_params, m->n_stats};
+    int rc = 0;
+    for (int i = 0; i < 4 && rc == 0; i++)
+        rc = read_new(m, src[i], n[i], &bufs[i], err);
+    if (rc < 0) {
+        for (int i = 0; i < 4; i++)
             free(bufs[i]);
         return rc;
     }
     *params = bufs[0];
     *m1 = bufs[1];
     *m2 = bufs[2];
+    *stats = bufs[3];
     return 0;
 }
 
-int model_state_load(model *m, const float *params, const float *m1, const float *m2, int64_t step,
-                     char *err)
+int model_state_load(model *m, const float *params, const float *m1, const float *m2,
+                     const float *stats, int64_t step, char *err)
 {
     size_t bytes = m->n_params * sizeof(float);
     int rc = ocl_write(m->c, m->params, 0, bytes, params, err);
@@ -509,6 +921,8 @@ int model_state_load(model *m, const float *params, const float *m1, const float
         rc = ocl_write(m->c, m->moment1, 0, bytes, m1, err);
     if (rc == 0)
         rc = ocl_write(m->c, m->moment2, 0, bytes, m2, err);
+    if (rc == 0 && m->n_stats)
+        rc = ocl_write(m->c, m->stats, 0, m->n_stats * sizeof(float), stats, err);
     if (rc == 0)
         m->step = step;
     return rc;

@@ -1,14 +1,27 @@
-/* model: a Sequential multi-layer perceptron living on one OpenCL device.
+/* model: a Sequential network living on one OpenCL device: dense, dropout, conv2d, max/avg and
+ * global average pooling, flatten and batch normalisation layers, then the output layer.
  *
- * The hidden layers come from the job (dense with an activation, dropout); the output layer and
- * the loss follow from the task: classification → dense(n_classes) + softmax cross-entropy
- * (or dense(1) + sigmoid binary cross-entropy when binary), regression → dense(1) + MSE.
+ * The hidden layers come from the job; the output layer and the loss follow from the task:
+ * classification → dense(n_classes) + softmax cross-entropy (or dense(1) + sigmoid binary
+ * cross-entropy when binary), regression → dense(1) + MSE. A job may also name the output layer
+ * itself (job->output_given: its last dense, softmax or sigmoid): its units must then equal the
+ * outputs the data has.
  *
- * Every parameter lives in ONE device buffer (each weight and bias a sub-buffer of it), and so
- * do the gradients and optimizer moments: one optimizer enqueue updates the whole model. Padding
- * between sub-buffers (for the device's alignment) holds zeros in every buffer and stays zero.
- * Weights are stored in×out row-major (y = x·W + b); model_export() hands them out transposed,
- * out×in, as PyTorch's nn.Linear keeps them.
+ * Shapes: the input is h×w×c per row (1×1×inputs for CSV features); every layer has an input
+ * and an output shape (flat layers h = w = 1), computed here from the job's layer parameters and
+ * the padding rules (valid: OH = floor((H − k)/s) + 1; same: OH = ceil(H/s), total padding
+ * max((OH − 1)·s + k − H, 0), top = total/2, the rest at the bottom, as Keras/TensorFlow).
+ * Activations are NHWC: a batch of one layer is rows·OH·OW rows of OC floats, so a conv's output
+ * is a plain matrix on which kern_bias_act_fwd/bwd do bias and activation as for a dense layer.
+ * Flatten moves nothing (the NHWC batch already is rows × (H·W·C) in (h, w, c) order).
+ *
+ * Every trainable parameter lives in ONE device buffer (each weight and bias a sub-buffer of it),
+ * and so do the gradients and optimizer moments: one optimizer enqueue updates the whole model.
+ * Layouts: dense W in×out (y = x·W + b); conv W HWIO [kh][kw][c][f], bias [f] (none without
+ * use_bias); batchnorm gamma then beta, [c] each. Batchnorm's moving mean and variance are NOT
+ * trained: they live in a second buffer, `stats` (mean then variance per batchnorm layer), which
+ * the optimizer never sees; training forwards update it, evaluation and model_forward use it.
+ * Padding between sub-buffers (for the device's alignment) holds zeros and stays zero.
  *
  * A step never waits on the device: loss and correct counts accumulate into a small device
  * buffer that the caller reads once per epoch (model_read_totals()).
@@ -36,48 +49,73 @@ enum model_total {
 };
 
 typedef struct model_layer {
-    int type;            /* enum job_layer_type */
-    int in, out;         /* widths: for dropout in == out */
-    int act;             /* dense: enum kern_act (the output layer is linear; the loss applies
-                            softmax or sigmoid) */
-    int job_act;         /* dense: the same as the job's enum job_activation, for the model's
-                            metadata */
-    float rate;          /* dropout */
-    size_t w_off, b_off; /* dense: offsets in floats into the parameter buffer */
-    cl_mem w, b, gw, gb; /* dense: sub-buffers of params and grads */
-    cl_mem y;            /* this layer's output for the current batch, capacity rows */
+    int type;           /* enum job_layer_type */
+    int ih, iw, ic;     /* input shape per row (flat: 1, 1, width) */
+    int oh, ow, oc;     /* output shape per row */
+    int in, out;        /* ih·iw·ic and oh·ow·oc */
+    int act;            /* dense, conv2d: enum kern_act (the output layer is linear; the
+                           loss applies softmax or sigmoid) */
+    int job_act;        /* the same as the job's enum job_activation, for the metadata */
+    float rate;         /* dropout */
+    int kh, kw, sh, sw; /* conv2d and pools: window and strides */
+    int pt, pl, pb, pr; /* conv2d and pools: padding top, left, bottom, right */
+    int same;           /* conv2d and pools: padding "same" (else valid) */
+    int use_bias;       /* dense: 1; conv2d: the job's use_bias */
+    int defer;          /* conv2d before a max pool: the pool applies bias and activation */
+    float bn_momentum, bn_eps;
+    int src_h, src_w, src_c; /* flat layers: the spatial shape their features were flattened
+                                from, in (h, w, c) order; 1, 1, width when not flattened */
+    size_t w_off, b_off;     /* floats into params: weight (gamma) and bias (beta) */
+    size_t s_off, v_off;     /* batchnorm: floats into stats of the moving mean and variance */
+    size_t n_w, n_b;         /* floats of weight and bias (0: none) */
+    cl_mem w, b, gw, gb;     /* sub-buffers of params and grads */
+    cl_mem mmean, mvar;      /* batchnorm: sub-buffers of stats */
+    cl_mem save_mean, save_invstd; /* batchnorm: the last training batch's statistics */
+    cl_mem argmax;                 /* maxpool2d: the input index of each output, capacity rows */
+    cl_mem y;                      /* this layer's own output buffer (NULL for flatten) */
+    cl_mem x_cur, y_cur;           /* borrowed: input and output of the last forward */
 } model_layer;
 
 typedef struct model {
     ocl_ctx *c;
     kern *k;
     int inputs, outputs;
-    int loss;      /* enum model_loss */
-    int optimizer; /* enum job_optimizer */
+    int in_h, in_w, in_c; /* input shape (1, 1, inputs for features) */
+    int image_input;      /* the job has a model.input_shape: rows are h×w×c images */
+    int loss;             /* enum model_loss */
+    int optimizer;        /* enum job_optimizer */
     float lr, momentum, beta1, beta2, eps;
     uint64_t seed;
     int64_t step; /* optimizer steps taken */
     size_t n_layers;
     model_layer layers[JOB_MAX_LAYERS + 1];
-    size_t n_params;  /* floats in the parameter buffer, padding included */
-    size_t n_weights; /* trainable values, padding excluded */
-    int capacity;     /* rows the activation buffers hold */
-    cl_mem params, grads, moment1, moment2;
+    size_t n_params;    /* floats in the parameter buffer, padding included */
+    size_t n_weights;   /* trainable values, padding excluded */
+    size_t n_stats;     /* floats in the stats buffer (0 without batchnorm) */
+    size_t first_param; /* the first layer with parameters: backward ends there */
+    int capacity;       /* rows the activation buffers hold */
+    cl_mem params, grads, moment1, moment2, stats;
     cl_mem dbuf[2]; /* ping-pong gradient buffers, capacity × widest layer */
+    cl_mem work;    /* conv scratch, the largest any conv layer needs (NULL if none) */
+    cl_mem zeros;   /* a zero bias for conv layers without one (widest filters) */
+    cl_mem discard; /* where the bias gradient of a conv without bias goes */
     cl_mem loss_rows, correct_rows, totals;
     int fresh[MODEL_TOTALS]; /* 1: the next sum into totals[i] overwrites (set by reset) */
 } model;
 
-/* Builds the model for `inputs` features and `outputs` outputs (classes, or 1), allocates its
- * buffers for batches of up to capacity rows, and initialises weights Glorot-uniform from
- * job->seed (biases 0). Checks the memory it needs against the device first. */
+/* Builds the model for `inputs` values per row (job->in_h·in_w·in_c when the job has an
+ * input_shape) and `outputs` outputs (classes, or 1), allocates its buffers for batches of up
+ * to capacity rows, and initialises weights Glorot-uniform from job->seed (biases and beta 0,
+ * gamma 1, moving mean 0, moving variance 1). Checks first that the model and extra_bytes (what
+ * the caller keeps on the device beside it: the dataset) fit the device's memory. */
 int model_new(ocl_ctx *c, kern *k, const job_spec *job, int inputs, int outputs, int loss,
-              int capacity, model **out, char *err);
+              int capacity, uint64_t extra_bytes, model **out, char *err);
 /* Releases everything; accepts NULL. */
 void model_free(model *m);
 /* Bytes of device memory the model needs with this capacity (parameters, optimizer state,
- * activations and gradients), for the check before training. */
-uint64_t model_device_bytes(const job_spec *job, int inputs, int outputs, int capacity);
+ * moving statistics, activations, gradients, pooling indices and conv workspace), for the
+ * check before training; 0 when the layers do not fit the input (model_new says why). */
+uint64_t model_device_bytes(kern *k, const job_spec *job, int inputs, int outputs, int capacity);
 
 /* One training step on rows (≤ capacity) of input x (rows × inputs, device) and targets
  * (int32 class indices for softmax, float otherwise): forward with dropout, loss, backward,
@@ -99,14 +137,17 @@ int model_reset_totals(model *m, char *err);
 /* Waits for the device and reads the totals into t[MODEL_TOTALS]. */
 int model_read_totals(model *m, double t[MODEL_TOTALS], char *err);
 
-/* Reads the trainable parameters back: *w is malloc'd, n_weights floats, layer by layer, each
- * dense layer's weight out×in (transposed from the device layout) then its bias. */
-int model_export(model *m, float **w, char *err);
+/* Reads the parameter buffer (n_params floats, padding included, device layouts) and the stats
+ * buffer (n_stats floats; *stats NULL when there are none) into malloc'd arrays; the offsets in
+ * m->layers say where each tensor is. export.h turns them into PyTorch's layouts. */
+int model_read_params(model *m, float **params, float **stats, char *err);
 /* Reads every buffer that training state consists of (params, moment1, moment2; each
- * n_params floats, padding included) into malloc'd arrays, for checkpoints. */
-int model_state_save(model *m, float **params, float **m1, float **m2, char *err);
-/* Restores what model_state_save() read, and the step counter. */
-int model_state_load(model *m, const float *params, const float *m1, const float *m2, int64_t step,
-                     char *err);
+ * n_params floats, padding included; stats, n_stats floats, NULL when none) into malloc'd
+ * arrays, for checkpoints. */
+int model_state_save(model *m, float **params, float **m1, float **m2, float **stats, char *err);
+/* Restores what model_state_save() read (stats ignored when the model has none), and the step
+ * counter. */
+int model_state_load(model *m, const float *params, const float *m1, const float *m2,
+                     const float *stats, int64_t step, char *err);
 
 #endif

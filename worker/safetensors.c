@@ -1,5 +1,5 @@
-/* safetensors: the F32 subset of the safetensors format, written atomically and read with every
- * number checked before it is used (see safetensors.h for the layout).
+/* safetensors: the F32 subset of the safetensors format (and I64 for writing), written atomically
+ * and read with every number checked before it is used (see safetensors.h for the layout).
  *
  * Writer. The header is built with jansson in the caller's tensor order ("__metadata__" first
  * when there is any), dumped compact, and padded with spaces so that 8 + N is a multiple of 8:
@@ -183,29 +183,31 @@ static int st_header_build(const safetensors_tensor *tensors, size_t n,
         rc = st_count(t, &count, err);
         if (rc < 0)
             goto out;
-        if (count > 0 && !t->data) {
+        uint64_t size = t->dtype == SAFETENSORS_I64 ? 8 : 4;
+        if (count > 0 && (t->dtype == SAFETENSORS_I64 ? !t->data_i64 : !t->data)) {
             rc = err_set(err, -EINVAL, "tensor \"%s\" has no data", t->name);
             goto out;
         }
-        if (count * 4 > (uint64_t)INT64_MAX - offset) {
+        if (count * size > (uint64_t)INT64_MAX - offset) {
             rc = err_set(err, -EINVAL, "the tensors add up to more bytes than a file can hold");
             goto out;
         }
         /* Each *_set_new / append_new steals its value, even when it fails. */
         json_t *entry = json_object(), *shape = json_array(), *offs = json_array();
-        int bad = json_object_set_new(entry, "dtype", json_string("F32")) < 0;
+        const char *dtype = t->dtype == SAFETENSORS_I64 ? "I64" : "F32";
+        int bad = json_object_set_new(entry, "dtype", json_string(dtype)) < 0;
         for (int d = 0; d < t->ndim; d++)
             bad |= json_array_append_new(shape, json_integer(t->shape[d])) < 0;
         bad |= json_object_set_new(entry, "shape", shape) < 0;
         bad |= json_array_append_new(offs, json_integer((json_int_t)offset)) < 0;
-        bad |= json_array_append_new(offs, json_integer((json_int_t)(offset + count * 4))) < 0;
+        bad |= json_array_append_new(offs, json_integer((json_int_t)(offset + count * size))) < 0;
         bad |= json_object_set_new(entry, "data_offsets", offs) < 0;
         bad |= json_object_set_new(root, t->name, entry) < 0;
         if (bad) {
             rc = err_set(err, -ENOMEM, "out of memory building the safetensors header");
             goto out;
         }
-        offset += count * 4;
+        offset += count * size;
     }
     *out = root;
     root = NULL;
@@ -247,6 +249,20 @@ static int st_write_floats(int fd, const float *data, uint64_t n)
             return rc;
         src += k;
         left -= k;
+    }
+    return 0;
+}
+
+/* Writes n 64-bit integers little-endian. */
+static int st_write_i64(int fd, const int64_t *data, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        unsigned char b[8];
+        for (int j = 0; j < 8; j++)
+            b[j] = (unsigned char)((uint64_t)data[i] >> (8 * j));
+        int rc = st_write_all(fd, b, sizeof b);
+        if (rc < 0)
+            return rc;
     }
     return 0;
 }
@@ -333,7 +349,9 @@ int safetensors_write(const char *path, const safetensors_tensor *tensors, size_
     for (size_t i = 0; rc == 0 && i < n; i++) {
         uint64_t count = 0;
         st_count(&tensors[i], &count, NULL); /* checked while building the header */
-        if (count > 0)
+        if (count > 0 && tensors[i].dtype == SAFETENSORS_I64)
+            rc = st_write_i64(fd, tensors[i].data_i64, count);
+        else if (count > 0)
             rc = st_write_floats(fd, tensors[i].data, count);
     }
     if (rc < 0) {

@@ -1,4 +1,5 @@
-/* safetensors: writer and reader of the safetensors format for F32 tensors.
+/* safetensors: writer and reader of the safetensors format for F32 tensors (the writer also
+ * takes I64 ones).
  *
  * Layout: an 8-byte little-endian header length N, then N bytes of JSON
  * {"__metadata__": {str: str}, "<name>": {"dtype": "F32", "shape": [...],
@@ -16,11 +17,16 @@
 
 #define SAFETENSORS_MAX_DIMS 8
 
+/* Element types. The reader takes F32 alone; the writer also I64 (PyTorch's batchnorm counter). */
+enum safetensors_dtype { SAFETENSORS_F32 = 0, SAFETENSORS_I64 = 1 };
+
 typedef struct safetensors_tensor {
     const char *name;
     int ndim;
     int64_t shape[SAFETENSORS_MAX_DIMS];
-    const float *data; /* F32, product(shape) elements */
+    const float *data;       /* F32, product(shape) elements */
+    int dtype;               /* enum safetensors_dtype; 0 (F32) unless set */
+    const int64_t *data_i64; /* I64 data (writer only), product(shape) elements */
 } safetensors_tensor;
 
 typedef struct safetensors_meta {

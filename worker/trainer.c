@@ -4,8 +4,12 @@
  *   upload everything once → per epoch: shuffle indices, per batch gather + model step,
  *   validation in chunks, one read-back of the totals → artifacts.
  *
+ * Image formats take the same road through imagedata.h: parse (images_load) → check against
+ * input_shape → split or take the test set → per-channel statistics → upload the pixels once →
+ * per batch one kern_image_batch (resize, scale, standardise, augment) + model step.
+ *
  * The device holds the whole dataset for the run; the host only uploads a new permutation per
- * epoch. A full-batch job trains on the uploaded arrays directly, without a gather.
+ * epoch. A full-batch CSV job trains on the uploaded arrays directly, without a gather.
  *
  * A resumed run (opts->resume_from) reads and checks the checkpoint before anything is fetched,
  * checks the dataset against it after parsing, restores the model after building it, and then
@@ -25,7 +29,9 @@
 #include "util/timeutil.h"
 #include "worker/checkpoint.h"
 #include "worker/dataset.h"
+#include "worker/export.h"
 #include "worker/fetch.h"
+#include "worker/imagedata.h"
 #include "worker/model.h"
 #include "worker/safetensors.h"
 
@@ -43,8 +49,9 @@ typedef struct run {
     kern *k;
     FILE *log;
     FILE *metrics;
-    dataset *all, *train, *val;
-    float *mean, *std;
+    dataset *all, *train, *val; /* CSV data */
+    imagedata *img;             /* image data (then all, train and val are NULL) */
+    float *mean, *std;          /* the standardisation (for images img's, borrowed) */
     model *m;
     int loss, outputs, batch;
     checkpoint *resume; /* opts->resume_from, read; NULL when starting afresh */
@@ -53,7 +60,8 @@ typedef struct run {
     char data_sha[65];  /* of the fetched dataset */
     int start;          /* epochs finished before this run (from the checkpoint) */
     double last_ckpt;   /* time_mono() of the last checkpoint, or of the start of training */
-    cl_mem xtr, ytr, xva, yva, idx, vidx, xb, yb;
+    cl_mem xtr, ytr, xva, yva, idx, vidx;
+    cl_mem xb[2], yb[2]; /* batch buffers; images alternate between the two (prefetch) */
 } run;
 
 static void say(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -117,13 +125,43 @@ static json_t *strings_json(char *const *v, size_t n)
     return a;
 }
 
-/* What a checkpoint pins of the dataset: its size, bytes and classes. */
+/* The class names of image data: those of the set that has them all. */
+static const image_set *image_classes(const imagedata *d)
+{
+    return d->test && d->test->n_classes > d->train->n_classes ? d->test : d->train;
+}
+
+/* What a checkpoint pins of the dataset: its size, bytes and classes (for images rows are
+ * images, training and test, and cols their pixels × channels). */
 static json_t *dataset_json(run *r)
 {
+    if (r->img) {
+        const image_set *tr = r->img->train, *cl = image_classes(r->img);
+        size_t rows = tr->n + (r->img->test ? r->img->test->n : 0);
+        return json_pack("{s:I, s:I, s:s, s:o}", "rows", (json_int_t)rows, "cols",
+                         (json_int_t)tr->h * tr->w * tr->c, "sha256", r->data_sha, "classes",
+                         strings_json(cl->class_names, (size_t)cl->n_classes));
+    }
     const dataset *d = r->all;
     return json_pack("{s:I, s:I, s:s, s:o}", "rows", (json_int_t)d->rows, "cols",
                      (json_int_t)d->cols, "sha256", r->data_sha, "classes",
                      strings_json(d->class_names, (size_t)d->n_classes));
+}
+
+/* Length of the standardisation vectors: features, or an image's channels. */
+static size_t std_len(const run *r)
+{
+    return r->img ? (size_t)r->img->train->c : r->all->cols;
+}
+
+static size_t train_rows(const run *r)
+{
+    return r->img ? r->img->n_train : r->train->rows;
+}
+
+static size_t val_rows(const run *r)
+{
+    return r->img ? r->img->n_val : r->val ? r->val->rows : 0;
 }
 
 /* On resume: the dataset must be the checkpoint's, and its standardisation replaces the one
@@ -138,12 +176,58 @@ static int resume_data(run *r, char *err)
     json_decref(want);
     if (rc < 0)
         return rc;
-    if (!r->mean != !s->mean)
+    if (!r->mean != !s->mean || (s->mean && s->cols != std_len(r)))
         return err_set(err, -EINVAL, "the checkpoint's standardisation does not fit the job");
     if (r->mean) {
         memcpy(r->mean, s->mean, s->cols * sizeof *r->mean);
         memcpy(r->std, s->std, s->cols * sizeof *r->std);
     }
+    return 0;
+}
+
+static const char *format_name(int format)
+{
+    switch (format) {
+    case JOB_FORMAT_CIFAR10:
+        return "CIFAR-10 binary";
+    case JOB_FORMAT_MNIST:
+        return "MNIST IDX";
+    case JOB_FORMAT_NPY:
+        return "npy";
+    case JOB_FORMAT_NPZ:
+        return "npz";
+    default:
+        return "image folders";
+    }
+}
+
+static int load_images(run *r, const char *text, size_t len, char *err)
+{
+    const job_spec *job = r->job;
+    double t0 = time_mono();
+    int rc = imagedata_load(text, len, job, &r->img, err);
+    if (rc < 0)
+        return rc;
+    const imagedata *d = r->img;
+    const image_set *tr = d->train;
+    char test[64] = "";
+    if (d->test)
+        snprintf(test, sizeof test, " and %zu test images", d->test->n);
+    say(r, "dataset: %zu training images%s of %d×%d×%d (%s), %d classes, from %s (parsed in %.2fs)",
+        tr->n, test, tr->h, tr->w, tr->c, tr->dtype == IMAGES_U8 ? "uint8" : "float32",
+        d->n_classes, format_name(job->format), time_mono() - t0);
+    r->mean = d->mean;
+    r->std = d->std;
+    rc = resume_data(r, err);
+    if (rc < 0)
+        return rc;
+    if (job->resize_h && (job->resize_h != tr->h || job->resize_w != tr->w))
+        say(r, "resize: %d×%d to %d×%d (bilinear, on the device)", tr->h, tr->w, job->resize_h,
+            job->resize_w);
+    say(r, "split: %zu training images, %zu validation images%s", d->n_train, d->n_val,
+        d->val_from_test                         ? " (the test set)"
+        : d->test && job->validation_split > 0.0 ? " (split off; the test set is unused)"
+                                                 : "");
     return 0;
 }
 
@@ -181,6 +265,11 @@ static int load_data(run *r, char *err)
             st.was_gzip ? " (gzip)" : "", st.seconds);
     }
 
+    if (job->format != JOB_FORMAT_CSV) {
+        rc = load_images(r, text, len, err);
+        free(text);
+        return rc;
+    }
     dataset_csv_opts co = {.header = job->header,
                            .label_name = job->label_name,
                            .label_index = job->label_index,
@@ -261,13 +350,10 @@ static int upload_iota(run *r, size_t n, cl_mem *out, char *err)
     return rc;
 }
 
-static int prepare_device(run *r, char *err)
+/* The loss and outputs from the task and the classes. */
+static void loss_plan(run *r, int n_classes)
 {
     const job_spec *job = r->job;
-    size_t ntr = r->train->rows, nva = r->val ? r->val->rows : 0, cols = r->train->cols;
-    if (ntr > INT32_MAX / 2 || cols > INT32_MAX / 2)
-        return err_set(err, -EFBIG, "the dataset is too large (%zu rows × %zu features)", ntr,
-                       cols);
     if (job->task == JOB_TASK_REGRESSION) {
         r->loss = MODEL_LOSS_MSE;
         r->outputs = 1;
@@ -276,13 +362,49 @@ static int prepare_device(run *r, char *err)
         r->outputs = 1;
     } else {
         r->loss = MODEL_LOSS_SOFTMAX_XENT;
-        r->outputs = r->all->n_classes;
+        r->outputs = n_classes;
     }
+}
+
+/* Images: the set goes up once; batches are made on the device into two buffers in turn. The
+ * validation chunks are batch-sized (an image model's activations are large). */
+static int prepare_images(run *r, char *err)
+{
+    const job_spec *job = r->job;
+    imagedata *d = r->img;
+    int inputs = job->in_h * job->in_w * job->in_c;
+    loss_plan(r, d->n_classes);
+    r->batch = job->batch_size < (int)d->n_train ? job->batch_size : (int)d->n_train;
+    int capacity = r->batch;
+    uint64_t extra =
+        imagedata_device_bytes(d) + 2 * (uint64_t)capacity * (uint64_t)(inputs + 1) * 4;
+    int rc = model_new(r->c, r->k, job, inputs, r->outputs, r->loss, capacity, extra, &r->m, err);
+    if (rc == 0)
+        rc = imagedata_upload(d, r->c, r->loss == MODEL_LOSS_BCE, err);
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        rc = ocl_buffer_new(r->c, (size_t)capacity * (size_t)inputs * 4, &r->xb[i], err);
+        if (rc == 0)
+            rc = ocl_buffer_new(r->c, (size_t)capacity * 4, &r->yb[i], err);
+    }
+    return rc;
+}
+
+static int prepare_csv(run *r, char *err)
+{
+    const job_spec *job = r->job;
+    size_t ntr = r->train->rows, nva = r->val ? r->val->rows : 0, cols = r->train->cols;
+    if (ntr > INT32_MAX / 2 || cols > INT32_MAX / 2)
+        return err_set(err, -EFBIG, "the dataset is too large (%zu rows × %zu features)", ntr,
+                       cols);
+    loss_plan(r, r->all->n_classes);
     r->batch = job->batch_size < (int)ntr ? job->batch_size : (int)ntr;
     int val_chunk = nva < TRAINER_VAL_CHUNK ? (int)nva : TRAINER_VAL_CHUNK;
     int capacity = r->batch > val_chunk ? r->batch : val_chunk;
+    uint64_t extra =
+        4 * ((uint64_t)(ntr + nva) * (cols + 1) + ntr + nva) + (uint64_t)capacity * (cols + 1) * 4;
 
-    int rc = model_new(r->c, r->k, job, (int)cols, r->outputs, r->loss, capacity, &r->m, err);
+    int rc =
+        model_new(r->c, r->k, job, (int)cols, r->outputs, r->loss, capacity, extra, &r->m, err);
     if (rc < 0)
         return rc;
     rc = ocl_buffer_new(r->c, ntr * cols * 4, &r->xtr, err);
@@ -293,9 +415,9 @@ static int prepare_device(run *r, char *err)
     if (rc == 0)
         rc = upload_iota(r, ntr, &r->idx, err);
     if (rc == 0)
-        rc = ocl_buffer_new(r->c, (size_t)capacity * cols * 4, &r->xb, err);
+        rc = ocl_buffer_new(r->c, (size_t)capacity * cols * 4, &r->xb[0], err);
     if (rc == 0)
-        rc = ocl_buffer_new(r->c, (size_t)capacity * 4, &r->yb, err);
+        rc = ocl_buffer_new(r->c, (size_t)capacity * 4, &r->yb[0], err);
     if (rc == 0 && nva) {
         rc = ocl_buffer_new(r->c, nva * cols * 4, &r->xva, err);
         if (rc == 0)
@@ -305,6 +427,12 @@ static int prepare_device(run *r, char *err)
         if (rc == 0 && nva > (size_t)capacity)
             rc = upload_iota(r, nva, &r->vidx, err);
     }
+    return rc;
+}
+
+static int prepare_device(run *r, char *err)
+{
+    int rc = r->img ? prepare_images(r, err) : prepare_csv(r, err);
     if (rc == 0)
         say(r, "model: %zu layers, %zu parameters, batches of %d rows", r->m->n_layers,
             r->m->n_weights, r->batch);
@@ -319,7 +447,8 @@ static uint64_t rng_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-/* A new permutation of the training rows for this epoch, uploaded to r->idx. */
+/* A new permutation of the training rows for this epoch, uploaded to the training order (for
+ * images, of the training images' indices). */
 static int shuffle_epoch(run *r, int32_t *perm, size_t n, int epoch, char *err)
 {
     uint64_t s = r->job->seed * 0x100000001b3ULL + (uint64_t)epoch;
@@ -331,8 +460,11 @@ static int shuffle_epoch(run *r, int32_t *perm, size_t n, int epoch, char *err)
         perm[i] = perm[j];
         perm[j] = t;
     }
+    if (r->img)
+        for (size_t i = 0; i < n; i++)
+            perm[i] = r->img->train_ids[perm[i]];
     /* Blocking write: perm is reused next epoch. */
-    return ocl_write(r->c, r->idx, 0, n * sizeof *perm, perm, err);
+    return ocl_write(r->c, r->img ? r->img->idx : r->idx, 0, n * sizeof *perm, perm, err);
 }
 
 static int stop_requested(run *r)
@@ -340,26 +472,59 @@ static int stop_requested(run *r)
     return r->hooks && r->hooks->should_stop && r->hooks->should_stop(r->hooks->user);
 }
 
+/* Enqueues rows rows from position start of the training order (train) or of the validation
+ * rows into xb[buf] and yb[buf]. */
+static int make_batch(run *r, int train, int epoch, size_t start, int rows, int buf, char *err)
+{
+    if (r->img)
+        return imagedata_batch(r->img, r->k, train, epoch, start, rows, r->xb[buf], r->yb[buf],
+                               err);
+    int cols = (int)r->all->cols;
+    cl_mem x = train ? r->xtr : r->xva, y = train ? r->ytr : r->yva;
+    cl_mem idx = train ? r->idx : r->vidx;
+    if (kern_gather_rows(r->k, rows, cols, x, idx, (int)start, r->xb[buf]) < 0 ||
+        kern_gather_rows(r->k, rows, 1, y, idx, (int)start, r->yb[buf]) < 0)
+        return err_set(err, -EIO, "%s", kern_last_error(r->k));
+    return 0;
+}
+
+static int rows_at(size_t n, size_t start, size_t batch)
+{
+    return (int)(n - start < batch ? n - start : batch);
+}
+
+/* Image batches are prefetched: batch b+1 is enqueued into the other buffer pair before the
+ * step of batch b. The queue is in order, so on the device the image kernel and the step still
+ * run one after the other: nothing overlaps there. What overlaps is the host with the device:
+ * the host enqueues the epoch's work without ever waiting (and polls should_stop) while the
+ * device computes. The two buffers are what an out-of-order or second queue would need to run
+ * a batch's resize beside the previous step. CSV batches are a gather each, made right before
+ * their step in one buffer pair; a full-batch CSV job trains on the uploaded arrays. */
 static int train_epoch(run *r, int32_t *perm, int epoch, int *stopped, char *err)
 {
-    size_t n = r->train->rows, cols = r->train->cols;
-    int full = r->batch == (int)n;
+    size_t n = train_rows(r), batch = (size_t)r->batch;
+    int full = !r->img && r->batch == (int)n, pre = r->img != NULL, cur = 0;
     int rc = 0;
     if (r->job->shuffle && !full)
         rc = shuffle_epoch(r, perm, n, epoch, err);
+    if (rc == 0 && pre)
+        rc = make_batch(r, 1, epoch, 0, rows_at(n, 0, batch), cur, err);
     int step = 0;
-    for (size_t start = 0; start < n && rc == 0; start += (size_t)r->batch, step++) {
-        int rows = (int)(n - start < (size_t)r->batch ? n - start : (size_t)r->batch);
+    for (size_t start = 0; start < n && rc == 0; start += batch, step++) {
+        int rows = rows_at(n, start, batch);
         if (full) {
             rc = model_train_step(r->m, rows, r->xtr, r->ytr, err);
             continue;
         }
-        if (kern_gather_rows(r->k, rows, (int)cols, r->xtr, r->idx, (int)start, r->xb) < 0 ||
-            kern_gather_rows(r->k, rows, 1, r->ytr, r->idx, (int)start, r->yb) < 0) {
-            rc = err_set(err, -EIO, "%s", kern_last_error(r->k));
-            break;
-        }
-        rc = model_train_step(r->m, rows, r->xb, r->yb, err);
+        if (pre && start + batch < n)
+            rc = make_batch(r, 1, epoch, start + batch, rows_at(n, start + batch, batch), 1 - cur,
+                            err);
+        else if (!pre)
+            rc = make_batch(r, 1, epoch, start, rows, cur, err);
+        if (rc == 0)
+            rc = model_train_step(r->m, rows, r->xb[cur], r->yb[cur], err);
+        if (pre)
+            cur = 1 - cur;
         if (rc == 0 && step % TRAINER_POLL_STEPS == TRAINER_POLL_STEPS - 1 && stop_requested(r)) {
             *stopped = 1;
             break;
@@ -368,20 +533,106 @@ static int train_epoch(run *r, int32_t *perm, int epoch, int *stopped, char *err
     return rc;
 }
 
+/* Runs fn over the validation rows in order, in chunks that fit the model: x holds rows rows
+ * (with targets y) starting at row start. */
+typedef int (*val_fn)(run *r, size_t start, int rows, cl_mem x, cl_mem y, void *user, char *err);
+
+static int each_val_chunk(run *r, val_fn fn, void *user, char *err)
+{
+    size_t n = val_rows(r), cap = (size_t)r->m->capacity;
+    if (!r->img && n <= cap)
+        return fn(r, 0, (int)n, r->xva, r->yva, user, err);
+    int rc = 0;
+    for (size_t start = 0; start < n && rc == 0; start += cap) {
+        int rows = rows_at(n, start, cap);
+        rc = make_batch(r, 0, 0, start, rows, 0, err);
+        if (rc == 0)
+            rc = fn(r, start, rows, r->xb[0], r->yb[0], user, err);
+    }
+    return rc;
+}
+
+static int evaluate_chunk(run *r, size_t start, int rows, cl_mem x, cl_mem y, void *user, char *err)
+{
+    (void)start;
+    (void)user;
+    return model_evaluate(r->m, rows, x, y, err);
+}
+
 static int validate_epoch(run *r, char *err)
 {
-    size_t n = r->val->rows, cols = r->val->cols;
-    int cap = r->m->capacity;
-    if (n <= (size_t)cap)
-        return model_evaluate(r->m, (int)n, r->xva, r->yva, err);
-    int rc = 0;
-    for (size_t start = 0; start < n && rc == 0; start += (size_t)cap) {
-        int rows = (int)(n - start < (size_t)cap ? n - start : (size_t)cap);
-        if (kern_gather_rows(r->k, rows, (int)cols, r->xva, r->vidx, (int)start, r->xb) < 0 ||
-            kern_gather_rows(r->k, rows, 1, r->yva, r->vidx, (int)start, r->yb) < 0)
-            return err_set(err, -EIO, "%s", kern_last_error(r->k));
-        rc = model_evaluate(r->m, rows, r->xb, r->yb, err);
+    return each_val_chunk(r, evaluate_chunk, NULL, err);
+}
+
+/* The model's outputs on a chunk of validation rows, as probabilities, into user (floats). */
+static int outputs_chunk(run *r, size_t start, int rows, cl_mem x, cl_mem y, void *user, char *err)
+{
+    (void)y;
+    int k = r->outputs;
+    float *dst = (float *)user + start * (size_t)k;
+    cl_mem out;
+    int rc = model_forward(r->m, rows, x, &out, err);
+    if (rc == 0)
+        rc = ocl_read(r->c, out, 0, (size_t)rows * (size_t)k * sizeof *dst, dst, err);
+    for (int i = 0; rc == 0 && i < rows; i++) {
+        float *row = dst + (size_t)i * (size_t)k;
+        if (r->loss == MODEL_LOSS_BCE) {
+            row[0] = (float)(1.0 / (1.0 + exp(-(double)row[0])));
+        } else if (r->loss == MODEL_LOSS_SOFTMAX_XENT) {
+            double top = row[0], sum = 0;
+            for (int j = 1; j < k; j++)
+                top = row[j] > top ? row[j] : top;
+            for (int j = 0; j < k; j++)
+                sum += exp((double)row[j] - top);
+            for (int j = 0; j < k; j++)
+                row[j] = (float)(exp((double)row[j] - top) / sum);
+        }
     }
+    return rc;
+}
+
+/* opts->val_outputs: the outputs on the validation rows, in order, as a float32 .npy of
+ * [rows, outputs] (version 1.0, little-endian as the hosts we run on). */
+static int write_val_outputs(run *r, char *err)
+{
+    const char *path = r->opts->val_outputs;
+    size_t n = val_rows(r), k = (size_t)r->outputs;
+    float *v = malloc((n * k + 1) * sizeof *v);
+    if (!v)
+        return err_set(err, -ENOMEM, "out of memory for %zu validation outputs", n * k);
+    int rc = each_val_chunk(r, outputs_chunk, v, err);
+    if (rc < 0)
+        goto out;
+    char head[128];
+    int len = snprintf(head, sizeof head,
+                       "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }", n, k);
+    while ((10 + len + 1) % 64)
+        head[len++] = ' ';
+    head[len++] = '\n';
+    unsigned char magic[10] = {0x93,
+                               'N',
+                               'U',
+                               'M',
+                               'P',
+                               'Y',
+                               1,
+                               0,
+                               (unsigned char)(len & 0xff),
+                               (unsigned char)(len >> 8)};
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        rc = err_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
+        goto out;
+    }
+    int bad = fwrite(magic, 1, sizeof magic, f) != sizeof magic ||
+              fwrite(head, 1, (size_t)len, f) != (size_t)len ||
+              fwrite(v, sizeof *v, n * k, f) != n * k;
+    if (fclose(f) != 0 || bad)
+        rc = err_set(err, -EIO, "writing %s failed", path);
+    if (rc == 0)
+        say(r, "validation outputs: %zu rows × %zu written to %s", n, k, path);
+out:
+    free(v);
     return rc;
 }
 
@@ -448,28 +699,31 @@ static int save_checkpoint(run *r, int epoch, trainer_result *res, char *err)
     checkpoint_state s = {.epoch = epoch,
                           .step = r->m->step,
                           .n_params = r->m->n_params,
-                          .cols = r->all->cols,
+                          .n_stats = r->m->n_stats,
+                          .cols = std_len(r),
                           .mean = r->mean,
                           .std = r->std,
                           .job = r->job_json,
                           .metrics = r->history};
-    float *p = NULL, *m1 = NULL, *m2 = NULL;
+    float *p = NULL, *m1 = NULL, *m2 = NULL, *st = NULL;
     char path[4096];
     int rc = path_join(path, sizeof path, r->opts->out_dir, CHECKPOINT_FILE, err);
     if (rc == 0)
-        rc = model_state_save(r->m, &p, &m1, &m2, err);
+        rc = model_state_save(r->m, &p, &m1, &m2, &st, err);
     if (rc < 0)
         return rc;
     json_t *data = dataset_json(r);
     s.params = p;
     s.moment1 = m1;
     s.moment2 = m2;
+    s.stats = st;
     s.dataset = data;
     rc = checkpoint_write(path, &s, err);
     json_decref(data);
     free(p);
     free(m1);
     free(m2);
+    free(st);
     r->last_ckpt = time_mono();
     res->checkpoints++;
     res->checkpoint_s += r->last_ckpt - t0;
@@ -487,10 +741,14 @@ static int resume_model(run *r, trainer_result *res, char *err)
                        "the checkpoint holds %zu parameters where the model has %zu: it does not "
                        "fit this build of the model",
                        s->n_params, r->m->n_params);
+    if (s->n_stats != r->m->n_stats)
+        return err_set(err, -EINVAL,
+                       "the checkpoint holds %zu batchnorm statistics where the model has %zu",
+                       s->n_stats, r->m->n_stats);
     if (s->epoch > r->job->epochs)
         return err_set(err, -EINVAL, "the checkpoint is after epoch %d of a %d-epoch job", s->epoch,
                        r->job->epochs);
-    int rc = model_state_load(r->m, s->params, s->moment1, s->moment2, s->step, err);
+    int rc = model_state_load(r->m, s->params, s->moment1, s->moment2, s->stats, s->step, err);
     if (rc < 0)
         return rc;
     json_decref(r->history);
@@ -521,7 +779,7 @@ static void metrics_row(run *r, const trainer_epoch *e)
 
 static int train_all(run *r, trainer_result *res, char *err)
 {
-    size_t n = r->train->rows;
+    size_t n = train_rows(r), nva = val_rows(r);
     int32_t *perm = malloc(n * sizeof *perm);
     if (!perm)
         return err_set(err, -ENOMEM, "out of memory");
@@ -540,7 +798,7 @@ static int train_all(run *r, trainer_result *res, char *err)
             res->stopped = 1;
             break;
         }
-        if (r->val)
+        if (nva)
             rc = validate_epoch(r, err);
         if (rc == 0)
             rc = model_read_totals(r->m, totals, err);
@@ -551,9 +809,8 @@ static int train_all(run *r, trainer_result *res, char *err)
         e.samples_per_second = e.seconds > 0 ? (double)n / e.seconds : 0;
         e.loss = totals[MODEL_TRAIN_LOSS] / (double)n;
         e.accuracy = classification ? totals[MODEL_TRAIN_CORRECT] / (double)n : NAN;
-        e.val_loss = r->val ? totals[MODEL_VAL_LOSS] / (double)r->val->rows : NAN;
-        e.val_accuracy =
-            r->val && classification ? totals[MODEL_VAL_CORRECT] / (double)r->val->rows : NAN;
+        e.val_loss = nva ? totals[MODEL_VAL_LOSS] / (double)nva : NAN;
+        e.val_accuracy = nva && classification ? totals[MODEL_VAL_CORRECT] / (double)nva : NAN;
         if (!isfinite(e.loss)) {
             rc = err_set(err, -ERANGE,
                          "the training loss became %f in epoch %d: lower the learning_rate", e.loss,
@@ -585,39 +842,6 @@ static int train_all(run *r, trainer_result *res, char *err)
     return rc;
 }
 
-/* The model description kept in the safetensors metadata, with each dense layer's tensor names
- * following PyTorch's nn.Sequential numbering (activations and dropout are modules too). */
-static json_t *model_config(run *r)
-{
-    json_t *layers = json_array();
-    int module = 0;
-    for (size_t i = 0; i < r->m->n_layers; i++) {
-        const model_layer *l = &r->m->layers[i];
-        if (l->type == JOB_LAYER_DROPOUT) {
-            json_array_append_new(layers, json_pack("{s:s, s:f}", "type", "dropout", "rate",
-                                                    json_out_float(l->rate)));
-            module++;
-            continue;
-        }
-        char w[32], b[32];
-        snprintf(w, sizeof w, "%d.weight", module);
-        snprintf(b, sizeof b, "%d.bias", module);
-        json_array_append_new(layers,
-                              json_pack("{s:s, s:i, s:i, s:s, s:s, s:s}", "type", "dense", "in",
-                                        l->in, "out", l->out, "activation",
-                                        job_activation_name(l->job_act), "weight", w, "bias", b));
-        module += l->job_act == JOB_ACT_LINEAR ? 1 : 2;
-    }
-    const char *output = r->loss == MODEL_LOSS_SOFTMAX_XENT ? "softmax"
-                         : r->loss == MODEL_LOSS_BCE        ? "sigmoid"
-                                                            : "linear";
-    const char *loss = r->loss == MODEL_LOSS_SOFTMAX_XENT ? "sparse_categorical_crossentropy"
-                       : r->loss == MODEL_LOSS_BCE        ? "binary_crossentropy"
-                                                          : "mse";
-    return json_pack("{s:i, s:i, s:o, s:s, s:s}", "inputs", r->m->inputs, "outputs", r->m->outputs,
-                     "layers", layers, "output", output, "loss", loss);
-}
-
 static json_t *floats_json(const float *v, size_t n)
 {
     json_t *a = json_array();
@@ -626,55 +850,42 @@ static json_t *floats_json(const float *v, size_t n)
     return a;
 }
 
+/* model.safetensors: the tensors under PyTorch nn.Sequential names (export.h), with metadata
+ * trainyard.model (layers, shapes, tensor names, output, loss), trainyard.pytorch (the
+ * Sequential to build), trainyard.standardization, trainyard.features (CSV feature names; [] for
+ * images), trainyard.classes, trainyard.label and trainyard.job. */
 static int write_model(run *r, char *err)
 {
-    const dataset *d = r->all;
-    float *w = NULL;
-    int rc = model_export(r->m, &w, err);
+    float *params = NULL, *stats = NULL;
+    export_set *e = NULL;
+    int rc = model_read_params(r->m, &params, &stats, err);
+    if (rc == 0)
+        rc = export_build(r->m, params, stats, &e, err);
     if (rc < 0)
-        return rc;
-    safetensors_tensor t[2 * (JOB_MAX_LAYERS + 1)];
-    char names[2 * (JOB_MAX_LAYERS + 1)][32];
-    size_t nt = 0, off = 0;
-    int module = 0;
-    for (size_t i = 0; i < r->m->n_layers; i++) {
-        const model_layer *l = &r->m->layers[i];
-        if (l->type == JOB_LAYER_DROPOUT) {
-            module++;
-            continue;
-        }
-        snprintf(names[nt], sizeof names[nt], "%d.weight", module);
-        t[nt] = (safetensors_tensor){.name = names[nt], .ndim = 2, .data = w + off};
-        t[nt].shape[0] = l->out;
-        t[nt].shape[1] = l->in;
-        off += (size_t)l->in * (size_t)l->out;
-        nt++;
-        snprintf(names[nt], sizeof names[nt], "%d.bias", module);
-        t[nt] = (safetensors_tensor){.name = names[nt], .ndim = 1, .data = w + off};
-        t[nt].shape[0] = l->out;
-        off += (size_t)l->out;
-        nt++;
-        module += l->job_act == JOB_ACT_LINEAR ? 1 : 2;
-    }
-
-    json_t *std = r->mean ? json_pack("{s:o, s:o}", "mean", floats_json(r->mean, d->cols), "std",
-                                      floats_json(r->std, d->cols))
+        goto done;
+    const image_set *cl = r->img ? image_classes(r->img) : NULL;
+    size_t n_std = std_len(r);
+    json_t *std = r->mean ? json_pack("{s:o, s:o}", "mean", floats_json(r->mean, n_std), "std",
+                                      floats_json(r->std, n_std))
                           : json_null();
     json_t *meta_json[] = {
-        model_config(r),
+        json_incref(e->config),
         std,
-        strings_json(d->feature_names, d->cols),
-        d->n_classes ? strings_json(d->class_names, (size_t)d->n_classes) : json_array(),
+        r->img ? json_array() : strings_json(r->all->feature_names, r->all->cols),
+        cl                  ? strings_json(cl->class_names, (size_t)cl->n_classes)
+        : r->all->n_classes ? strings_json(r->all->class_names, (size_t)r->all->n_classes)
+                            : json_array(),
         job_to_json(r->job),
     };
     const char *keys[] = {"trainyard.model", "trainyard.standardization", "trainyard.features",
                           "trainyard.classes", "trainyard.job"};
     enum { NMETA = sizeof keys / sizeof keys[0] };
     char *vals[NMETA] = {0};
-    safetensors_meta meta[NMETA + 2];
+    safetensors_meta meta[NMETA + 3];
     size_t nm = 0;
     meta[nm++] = (safetensors_meta){"format", "pt"};
-    meta[nm++] = (safetensors_meta){"trainyard.label", d->label_name};
+    meta[nm++] = (safetensors_meta){"trainyard.label", r->img ? "label" : r->all->label_name};
+    meta[nm++] = (safetensors_meta){"trainyard.pytorch", e->torch};
     for (int i = 0; i < NMETA; i++) {
         vals[i] = json_out_dumps(meta_json[i], JSON_COMPACT | JSON_ENCODE_ANY);
         json_decref(meta_json[i]);
@@ -686,10 +897,13 @@ static int write_model(run *r, char *err)
     if (rc == 0)
         rc = path_join(path, sizeof path, r->opts->out_dir, "model.safetensors", err);
     if (rc == 0)
-        rc = safetensors_write(path, t, nt, meta, nm, err);
+        rc = safetensors_write(path, e->tensors, e->n, meta, nm, err);
     for (int i = 0; i < NMETA; i++)
         free(vals[i]);
-    free(w);
+done:
+    export_free(e);
+    free(params);
+    free(stats);
     return rc;
 }
 
@@ -737,6 +951,10 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
             c->from_cache ? "loaded from cache" : "compiled", c->build_seconds);
         rc = load_data(&r, err);
     }
+    if (rc == 0 && opts->val_outputs && val_rows(&r) == 0)
+        rc = err_set(err, -EINVAL,
+                     "--val-outputs needs validation rows: set hyperparameters.validation_split "
+                     "above 0, or use a dataset that has a test set");
     if (rc == 0)
         rc = prepare_device(&r, err);
     if (rc == 0 && r.resume)
@@ -746,6 +964,8 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
     if (rc == 0 && !out.stopped) {
         phase(&r, TRAINER_PHASE_SAVING);
         rc = write_model(&r, err);
+        if (rc == 0 && opts->val_outputs)
+            rc = write_val_outputs(&r, err);
     }
     out.seconds = time_mono() - t0;
     if (rc == 0)
@@ -762,14 +982,19 @@ out:
     release(r.yva);
     release(r.idx);
     release(r.vidx);
-    release(r.xb);
-    release(r.yb);
+    for (int i = 0; i < 2; i++) {
+        release(r.xb[i]);
+        release(r.yb[i]);
+    }
     model_free(r.m);
     dataset_free(r.all);
     dataset_free(r.train);
     dataset_free(r.val);
-    free(r.mean);
-    free(r.std);
+    if (!r.img) {
+        free(r.mean);
+        free(r.std);
+    }
+    imagedata_free(r.img);
     checkpoint_free(r.resume);
     json_decref(r.job_json);
     json_decref(r.history);

@@ -84,6 +84,9 @@ typedef struct trainer_opts {
     volatile sig_atomic_t *stop_download; /* nonzero ends the dataset download (-EINTR); NULL */
     dscache *dataset_cache; /* where fetched datasets are kept and looked up (a hit logs "dataset
                                from cache" and fetches nothing), or NULL for none; borrowed */
+    const char *val_outputs; /* after training, write the model's outputs on the validation rows
+                                (probabilities for classification) as a float32 .npy of
+                                [rows, outputs] here; NULL: none */
 } trainer_opts;
 
 typedef struct trainer_result {

@@ -1,5 +1,9 @@
 """Helpers the service tests share: submitting a job, waiting for a status, a job document for
-the small three-class dataset (`write_blobs`), which the `blobs` fixture serves over HTTP."""
+the small three-class dataset (`write_blobs`), which the `blobs` fixture serves over HTTP; and
+for the training tests, a `trainyard train` killed mid-run and its resume."""
+import os
+import signal
+import subprocess
 import time
 
 import numpy as np
@@ -40,3 +44,27 @@ def job_doc(url, epochs=5, **extra):
                                "validation_split": 0.2}}
     doc.update(extra)
     return doc
+
+
+def kill_after_epochs(binary, job_path, out, epochs, extra=()):
+    """Runs `trainyard train job_path --out out` and kill -9s it once metrics.csv holds `epochs`
+    rows; fails when the run finished first."""
+    proc = subprocess.Popen([str(binary), "train", str(job_path), "--out", str(out), "--quiet",
+                             *extra], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        metrics = out / "metrics.csv"
+        if metrics.exists() and metrics.read_text().count("\n") >= epochs + 1:  # and a header
+            break
+        time.sleep(0.002)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def resume(binary, job_path, out, checkpoint, extra=()):
+    """`trainyard train job_path --out out --resume checkpoint`, which must succeed."""
+    proc = subprocess.run([str(binary), "train", str(job_path), "--out", str(out), "--resume",
+                           str(checkpoint), *extra], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return proc

@@ -12,6 +12,8 @@ import pytest
 from safetensors.numpy import load_file
 from safetensors import safe_open
 
+from helpers import kill_after_epochs, resume
+
 
 def write_csv(path, header, rows):
     with open(path, "w", newline="") as f:
@@ -135,6 +137,21 @@ def test_mlp_classifies_rings_above_95_percent(rings_csv, train):
     assert (out / "train.log").read_text().count("epoch ") == 30
 
 
+def test_val_outputs_of_a_csv_job(rings_csv, train, tmp_path):
+    """--val-outputs writes one row of class probabilities per validation row, as float32."""
+    url, _, _ = rings_csv
+    job = {"dataset_url": url, "dataset": {"label_column": "ring"},
+           "model": {"layers": [{"type": "dense", "units": 16, "activation": "relu"}]},
+           "hyperparameters": {"epochs": 3, "validation_split": 0.2, "seed": 2}}
+    npy = tmp_path / "val.npy"
+    proc, out = train(job, extra=("--val-outputs", str(npy)))
+    assert proc.returncode == 0, proc.stderr
+    p = np.load(npy)
+    assert p.shape == (400, 3) and p.dtype == np.float32
+    assert np.allclose(p.sum(axis=1), 1, atol=1e-5)
+    assert "validation outputs: 400 rows × 3" in proc.stdout
+
+
 def test_a_linear_model_cannot_do_rings(rings_csv, train):
     """The rings need the hidden layers: the same data without them stays far below 95%."""
     url, _, _ = rings_csv
@@ -249,11 +266,6 @@ def test_killed_run_resumes_to_the_same_model(data_server, trainyard_bin, train,
     """kill -9 mid-run, then --resume from the checkpoint: the final model equals an uninterrupted
     run's bit for bit, and metrics.csv holds every epoch once, the early ones as first reported.
     Dropout and Adam make the optimizer moments, step and dropout stream part of the state."""
-    import os
-    import signal
-    import subprocess
-    import time
-
     folder, base = data_server
     rng = np.random.default_rng(21)
     x, label = rings(20000, rng)
@@ -272,26 +284,13 @@ def test_killed_run_resumes_to_the_same_model(data_server, trainyard_bin, train,
 
     job_path = tmp_path / "full.json"
     out = tmp_path / "killed"
-    proc = subprocess.Popen([str(trainyard_bin), "train", str(job_path), "--out", str(out),
-                             "--quiet", *every], stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        metrics = out / "metrics.csv"
-        if metrics.exists() and metrics.read_text().count("\n") >= 4:  # header + 3 epochs
-            break
-        time.sleep(0.005)
-    assert proc.poll() is None, "the run finished before it could be killed"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_after_epochs(trainyard_bin, job_path, out, 3, every)
     assert not (out / "model.safetensors").exists()
     ckpt = out / "checkpoint.safetensors"
     done = checkpoint_epoch(ckpt)  # metrics.csv gets an epoch's row before its checkpoint
     assert 2 <= done < epochs
 
-    resumed = subprocess.run([str(trainyard_bin), "train", str(job_path), "--out", str(out),
-                              "--resume", str(ckpt), *every], capture_output=True, text=True,
-                             timeout=600)
-    assert resumed.returncode == 0, resumed.stderr
+    resumed = resume(trainyard_bin, job_path, out, ckpt, every)
     assert f"resuming after epoch {done} of {epochs}" in resumed.stdout
     assert f"epoch {done}/{epochs}" not in resumed.stdout  # finished epochs are not re-reported
 

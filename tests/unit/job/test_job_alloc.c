@@ -10,7 +10,7 @@
 #include "tests/unit/alloc_fail.h"
 #include "tests/unit/check.h"
 
-/* Every section, layers of both kinds, a label name, a checksum and credentials in the URL. */
+/* Every section, dense and dropout layers, a label name, a checksum and credentials in the URL. */
 static const char full_doc[] =
     "{\"name\": \"fault\", \"dataset_url\": \"https://user:pw@example.com/data.csv\","
     " \"dataset\": {\"label_column\": \"species\", \"header\": true,"
@@ -21,6 +21,18 @@ static const char full_doc[] =
     " \"hyperparameters\": {\"epochs\": 5, \"optimizer\": \"sgd\", \"momentum\": 0.9,"
     "  \"learning_rate\": 0.05, \"seed\": 42},"
     " \"resources\": {\"device\": \"cpu\"}, \"priority\": 3}";
+
+/* An image job: every layer type, the image dataset's options, the output layer given. */
+static const char cnn_doc[] =
+    "{\"dataset_url\": \"https://example.com/cifar.tar.gz\", \"hyperparameters\": {},"
+    " \"dataset\": {\"format\": \"cifar10\", \"resize\": [16, 16], \"scale\": \"standardize\","
+    "  \"augment\": {\"flip\": true, \"crop_padding\": 2}},"
+    " \"model\": {\"input_shape\": [16, 16, 3], \"layers\": ["
+    "  {\"type\": \"conv2d\", \"filters\": 4, \"kernel_size\": 3, \"padding\": \"same\"},"
+    "  {\"type\": \"batchnorm\"}, {\"type\": \"maxpool2d\"}, {\"type\": \"avgpool2d\"},"
+    "  {\"type\": \"dropout\", \"rate\": 0.1}, {\"type\": \"global_avgpool2d\"},"
+    "  {\"type\": \"flatten\"}, {\"type\": \"dense\", \"units\": 10, \"activation\": "
+    "\"softmax\"}]}}";
 
 /* Three problems, one of them a URL quoted (redacted) in its message. */
 static const char bad_doc[] =
@@ -53,18 +65,18 @@ static void check_same(job_spec *s, const json_t *want)
 }
 
 /* Our allocations only: every failure must be a clean -ENOMEM. */
-static void test_parse(void)
+static void test_parse(const char *doc)
 {
     job_spec *ref = NULL;
     field_errors errs;
-    CHECK_INT(job_parse(full_doc, strlen(full_doc), &ref, &errs), 0);
+    CHECK_INT(job_parse(doc, strlen(doc), &ref, &errs), 0);
     json_t *want = job_to_json(ref);
     CHECK(want != NULL);
     long points = 0;
     alloc_fail_jansson(0);
     ALLOC_FAIL_LOOP(&points, {
         job_spec *s = UNTOUCHED;
-        int rc = job_parse(full_doc, strlen(full_doc), &s, &errs);
+        int rc = job_parse(doc, strlen(doc), &s, &errs);
         int hit = alloc_fail_off();
         if (rc == 0 && !hit)
             check_same(s, want);
@@ -73,7 +85,7 @@ static void test_parse(void)
     });
     alloc_fail_jansson(1);
     printf("job_parse: %ld failure points of ours\n", points);
-    CHECK(points >= 5);
+    CHECK(points >= 3); /* the spec, its name and its URL */
     json_decref(want);
     job_free(ref);
 }
@@ -144,10 +156,10 @@ static void test_bad_document(void)
     CHECK(points > 3);
 }
 
-static void test_to_json(void)
+static void test_to_json(const char *doc)
 {
     job_spec *ref = NULL;
-    CHECK_INT(job_parse(full_doc, strlen(full_doc), &ref, NULL), 0);
+    CHECK_INT(job_parse(doc, strlen(doc), &ref, NULL), 0);
     json_t *want = job_to_json(ref);
     long points = 0;
     ALLOC_FAIL_LOOP(&points, {
@@ -165,10 +177,12 @@ static void test_to_json(void)
 int main(void)
 {
     CHECK_INT(alloc_fail_init(), 0);
-    test_parse();
+    test_parse(full_doc);
+    test_parse(cnn_doc);
     test_parse_jansson();
     test_from_json();
     test_bad_document();
-    test_to_json();
+    test_to_json(full_doc);
+    test_to_json(cnn_doc);
     return check_exit();
 }

@@ -94,6 +94,20 @@ static inline void cltest_bufs_free(cltest *t)
     t->nbufs = 0;
 }
 
+/* A seeded splitmix64 stream for test inputs: 32 random bits, or a float uniform in [lo, hi). */
+static inline uint32_t cltest_rng_u32(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return (uint32_t)((z ^ (z >> 31)) >> 32);
+}
+
+static inline float cltest_rng_float(uint64_t *state, float lo, float hi)
+{
+    return lo + (hi - lo) * (float)(cltest_rng_u32(state) >> 8) * (1.0f / 16777216.0f);
+}
+
 /* Releases the buffers, then the kern and the context. */
 static inline void cltest_close(cltest *t)
 {

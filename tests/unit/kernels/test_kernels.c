@@ -4,10 +4,13 @@
  * Shapes include 1, 7, 33 and 257 (odd against every local size), zero-sized calls, small
  * batches and tall full-batch matrices (100003 rows) so that both launch paths of the two-pass
  * reductions run. Dropout is compared bit for bit, and the counter-based uniform is pinned to
- * the published splitmix64 outputs. Without an OpenCL device the test skips (exit 77). */
+ * the published splitmix64 outputs. Bias + activation run in both their forms (the CPU one and
+ * the one for other devices, switched through kern_priv.h). Without an OpenCL device the test
+ * skips (exit 77). */
 #include "tests/unit/check.h"
 #include "tests/unit/kernels/cltest.h"
 
+#include "kernels/kern_priv.h"
 #include "kernels/ref.h"
 
 static cltest T;
@@ -15,15 +18,12 @@ static uint64_t rng_state = 0x5eed;
 
 static uint32_t rng_u32(void)
 {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return (uint32_t)((z ^ (z >> 31)) >> 32);
+    return cltest_rng_u32(&rng_state);
 }
 
 static float rng_float(float lo, float hi)
 {
-    return lo + (hi - lo) * (float)(rng_u32() >> 8) * (1.0f / 16777216.0f);
+    return cltest_rng_float(&rng_state, lo, hi);
 }
 
 static float *floats(size_t n, float lo, float hi)
@@ -600,8 +600,12 @@ int main(void)
     cltest_open(&T);
     test_uniform_known_answers();
     test_finite_differences();
-    test_bias_act_fwd();
-    test_bias_act_bwd();
+    /* bias + activation have a CPU form and a form for other devices: run both here */
+    for (int form = 0; form < 2; form++) {
+        test_bias_act_fwd();
+        test_bias_act_bwd();
+        T.k->cpu = !T.k->cpu;
+    }
     test_softmax_xent();
     test_bce();
     test_mse();

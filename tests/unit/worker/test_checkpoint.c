@@ -1,6 +1,8 @@
 /* Unit tests of worker/checkpoint and the trainer's resume: a job with dropout and Adam trained
  * for N epochs straight must equal, bit for bit, the same job stopped by its on_epoch hook after
- * K epochs and resumed from the checkpoint (weights, optimizer state, step, metrics rows); a
+ * K epochs and resumed from the checkpoint (weights, optimizer state, step, metrics rows), both
+ * for a dense job on CSV and for a small CNN on CIFAR-format images (batchnorm's moving
+ * statistics, augmentation and per-channel standardisation in the state); a
  * checkpoint from another job, of another dataset, or a corrupt one is refused; the checkpoint
  * interval is honoured. Runs on the default OpenCL device, or skips. */
 #include "worker/checkpoint.h"
@@ -49,6 +51,50 @@ static void write_dataset(const char *path)
     fclose(f);
 }
 
+/* CIFAR-10 binary records: 200 images of 32×32×3 whose colour says their class (0..3). */
+static void write_images(const char *path)
+{
+    FILE *f = fopen(path, "wb");
+    uint64_t s = 7;
+    unsigned char rec[3073];
+    for (int i = 0; i < 200; i++) {
+        rec[0] = (unsigned char)(i % 4);
+        for (int p = 1; p < 3073; p++) {
+            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+            int plane = (p - 1) / 1024, lit = plane == rec[0] || (rec[0] == 3 && plane < 2);
+            rec[p] = (unsigned char)((s >> 58) + (lit ? 160 : 40));
+        }
+        fwrite(rec, 1, sizeof rec, f);
+    }
+    fclose(f);
+}
+
+static job_spec *parse_job(const char *text)
+{
+    job_spec *job = NULL;
+    field_errors errs = {0};
+    if (job_parse(text, strlen(text), &job, &errs) < 0)
+        cltest_die("job_parse", errs.items[0].message);
+    return job;
+}
+
+static job_spec *make_cnn_job(int seed)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{\"dataset_url\": \"file://%s/images.bin\", \"dataset\": {\"format\": \"cifar10\","
+             "\"resize\": [8, 8], \"scale\": \"standardize\","
+             "\"augment\": {\"flip\": true, \"crop_padding\": 1}},"
+             "\"model\": {\"input_shape\": [8, 8, 3], \"layers\": ["
+             "{\"type\": \"conv2d\", \"filters\": 4, \"kernel_size\": 3, \"activation\": \"relu\"},"
+             "{\"type\": \"batchnorm\"}, {\"type\": \"maxpool2d\"}, {\"type\": \"flatten\"},"
+             "{\"type\": \"dropout\", \"rate\": 0.25}]},"
+             "\"hyperparameters\": {\"epochs\": %d, \"batch_size\": 32, \"learning_rate\": 0.01,"
+             "\"validation_split\": 0.2, \"seed\": %d}}",
+             dir, EPOCHS, seed);
+    return parse_job(text);
+}
+
 static job_spec *make_job(int seed)
 {
     char text[1024];
@@ -59,11 +105,7 @@ static job_spec *make_job(int seed)
              "\"hyperparameters\": {\"epochs\": %d, \"batch_size\": 32, \"optimizer\": \"adam\","
              "\"learning_rate\": 0.01, \"validation_split\": 0.2, \"seed\": %d}}",
              dir, EPOCHS, seed);
-    job_spec *job = NULL;
-    field_errors errs = {0};
-    if (job_parse(text, strlen(text), &job, &errs) < 0)
-        cltest_die("job_parse", errs.items[0].message);
-    return job;
+    return parse_job(text);
 }
 
 static int train(cltest *t, const job_spec *job, const char *out, const char *resume, double every,
@@ -156,34 +198,48 @@ static void check_same_tensors(const char *a, const char *b)
     safetensors_close(fb);
 }
 
-static void test_resume_is_bit_identical(cltest *t)
+/* Two files of the same bytes. */
+static void check_same_bytes(const char *a, const char *b)
 {
-    char err[ERR_LEN] = "", ck[512];
-    job_spec *job = make_job(7);
+    size_t la = 0, lb = 0;
+    char *ba = slurp(a, &la), *bb = slurp(b, &lb);
+    CHECK(ba && bb && la > 0 && la == lb && memcmp(ba, bb, la) == 0);
+    free(ba);
+    free(bb);
+}
+
+static void test_resume_is_bit_identical(cltest *t, job_spec *job, const char *full,
+                                         const char *part, int with_stats)
+{
+    char err[ERR_LEN] = "", ck[512], a[256], b[256];
     counter ca = {0}, cb = {.stop_at = STOP_AT}, cc = {0};
     trainer_result ra, rb, rc;
 
-    CHECK(train(t, job, "full", NULL, 0, &ca, &ra, err) == 0);
+    int r = train(t, job, full, NULL, 0, &ca, &ra, err);
+    if (r < 0)
+        fprintf(stderr, "%s: %s\n", full, err);
+    CHECK(r == 0);
     CHECK_INT(ra.epochs_done, EPOCHS);
     CHECK_INT(ra.checkpoints, EPOCHS); /* interval 0: every epoch */
 
-    CHECK(train(t, job, "part", NULL, 0, &cb, &rb, err) == 0);
+    CHECK(train(t, job, part, NULL, 0, &cb, &rb, err) == 0);
     CHECK(rb.stopped);
     CHECK_INT(rb.epochs_done, STOP_AT);
 
-    snprintf(ck, sizeof ck, "%s/part/%s", dir, CHECKPOINT_FILE);
+    snprintf(ck, sizeof ck, "%s/%s/%s", dir, part, CHECKPOINT_FILE);
     checkpoint *c = NULL;
     CHECK(checkpoint_read(ck, &c, err) == 0);
     if (c) {
         const checkpoint_state *s = checkpoint_state_of(c);
         CHECK_INT(s->epoch, STOP_AT);
         CHECK(s->step > 0 && s->mean && s->std);
+        CHECK(with_stats ? s->n_stats >= 8 && s->stats : s->n_stats == 0); /* 2 × 4 channels */
         CHECK_INT(json_array_size(s->metrics), STOP_AT);
         checkpoint_free(c);
     }
 
     /* Resumed into the same folder, as a worker would after fetching the checkpoint. */
-    int r = train(t, job, "part", ck, 0, &cc, &rc, err);
+    r = train(t, job, part, ck, 0, &cc, &rc, err);
     if (r < 0)
         fprintf(stderr, "resume: %s\n", err);
     CHECK(r == 0);
@@ -193,11 +249,17 @@ static void test_resume_is_bit_identical(cltest *t)
     CHECK_INT(cc.first, STOP_AT + 1);
     CHECK(rc.last.loss == ra.last.loss && rc.last.val_loss == ra.last.val_loss);
 
-    check_same_tensors("full/model.safetensors", "part/model.safetensors");
-    check_same_tensors("full/" CHECKPOINT_FILE, "part/" CHECKPOINT_FILE);
+    snprintf(a, sizeof a, "%s/model.safetensors", full);
+    snprintf(b, sizeof b, "%s/model.safetensors", part);
+    check_same_bytes(a, b);
+    snprintf(a, sizeof a, "%s/%s", full, CHECKPOINT_FILE);
+    snprintf(b, sizeof b, "%s/%s", part, CHECKPOINT_FILE);
+    check_same_tensors(a, b);
 
     size_t la = 0, lb = 0;
-    char *ma = slurp("full/metrics.csv", &la), *mb = slurp("part/metrics.csv", &lb);
+    snprintf(a, sizeof a, "%s/metrics.csv", full);
+    snprintf(b, sizeof b, "%s/metrics.csv", part);
+    char *ma = slurp(a, &la), *mb = slurp(b, &lb);
     CHECK(ma && mb);
     if (ma && mb) {
         CHECK_INT(count_lines(mb), EPOCHS + 1);
@@ -208,7 +270,8 @@ static void test_resume_is_bit_identical(cltest *t)
     free(ma);
     free(mb);
     size_t ll = 0;
-    char *log = slurp("part/train.log", &ll);
+    snprintf(b, sizeof b, "%s/train.log", part);
+    char *log = slurp(b, &ll);
     CHECK(log && strstr(log, "resuming after epoch 3 of 6"));
     free(log);
     job_free(job);
@@ -288,7 +351,10 @@ int main(void)
     char data[512];
     snprintf(data, sizeof data, "%s/data.csv", dir);
     write_dataset(data);
-    test_resume_is_bit_identical(&t);
+    snprintf(data, sizeof data, "%s/images.bin", dir);
+    write_images(data);
+    test_resume_is_bit_identical(&t, make_job(7), "full", "part", 0);
+    test_resume_is_bit_identical(&t, make_cnn_job(7), "cnn-full", "cnn-part", 1);
     test_refuses_foreign_and_corrupt(&t);
     test_interval(&t);
     cltest_close(&t);
