@@ -25,12 +25,12 @@
 #include "worker/tar.h"
 #include "worker/zinflate.h"
 
-#define CIFAR_SIDE      32
-#define CIFAR_PLANE     (CIFAR_SIDE * CIFAR_SIDE)
-#define CIFAR_RECORD    (1 + 3 * CIFAR_PLANE)
-#define CIFAR_CLASSES   10  /* without batches.meta.txt */
+#define CIFAR_SIDE        32
+#define CIFAR_PLANE       (CIFAR_SIDE * CIFAR_SIDE)
+#define CIFAR_RECORD      (1 + 3 * CIFAR_PLANE)
+#define CIFAR_CLASSES     10  /* without batches.meta.txt */
 #define CIFAR_MAX_CLASSES 256 /* a label is one byte */
-#define CIFAR_MAX_FILES 1024
+#define CIFAR_MAX_FILES   1024
 
 void image_set_free(image_set *s)
 {

@@ -270,7 +270,8 @@ static void test_cifar_tar(void)
     ib_tar_file(&b, "data_batch_1.bin", dynbuf_str(&f), dynbuf_len(&f));
     ib_tar_file(&b, "batches.meta.txt", "only\n", 5);
     ib_tar_end(&b);
-    expect_error(&b, IMAGES_FMT_CIFAR10, -EINVAL, "batches.meta.txt names 1 class; it needs at least 2");
+    expect_error(&b, IMAGES_FMT_CIFAR10, -EINVAL,
+                 "batches.meta.txt names 1 class; it needs at least 2");
     dynbuf_reset(&b);
     ib_tar_file(&b, "data_batch_1.bin", dynbuf_str(&f), dynbuf_len(&f) - 5);
     ib_tar_end(&b);
