@@ -125,3 +125,10 @@ def test_command_line_section(readme_clone):
     assert model["0.weight"].shape == (64, 2)
     metrics = (readme_clone / "out" / "metrics.csv").read_text().splitlines()
     assert metrics[0].startswith("epoch,") and len(metrics) == 61, metrics[:3]
+
+
+def test_image_job_section(readme_clone):
+    proc = run_block(readme_clone, "path", "images")
+    assert "succeeded" in proc.stdout, proc.stdout + proc.stderr
+    model = load_file(str(readme_clone / "shapes" / "model.safetensors"))
+    assert model["0.weight"].shape == (16, 3, 3, 3)  # Conv2d(3, 16, 3): [out, in, kh, kw]
