@@ -700,6 +700,18 @@ static void release(cl_mem m)
         clReleaseMemObject(m);
 }
 
+unsigned trainer_kern_families(const job_spec *job)
+{
+    unsigned f = KERN_FAM_DENSE;
+    for (size_t i = 0; i < job->n_layers; i++) {
+        if (job->layers[i].type == JOB_LAYER_DROPOUT)
+            f |= KERN_FAM_DROPOUT;
+        else if (job->layers[i].type != JOB_LAYER_DENSE)
+            return KERN_FAM_ALL;
+    }
+    return f;
+}
+
 int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *opts,
                 const trainer_hooks *hooks, trainer_result *res, char *err)
 {
