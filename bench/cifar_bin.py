@@ -1,9 +1,19 @@
 """Reads a CIFAR-10 binary archive (.tar.gz of data_batch_N.bin and test_batch.bin, as
-bench/make_images.py writes and the real data set ships) into NHWC uint8 arrays, for
-bench/cnn_tf.py and bench/cnn_torch.py."""
+bench/make_images.py writes and the real data set ships) into NHWC uint8 arrays, and the
+command line, for bench/cnn_tf.py and bench/cnn_torch.py."""
+import argparse
 import tarfile
 
 import numpy as np
+
+
+def args():
+    """The command line both scripts take: DATA.tar.gz [--threads 2] [--epochs 1]."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("data")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=1)
+    return ap.parse_args()
 
 
 def load(path):

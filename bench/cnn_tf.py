@@ -14,7 +14,6 @@ import time
 
 T_START = time.perf_counter()
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
@@ -40,11 +39,7 @@ class EpochTimer(tf.keras.callbacks.Callback):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("data")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--epochs", type=int, default=1)
-    a = ap.parse_args()
+    a = cifar_bin.args()
     tf.config.threading.set_intra_op_parallelism_threads(a.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     tf.keras.utils.set_random_seed(0)

@@ -8,9 +8,9 @@ align_corners=False, no antialias: TensorFlow's resize) from the uint8 set and s
 which is what TensorFlow's first epoch does as its cache fills. Model and batches in
 channels_last (NHWC) memory format, which PyTorch's oneDNN convolutions on the CPU prefer: 1.5×
 faster than NCHW here (38 vs 60 ms a batch). torch.set_num_threads(2). Under load, PyTorch's
-OpenMP threads spin-wait and run at half speed or worse (bench/cnn.sh sets OMP_WAIT_POLICY=passive
-unless told otherwise: 92 vs 206 ms a batch NCHW at load average 4; on a quiet machine the
-policy should not matter).
+OpenMP threads spin-wait and run at half speed or worse (bench/cnn.sh sets
+OMP_WAIT_POLICY=passive unless told otherwise: 92 vs 206 ms a batch NCHW at load average 4; on a
+quiet machine the policy should not matter).
 
 usage: python cnn_torch.py DATA.tar.gz [--threads 2] [--epochs 1]
 Prints one JSON line: epoch_s (the first epoch), train_s (all epochs), load_s, total_s (process
@@ -19,7 +19,6 @@ import time
 
 T_START = time.perf_counter()
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
@@ -39,11 +38,7 @@ def batch(x_u8, idx):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("data")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--epochs", type=int, default=1)
-    a = ap.parse_args()
+    a = cifar_bin.args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
 
