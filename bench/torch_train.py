@@ -61,6 +61,6 @@ else:
         loss.backward()
         opt.step()
 t_train = time.perf_counter() - t0
-print(json.dumps({"load_s": t_load, "train_s": t_train, "loss": float(loss),
+print(json.dumps({"load_s": t_load, "train_s": t_train, "loss": loss.item(),
                   "total_s": time.perf_counter() - t_start, "threads": torch.get_num_threads(),
                   "version": torch.__version__}))

@@ -13,7 +13,9 @@
 # PyTorch: $BENCH_PYTHON, else /work/benchvenv/bin/python when it exists (PyPI's torch 2.x:
 # python3 -m venv /work/benchvenv && /work/benchvenv/bin/pip install 'torch>=2,<3' numpy),
 # else Debian's python3-torch 1.13 with Debian's OpenBLAS (installed here if missing; without
-# OpenBLAS Debian's torch falls back to the reference BLAS at ~6 GFLOP/s). Every core.
+# OpenBLAS Debian's torch falls back to the reference BLAS at ~6 GFLOP/s). Every core, and
+# OMP_WAIT_POLICY=passive unless set: PyTorch's OpenMP threads otherwise spin-wait and run at
+# half speed or worse whenever the machine has other work (bench/cnn_torch.py).
 # Prints the table, then one JSON line per workload.
 # usage: bench/train.sh [BUILD_DIR]   (default build)
 set -euo pipefail
@@ -32,6 +34,7 @@ if [ ! -x "$py" ]; then
   fi
 fi
 "$py" bench/make_data.py "$data"
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
 job() { # name task layers hyperparameters
   cat > "$data/$1.json" <<JOB
