@@ -725,12 +725,11 @@ int agent_run(const agent_opts *o, char *err)
     if (rc == 0)
         rc = kern_new(ctx, &k, err);
     double t_warm = time_mono();
+    if (rc == 0 && kern_warmup(k, err) < 0)
+        say("kernel warm-up failed, kernels compile on first use instead: %s", err);
+    t_warm = time_mono() - t_warm;
     if (rc == 0)
-        rc = kern_warmup(k, err);
-    if (rc == 0) {
-        t_warm = time_mono() - t_warm;
         ocl_ctx_save(ctx); /* with what the warm-up compiled: the next worker compiles nothing */
-    }
     if (rc == 0)
         rc = client_new(o->server, o->token, &c, err);
     if (rc < 0)
