@@ -78,7 +78,8 @@ print(json.dumps({"round": int(sys.argv[1]), "framework": "trainyard",
                   "epoch_s": round(float(rows[0]["seconds"]), 3),
                   "total_s": round(int(sys.argv[3]) / 1e6, 3), "load1": float(sys.argv[2]),
                   "accuracy": float(rows[0]["accuracy"]),
-                  "val_accuracy": float(rows[0]["val_accuracy"] or "nan")}))
+                  "val_accuracy": float(rows[0]["val_accuracy"]) if rows[0]["val_accuracy"]
+                  else None}))
 PY
   else
     printf '{"round": %d, "framework": "trainyard", "error": %s}\n' "$1" \
