@@ -92,8 +92,13 @@ theirs() { # round framework script
   local l t0 t1 line
   l=$(load1)
   t0=$(now)
-  line=$("$py" "bench/$3" "$data/cifar.tar.gz" --threads 2 2>/dev/null | tail -1)
+  line=$("$py" "bench/$3" "$data/cifar.tar.gz" --threads 2 2>"$data/$2.err" | tail -1)
   t1=$(now)
+  if [ -z "$line" ]; then
+    printf '{"round": %d, "framework": "%s", "error": %s}\n' "$1" "$2" \
+      "$("$py" -c 'import json,sys; print(json.dumps(sys.stdin.read()[-300:]))' <"$data/$2.err")"
+    return
+  fi
   "$py" -c 'import json,sys; d=json.loads(sys.argv[1]); d = {"round": int(sys.argv[2]), **d,
 "load1": float(sys.argv[3]), "wall_s": round(int(sys.argv[4]) / 1e9, 3)}; print(json.dumps(d))' \
     "$line" "$1" "$l" "$(( t1 - t0 ))"
