@@ -1,5 +1,6 @@
 """The PyTorch side of bench/train.sh: the same model, data, optimizer and epochs as the
-trainyard job, on the CPU with every core. Prints JSON: load, train and total seconds.
+trainyard job, on the CPU with every core. Prints JSON: load, train and total seconds, the
+torch version and its thread count.
 usage: torch_train.py linear|wide|digits DATA_DIR"""
 import json
 import sys
@@ -60,5 +61,6 @@ else:
         loss.backward()
         opt.step()
 t_train = time.perf_counter() - t0
-print(json.dumps({"load_s": t_load, "train_s": t_train, "loss": float(loss),
-                  "total_s": time.perf_counter() - t_start, "threads": torch.get_num_threads()}))
+print(json.dumps({"load_s": t_load, "train_s": t_train, "loss": loss.item(),
+                  "total_s": time.perf_counter() - t_start, "threads": torch.get_num_threads(),
+                  "version": torch.__version__}))

@@ -198,7 +198,7 @@ int cmd_train(int argc, char **argv)
     if (rc == 0)
         rc = ocl_ctx_new(&dev, NULL, &c, err);
     if (rc == 0)
-        rc = kern_new(c, &k, err);
+        rc = kern_new_for(c, trainer_kern_families(job), &k, err);
     if (rc < 0) {
         fprintf(stderr, "trainyard train: %s\n", err);
         goto out;

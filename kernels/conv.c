@@ -19,11 +19,11 @@
  * Pooling, batchnorm and the image batch have one path: one work-item per work-group walking
  * rows, as their .cl files explain; batchnorm's partial sums use k->scratch.
  *
- * Every cl_kernel of these families is created by conv_kernel_create from k->c->program, the one
- * place that knows where programs come from. Wrappers check sizes and buffer extents, enqueue on
- * the in-order queue and never wait; they return 0, -EINVAL (with k->err) before enqueueing
- * anything, or -EIO. Sizes are int on the device: every tensor must stay below INT_MAX − 4096
- * elements. */
+ * Every cl_kernel of these families is created by conv_kernel_create through kern_cl_kernel
+ * (kern_priv.h), which knows which program holds which family. Wrappers check sizes and buffer
+ * extents, enqueue on the in-order queue and never wait; they return 0, -EINVAL (with k->err)
+ * before enqueueing anything, or -EIO. Sizes are int on the device: every tensor must stay below
+ * INT_MAX − 4096 elements. */
 #include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -81,11 +81,12 @@ static cl_kernel *conv_slot(struct conv_kernels *g, size_t i)
     return (cl_kernel *)((char *)g + conv_table[i].offset);
 }
 
-/* The one place these families create a kernel from the context's program. */
+/* The one place these families create a kernel: NULL (and 0) for a family the kern was not made
+ * for; the wrappers then refuse with -EIO. */
 static int conv_kernel_create(kern *k, const char *name, cl_kernel *out, char *err)
 {
     cl_int rc;
-    cl_kernel kl = clCreateKernel(k->c->program, name, &rc);
+    cl_kernel kl = kern_cl_kernel(k, name, &rc);
     if (rc != CL_SUCCESS)
         return err_set(err, -EIO, "clCreateKernel(%s): %s", name, ocl_strerror(rc));
     *out = kl;

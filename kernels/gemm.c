@@ -52,7 +52,7 @@ struct gemm_plan {
 static int gemm_kernel_create(kern *k, const char *name, cl_kernel *out, char *err)
 {
     cl_int rc;
-    cl_kernel kl = clCreateKernel(k->c->program, name, &rc);
+    cl_kernel kl = kern_cl_kernel(k, name, &rc);
     if (rc != CL_SUCCESS)
         return err_set(err, -EIO, "clCreateKernel(%s): %s", name, ocl_strerror(rc));
     *out = kl;
@@ -313,6 +313,8 @@ int kern_gemm(kern *k, int ta, int tb, int M, int N, int K, float alpha, cl_mem 
         return rc;
 
     cl_kernel kl = g->variant == GEMM_CPU ? g->cpu : g->tiled;
+    if (!kl)
+        return err_set(k->err, -EIO, "gemm: this kern was made without the gemm family");
     rc = gemm_args(k, kl, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (rc < 0)
         return rc;

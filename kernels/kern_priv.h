@@ -13,6 +13,8 @@ struct conv_kernels; /* owned by conv.c */
 struct kern {
     ocl_ctx *c;
     char err[ERR_LEN];
+    unsigned families; /* enum kern_family mask this kern was made with */
+    uint32_t built;    /* bit i: family i of kernels_sources is built and its kernels exist */
     struct gemm_kernels *gemm;
     struct conv_kernels *conv;
     cl_kernel bias_act_fwd, bias_act_bwd, softmax_xent, bce, mse, dropout, reduce_sum, sgd, adam,
@@ -31,6 +33,11 @@ struct kern {
     cl_mem scratch;
     size_t scratch_bytes;
 };
+
+/* Creates kernel `name` from the program of the family that defines it, as clCreateKernel does;
+ * a kernel of a family outside k's mask gives NULL with *rc CL_SUCCESS (its wrappers then fail
+ * with -EIO), an unknown name NULL with CL_INVALID_KERNEL_NAME. */
+cl_kernel kern_cl_kernel(kern *k, const char *name, cl_int *rc);
 
 /* Creates the GEMM kernels of k->c's program into k->gemm (gemm.c). */
 int gemm_kernels_new(kern *k, char *err);

@@ -89,16 +89,52 @@ static size_t kernel_wg(kern *k, cl_kernel kn)
     return wg;
 }
 
+/* The file of each enum kern_family bit, in bit order. */
+static const char *const family_files[] = {"gemm.cl",   "activation.cl", "loss.cl",   "dropout.cl",
+                                           "reduce.cl", "optim.cl",      "gather.cl", "conv.cl",
+                                           "pool.cl",   "batchnorm.cl",  "image.cl"};
+
+cl_kernel kern_cl_kernel(kern *k, const char *name, cl_int *rc)
+{
+    int f = ocl_kernel_family(name);
+    if (f < 0) {
+        *rc = CL_INVALID_KERNEL_NAME;
+        return NULL;
+    }
+    *rc = CL_SUCCESS;
+    if (!(k->built & (1u << f)) || !k->c->programs[f])
+        return NULL;
+    return clCreateKernel(k->c->programs[f], name, rc);
+}
+
 int kern_new(ocl_ctx *c, kern **out, char *err)
+{
+    return kern_new_for(c, KERN_FAM_ALL, out, err);
+}
+
+int kern_new_for(ocl_ctx *c, unsigned families, kern **out, char *err)
 {
     int rc = 0;
     kern *k = calloc(1, sizeof *k);
     if (!k)
         return err_set(err, -ENOMEM, "out of memory creating the kernels");
     k->c = c;
+    k->families = families & KERN_FAM_ALL;
+    int want[sizeof family_files / sizeof family_files[0]];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof family_files / sizeof family_files[0]; i++) {
+        int f = (k->families & (1u << i)) ? ocl_family_find(family_files[i]) : -ENOENT;
+        if (f < 0)
+            continue; /* not asked for, or not in this build */
+        want[n++] = f;
+        k->built |= 1u << f;
+    }
+    rc = ocl_ctx_build(c, want, n, err);
+    if (rc < 0)
+        goto out;
     for (size_t i = 0; i < KERNEL_COUNT; i++) {
         cl_int cl;
-        *kernel_slot(k, i) = clCreateKernel(c->program, kernel_table[i].name, &cl);
+        *kernel_slot(k, i) = kern_cl_kernel(k, kernel_table[i].name, &cl);
         if (cl != CL_SUCCESS) {
             rc = err_set(err, -EIO,
                          "the OpenCL program for %s has no usable kernel '%s' (%s): the "
@@ -117,10 +153,11 @@ int kern_new(ocl_ctx *c, kern **out, char *err)
     k->max_item[0] = items[0];
     k->max_item[1] = items[1];
 
+    /* Kernels of families outside the mask are NULL and do not limit the sizes. */
     size_t red = LOCAL_RED_MAX;
     cl_kernel reds[] = {k->bias_act_bwd, k->bias_act_bwd_sum, k->reduce_sum, k->reduce_sum_final};
     for (size_t i = 0; i < sizeof reds / sizeof reds[0]; i++)
-        if (kernel_wg(k, reds[i]) < red)
+        if (reds[i] && kernel_wg(k, reds[i]) < red)
             red = kernel_wg(k, reds[i]);
     if (red > items[0])
         red = items[0];
@@ -130,7 +167,7 @@ int kern_new(ocl_ctx *c, kern **out, char *err)
     cl_kernel ews[] = {k->bias_act_fwd, k->softmax_xent, k->bce,  k->mse,
                        k->dropout,      k->sgd,          k->adam, k->gather_rows};
     for (size_t i = 0; i < sizeof ews / sizeof ews[0]; i++)
-        if (kernel_wg(k, ews[i]) < one)
+        if (ews[i] && kernel_wg(k, ews[i]) < one)
             one = kernel_wg(k, ews[i]);
     if (one > items[0])
         one = items[0];
@@ -171,6 +208,11 @@ const char *kern_last_error(const kern *k)
 int kern_launch(kern *k, const char *who, cl_kernel kn, const karg *a, cl_uint na, cl_uint dims,
                 const size_t *global, const size_t *local)
 {
+    if (!kn)
+        return err_set(k->err, -EIO,
+                       "%s: this kern was made without that kernel's family "
+                       "(kern_new_for)",
+                       who);
     for (cl_uint i = 0; i < na; i++) {
         cl_int rc = clSetKernelArg(kn, i, a[i].size, a[i].value);
         if (rc != CL_SUCCESS)

@@ -22,8 +22,38 @@ enum kern_act { KERN_ACT_LINEAR = 0, KERN_ACT_RELU = 1, KERN_ACT_TANH = 2, KERN_
 
 typedef struct kern kern;
 
-/* Creates every kernel of c's program; *out is freed with kern_free(). c must outlive it. */
+/* Kernel families, one per kernels/\*.cl file, for kern_new_for(). A family whose file this build
+ * does not embed is skipped. */
+enum kern_family {
+    KERN_FAM_GEMM = 1u << 0,
+    KERN_FAM_ACTIVATION = 1u << 1,
+    KERN_FAM_LOSS = 1u << 2,
+    KERN_FAM_DROPOUT = 1u << 3,
+    KERN_FAM_REDUCE = 1u << 4,
+    KERN_FAM_OPTIM = 1u << 5,
+    KERN_FAM_GATHER = 1u << 6,
+    KERN_FAM_CONV = 1u << 7,
+    KERN_FAM_POOL = 1u << 8,
+    KERN_FAM_BATCHNORM = 1u << 9,
+    KERN_FAM_IMAGE = 1u << 10,
+    KERN_FAM_ALL = (1u << 11) - 1,
+};
+/* What a dense network's training step uses (add KERN_FAM_DROPOUT for dropout layers). */
+#define KERN_FAM_DENSE                                                                             \
+    (KERN_FAM_GEMM | KERN_FAM_ACTIVATION | KERN_FAM_LOSS | KERN_FAM_REDUCE | KERN_FAM_OPTIM |      \
+     KERN_FAM_GATHER)
+
+/* kern_new_for(c, KERN_FAM_ALL, out, err). */
 int kern_new(ocl_ctx *c, kern **out, char *err);
+/* Builds the programs of the families in the mask (enum kern_family) that c has not built yet,
+ * from the disk cache or compiled, and creates their kernels; *out is freed with kern_free(), and
+ * c must outlive it. A wrapper of a family outside the mask returns -EIO saying so. */
+int kern_new_for(ocl_ctx *c, unsigned families, kern **out, char *err);
+/* Launches every kernel of k's families once at each local size its wrapper can choose, on tiny
+ * buffers, and waits: PoCL compiles a work-group function per kernel and local size on first
+ * launch, so afterwards no launch compiles, and ocl_ctx_save() keeps them for the next process.
+ * For a process that will run many jobs (the worker); a single job compiles the few it uses. */
+int kern_warmup(kern *k, char *err);
 /* Releases the kernels; accepts NULL. */
 void kern_free(kern *k);
 /* The sentence describing the last failed enqueue. */

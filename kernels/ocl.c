@@ -1,13 +1,25 @@
-/* ocl: device discovery, context + queue, and the one program holding every kernel family.
+/* ocl: device discovery, context + queue, and one program per kernel family.
  *
- * The program is built from all embedded .cl sources in one clBuildProgram. Its device binary is
- * cached on disk under a key that covers everything that could change the result: platform,
- * device, device and driver versions, build options and the source text. A cached binary that
- * fails to load or build is ignored and replaced, so a stale or corrupt cache costs one compile,
- * never a failure. The cache file is written to a temporary name and renamed into place, so
- * concurrent processes (several local workers) never read half a file.
+ * A family is one kernels/NAME.cl file; its program is built from common.cl and that file, only
+ * when a kern asks for it (kern_new_for), so a dense model never compiles the convolutions. Each
+ * program's device binary is cached on disk as NAME-<key>.bin, the key covering everything that
+ * could change the result: platform, device, device and driver versions, build options, and the
+ * text of common.cl and the family. A cached binary that fails to load or build is ignored and
+ * replaced, so a stale or corrupt cache costs one compile, never a failure. Files are written to
+ * a temporary name and renamed into place, so concurrent processes (several local workers) never
+ * read half of one.
  *
- * Invariant: an ocl_ctx owns exactly one context, one in-order queue and one built program. */
+ * When a compiled program is written matters on PoCL (bench/README.md, "Cold start"): taking the
+ * binary compiles a generic work-group function of every kernel in it (most of a cold build's
+ * time), while the per-local-size functions that launches compile are what a later run needs.
+ * So a compiled program is saved by ocl_ctx_save() (the worker after its warm-up launches; any
+ * context when freed), not at build, and its binary then carries those functions: the next
+ * process compiles nothing even when PoCL's own cache is empty. Building families on several
+ * threads gains nothing on PoCL 3.1 (its compiler runs one build at a time per process:
+ * measured CPU time equal to wall time with 2 and 4 threads), so builds are sequential.
+ *
+ * Invariant: an ocl_ctx owns one context, one in-order queue and at most one program per
+ * family. */
 #include "kernels/ocl.h"
 
 #include <fcntl.h>
@@ -215,8 +227,8 @@ out:
     return rc;
 }
 
-/* The cache key: every input that can change the built binary. */
-static void cache_key(const ocl_device *d, const char *options, char hex[65])
+/* The cache key of one family: every input that can change its built binary. */
+static void cache_key(const ocl_device *d, const char *options, int family, char hex[65])
 {
     sha256_ctx h;
     uint8_t digest[32];
@@ -224,9 +236,10 @@ static void cache_key(const ocl_device *d, const char *options, char hex[65])
     const char *parts[] = {d->platform_name, d->name, d->version, d->driver, options};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         sha256_update(&h, parts[i], strlen(parts[i]) + 1);
-    for (unsigned i = 0; i < kernels_source_count; i++) {
-        sha256_update(&h, kernels_source_names[i], strlen(kernels_source_names[i]) + 1);
-        sha256_update(&h, kernels_sources[i], strlen(kernels_sources[i]) + 1);
+    const int srcs[2] = {0, family};
+    for (int i = 0; i < 2; i++) {
+        sha256_update(&h, kernels_source_names[srcs[i]], strlen(kernels_source_names[srcs[i]]) + 1);
+        sha256_update(&h, kernels_sources[srcs[i]], strlen(kernels_sources[srcs[i]]) + 1);
     }
     sha256_final(&h, digest);
     sha256_hex(digest, hex);
@@ -262,6 +275,21 @@ static int cache_dir_resolve(const char *given, char *dir, size_t cap)
     return 0;
 }
 
+/* The cache file of a family: DIR/<family>-<key>.bin; 0, or -1 when the cache is off. */
+static int cache_path(const ocl_ctx *c, int family, char *path, size_t cap)
+{
+    if (!c->cache_dir[0])
+        return -1;
+    char key[65], stem[64];
+    cache_key(&c->dev, c->options, family, key);
+    snprintf(stem, sizeof stem, "%s", kernels_source_names[family]);
+    char *dot = strrchr(stem, '.');
+    if (dot)
+        *dot = '\0';
+    int n = snprintf(path, cap, "%s/%s-%s.bin", c->cache_dir, stem, key);
+    return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
 static unsigned char *file_read_all(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -292,7 +320,7 @@ static void cache_store(cl_program prog, const char *path)
     unsigned char *bin = malloc(size);
     if (!bin)
         return;
-    char tmp[4200];
+    char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path);
     int fd = -1;
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) != CL_SUCCESS)
@@ -316,7 +344,7 @@ out:
     free(bin);
 }
 
-static cl_program program_from_cache(ocl_ctx *c, const char *path, const char *options)
+static cl_program program_from_cache(ocl_ctx *c, const char *path)
 {
     size_t len = 0;
     unsigned char *bin = file_read_all(path, &len);
@@ -331,42 +359,98 @@ static cl_program program_from_cache(ocl_ctx *c, const char *path, const char *o
             clReleaseProgram(p);
         return NULL;
     }
-    if (clBuildProgram(p, 1, &c->dev.id, options, NULL, NULL) != CL_SUCCESS) {
+    if (clBuildProgram(p, 1, &c->dev.id, c->options, NULL, NULL) != CL_SUCCESS) {
         clReleaseProgram(p);
         return NULL;
     }
     return p;
 }
 
-static int program_from_source(ocl_ctx *c, const char *options, cl_program *out, char *err)
+static int program_from_source(ocl_ctx *c, int family, cl_program *out, char *err)
 {
     cl_int rc;
-    cl_program p = clCreateProgramWithSource(c->context, kernels_source_count,
-                                             (const char **)kernels_sources, NULL, &rc);
+    const char *srcs[2] = {kernels_sources[0], kernels_sources[family]};
+    cl_program p = clCreateProgramWithSource(c->context, 2, srcs, NULL, &rc);
     if (rc != CL_SUCCESS)
         return fail(err, rc, "clCreateProgramWithSource");
-    rc = clBuildProgram(p, 1, &c->dev.id, options, NULL, NULL);
+    rc = clBuildProgram(p, 1, &c->dev.id, c->options, NULL, NULL);
     if (rc != CL_SUCCESS) {
         char log[2048] = "";
         clGetProgramBuildInfo(p, c->dev.id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
         log[sizeof log - 1] = '\0';
         clReleaseProgram(p);
-        return err_set(err, -EIO, "building the OpenCL kernels for %s failed (%s): %s", c->dev.name,
-                       ocl_strerror(rc), log);
+        return err_set(err, -EIO, "building the OpenCL kernels of %s for %s failed (%s): %s",
+                       kernels_source_names[family], c->dev.name, ocl_strerror(rc), log);
     }
     *out = p;
     return 0;
+}
+
+int ocl_family_find(const char *file)
+{
+    for (unsigned i = 1; i < kernels_source_count && i < OCL_MAX_FAMILIES; i++)
+        if (strcmp(kernels_source_names[i], file) == 0)
+            return (int)i;
+    return -ENOENT;
+}
+
+int ocl_kernel_family(const char *name)
+{
+    for (unsigned i = 0; i < kernels_entry_count; i++)
+        if (strcmp(kernels_entry_names[i], name) == 0 && kernels_entry_source[i] < OCL_MAX_FAMILIES)
+            return kernels_entry_source[i];
+    return -ENOENT;
+}
+
+int ocl_ctx_build(ocl_ctx *c, const int *families, size_t n, char *err)
+{
+    double t0 = time_mono();
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int f = families[i];
+        if (f <= 0 || f >= OCL_MAX_FAMILIES || (unsigned)f >= kernels_source_count) {
+            rc = err_set(err, -EINVAL, "no kernel family %d", f);
+            break;
+        }
+        if (c->programs[f])
+            continue;
+        char path[4200];
+        if (cache_path(c, f, path, sizeof path) == 0)
+            c->programs[f] = program_from_cache(c, path);
+        if (c->programs[f])
+            continue;
+        c->from_cache = 0;
+        rc = program_from_source(c, f, &c->programs[f], err);
+        c->unsaved[f] = rc == 0;
+    }
+    c->build_seconds += time_mono() - t0;
+    return rc;
+}
+
+void ocl_ctx_save(ocl_ctx *c)
+{
+    for (int f = 1; f < OCL_MAX_FAMILIES; f++) {
+        char path[4200];
+        if (c->programs[f] && c->unsaved[f] && cache_path(c, f, path, sizeof path) == 0)
+            cache_store(c->programs[f], path);
+        c->unsaved[f] = 0;
+    }
 }
 
 int ocl_ctx_new(const ocl_device *dev, const char *cache_dir, ocl_ctx **out, char *err)
 {
     cl_int rc;
     int ret = 0;
-    double t0 = time_mono();
     ocl_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return err_set(err, -ENOMEM, "out of memory");
     c->dev = *dev;
+    c->from_cache = 1;
+    if (kernels_source_count > OCL_MAX_FAMILIES) {
+        ret = err_set(err, -EINVAL, "%u kernel sources are more than OCL_MAX_FAMILIES (%d)",
+                      kernels_source_count, OCL_MAX_FAMILIES);
+        goto out;
+    }
 
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev->platform, 0};
     c->context = clCreateContext(props, 1, &dev->id, NULL, NULL, &rc);
@@ -380,26 +464,10 @@ int ocl_ctx_new(const ocl_device *dev, const char *cache_dir, ocl_ctx **out, cha
         goto out;
     }
 
-    char options[512];
     const char *extra = getenv("TRAINYARD_CL_OPTIONS");
-    snprintf(options, sizeof options, "%s %s", OCL_BUILD_OPTIONS, extra ? extra : "");
-
-    char dir[4096], path[4200] = "";
-    if (cache_dir_resolve(cache_dir, dir, sizeof dir) == 0) {
-        char key[65];
-        cache_key(dev, options, key);
-        snprintf(path, sizeof path, "%s/%s.bin", dir, key);
-        c->program = program_from_cache(c, path, options);
-        c->from_cache = c->program != NULL;
-    }
-    if (!c->program) {
-        ret = program_from_source(c, options, &c->program, err);
-        if (ret < 0)
-            goto out;
-        if (*path)
-            cache_store(c->program, path);
-    }
-    c->build_seconds = time_mono() - t0;
+    snprintf(c->options, sizeof c->options, "%s %s", OCL_BUILD_OPTIONS, extra ? extra : "");
+    if (cache_dir_resolve(cache_dir, c->cache_dir, sizeof c->cache_dir) < 0)
+        c->cache_dir[0] = '\0';
 out:
     if (ret < 0) {
         ocl_ctx_free(c);
@@ -413,8 +481,10 @@ void ocl_ctx_free(ocl_ctx *c)
 {
     if (!c)
         return;
-    if (c->program)
-        clReleaseProgram(c->program);
+    ocl_ctx_save(c);
+    for (int f = 0; f < OCL_MAX_FAMILIES; f++)
+        if (c->programs[f])
+            clReleaseProgram(c->programs[f]);
     if (c->queue)
         clReleaseCommandQueue(c->queue);
     if (c->context)

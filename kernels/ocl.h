@@ -1,7 +1,7 @@
 /* ocl: the OpenCL runtime trainyard uses: device discovery, one context + in-order queue per
- * device, and the program (every kernels/\*.cl family, embedded at build time) built once per
- * process, its binary cached on disk keyed by device, driver, options and source hash so that
- * a second run does not compile.
+ * device, and one program per kernel family (kernels/NAME.cl with common.cl, embedded at build
+ * time), built on demand, each family's binary cached on disk keyed by device, driver, options
+ * and source text so that a second run compiles nothing.
  *
  * Ownership: ocl_devices_list() returns a malloc'd array the caller free()s; an ocl_ctx is
  * released with ocl_ctx_free(), which accepts NULL. */
@@ -33,13 +33,20 @@ typedef struct ocl_device {
     unsigned base_align_bytes; /* sub-buffer origin alignment */
 } ocl_device;
 
+#define OCL_MAX_FAMILIES 32 /* kernels/\*.cl files, common.cl included */
+
 typedef struct ocl_ctx {
     ocl_device dev;
     cl_context context;
     cl_command_queue queue;
-    cl_program program;
-    int from_cache;       /* 1 when the program binary came from the disk cache */
-    double build_seconds; /* time spent creating the program, cache or compile */
+    /* One program per family, indexed like kernels_sources (kernels/embedded.h); NULL until
+     * ocl_ctx_build() built it. Slot 0 (common.cl) never holds one. */
+    cl_program programs[OCL_MAX_FAMILIES];
+    unsigned char unsaved[OCL_MAX_FAMILIES]; /* compiled here, not yet written to the cache */
+    char options[512];                       /* build options */
+    char cache_dir[4096];                    /* "" when the cache is off */
+    int from_cache;       /* 1 while every program built so far came from the disk cache */
+    double build_seconds; /* time spent building programs so far, cache or compile */
 } ocl_ctx;
 
 /* Lists every device of every platform into a malloc'd array; *n may be 0 (no OpenCL). */
@@ -49,11 +56,24 @@ const char *ocl_device_kind(const ocl_device *d);
 /* Picks a device: want is "gpu", "cpu" or "any" (prefers a GPU). -ENODEV when none fits.
  * The environment variable TRAINYARD_DEVICE=<index> forces one device of the listing. */
 int ocl_device_pick(const char *want, ocl_device *out, char *err);
-/* Creates the context, queue and program for dev. cache_dir NULL uses the default
- * ($TRAINYARD_KERNEL_CACHE, else $XDG_CACHE_HOME/trainyard/kernels, else ~/.cache/...);
- * "" disables the cache. */
+/* Creates the context and queue for dev; no program is built yet (ocl_ctx_build). cache_dir
+ * NULL uses the default ($TRAINYARD_KERNEL_CACHE, else $XDG_CACHE_HOME/trainyard/kernels, else
+ * ~/.cache/...); "" disables the cache. */
 int ocl_ctx_new(const ocl_device *dev, const char *cache_dir, ocl_ctx **out, char *err);
-/* Releases the program, queue and context; accepts NULL. */
+/* Index in kernels_sources of the family file ("gemm.cl"), or -ENOENT when it is not embedded. */
+int ocl_family_find(const char *file);
+/* Index of the family whose source defines kernel `name`, or -ENOENT. */
+int ocl_kernel_family(const char *name);
+/* Builds the programs of the n families (indices from ocl_family_find) that are not built yet:
+ * each from the disk cache, else compiled from common.cl and its file. A compiled program is
+ * written to the cache by ocl_ctx_save(), not here: PoCL compiles a kernel's work-group
+ * function for each local size on first launch, and a binary taken after those launches holds
+ * them, while taking one right after the build costs a generic compile of every kernel. */
+int ocl_ctx_build(ocl_ctx *c, const int *families, size_t n, char *err);
+/* Writes every program compiled in this context and not yet saved to the cache (best effort:
+ * a cache that cannot be written costs a compile next time, never a failure). */
+void ocl_ctx_save(ocl_ctx *c);
+/* Saves (ocl_ctx_save), then releases the programs, queue and context; accepts NULL. */
 void ocl_ctx_free(ocl_ctx *c);
 /* Allocates a device buffer of bytes (> 0). */
 int ocl_buffer_new(ocl_ctx *c, size_t bytes, cl_mem *out, char *err);

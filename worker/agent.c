@@ -725,14 +725,20 @@ int agent_run(const agent_opts *o, char *err)
         rc = ocl_ctx_new(&dev, NULL, &ctx, err);
     if (rc == 0)
         rc = kern_new(ctx, &k, err);
+    double t_warm = time_mono();
+    if (rc == 0 && kern_warmup(k, err) < 0)
+        say("kernel warm-up failed, kernels compile on first use instead: %s", err);
+    t_warm = time_mono() - t_warm;
+    if (rc == 0)
+        ocl_ctx_save(ctx); /* with what the warm-up compiled: the next worker compiles nothing */
     if (rc == 0)
         rc = client_new(o->server, o->token, &c, err);
     if (rc < 0)
         goto out;
     client_set_ca(c, o->ca_file, o->ca_pinned);
     client_set_abort(c, o->stop);
-    say("device %s, kernels %s in %.2fs", dev.name, ctx->from_cache ? "from cache" : "compiled",
-        ctx->build_seconds);
+    say("device %s, kernels %s in %.2fs, warmed up in %.2fs", dev.name,
+        ctx->from_cache ? "from cache" : "compiled", ctx->build_seconds, t_warm);
     client_set_timeout(c, AGENT_LEASE_WAIT_S + 30);
     rc = register_worker(o, c, &dev, worker_id, sizeof worker_id, err);
 

@@ -924,6 +924,37 @@ static void release(cl_mem m)
         clReleaseMemObject(m);
 }
 
+unsigned trainer_kern_families(const job_spec *job)
+{
+    unsigned f = KERN_FAM_DENSE;
+    if (job->format != JOB_FORMAT_CSV)
+        f |= KERN_FAM_IMAGE;
+    for (size_t i = 0; i < job->n_layers; i++) {
+        switch (job->layers[i].type) {
+        case JOB_LAYER_DENSE:
+        case JOB_LAYER_FLATTEN:
+            break;
+        case JOB_LAYER_DROPOUT:
+            f |= KERN_FAM_DROPOUT;
+            break;
+        case JOB_LAYER_CONV2D:
+            f |= KERN_FAM_CONV;
+            break;
+        case JOB_LAYER_MAXPOOL2D:
+        case JOB_LAYER_AVGPOOL2D:
+        case JOB_LAYER_GLOBAL_AVGPOOL2D:
+            f |= KERN_FAM_POOL;
+            break;
+        case JOB_LAYER_BATCHNORM:
+            f |= KERN_FAM_BATCHNORM;
+            break;
+        default:
+            return KERN_FAM_ALL; /* a layer this list does not know yet: build everything */
+        }
+    }
+    return f;
+}
+
 int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *opts,
                 const trainer_hooks *hooks, trainer_result *res, char *err)
 {

@@ -99,6 +99,11 @@ typedef struct trainer_result {
     trainer_epoch last;
 } trainer_result;
 
+/* The kernel families (enum kern_family) that training this job launches, for kern_new_for():
+ * the dense families, plus dropout, conv, pool and batchnorm for those layers and the image batch
+ * for image formats. */
+unsigned trainer_kern_families(const job_spec *job);
+
 /* Runs job on c/k. Returns 0 when training finished or a hook stopped it (res->stopped), or a
  * negative code with the reason in err (bad dataset, device failure, disk full, ...). */
 int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *opts,
