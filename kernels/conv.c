@@ -43,6 +43,7 @@
 #define CONV_NB_MAX          128  /* output columns per conv_fwd work-group, at most */
 #define CONV_GROUPS_PER_UNIT 8    /* conv_fwd work-groups per compute unit, at least */
 #define CONV_DW_MIN_PART     1024 /* pixels in one part of the weight-gradient sum, at least */
+#define CONV_NARROW_C        8 /* backward-data through dy·Wᵀ and a gather up to this many c */
 
 enum conv_variant { CONV_DIRECT = 0, CONV_GEMM = 1 };
 
@@ -50,8 +51,8 @@ struct conv_kernels {
     enum conv_variant variant;
     int units;          /* compute units */
     uint64_t local_mem; /* bytes of __local memory a work-group may use */
-    cl_kernel pad, pack_w, fwd, dw, dw_sum, im2col, col2im, pool_fwd, pool_bwd, bn_part, bn_stats,
-        bn_grads, bn_apply, bn_bwd_apply, image;
+    cl_kernel pad, pack_w, fwd, dw, dw_sum, col2im_rows, im2col, col2im, pool_fwd, pool_bwd,
+        bn_part, bn_stats, bn_grads, bn_apply, bn_bwd_apply, image;
 };
 
 static const struct {
@@ -63,6 +64,7 @@ static const struct {
     {"conv_fwd", offsetof(struct conv_kernels, fwd)},
     {"conv_dw", offsetof(struct conv_kernels, dw)},
     {"conv_dw_sum", offsetof(struct conv_kernels, dw_sum)},
+    {"conv_col2im_rows", offsetof(struct conv_kernels, col2im_rows)},
     {"conv_im2col", offsetof(struct conv_kernels, im2col)},
     {"conv_col2im", offsetof(struct conv_kernels, col2im)},
     {"pool_fwd", offsetof(struct conv_kernels, pool_fwd)},
@@ -202,6 +204,13 @@ static int conv_dw_parts(const struct conv_kernels *ck, const kern_conv *g)
     return parts < 1 ? 1 : (int)parts;
 }
 
+/* Backward-data with few input channels: most of a 32-column tile over C would be padding, so
+ * the patch gradients dy·Wᵀ (KH·KW·C columns) are computed instead and gathered into dx. */
+static int conv_bwd_narrow(const kern_conv *g)
+{
+    return g->c <= CONV_NARROW_C && (long long)g->kh * g->kw * g->c > g->c;
+}
+
 /* Workspace regions of the direct path, byte offsets and sizes per call. */
 struct conv_ws {
     size_t w_off, w_bytes;     /* packed weights (fwd, bwd_data) */
@@ -221,6 +230,9 @@ static struct conv_ws conv_ws_plan(const struct conv_kernels *ck, const kern_con
     if (op == CONV_OP_FWD) {
         w.w_bytes = kk * c * round32(g->f) * 4;
         w.in_bytes = pad ? (size_t)g->n * hp * wp * c * 4 : 0;
+    } else if (op == CONV_OP_BWD_DATA && conv_bwd_narrow(g)) {
+        w.w_bytes = f * round32((int)(kk * c)) * 4;
+        w.in_bytes = (size_t)g->n * g->oh * g->ow * round32((int)(kk * c)) * 4;
     } else if (op == CONV_OP_BWD_DATA) {
         w.w_bytes = kk * f * round32(g->c) * 4;
         w.in_bytes = (size_t)g->n * (g->h + g->kh - 1) * (g->w + g->kw - 1) * f * 4;
@@ -294,12 +306,12 @@ static int conv_pad(kern *k, const char *who, int n, int hs, int ws, int cs, int
     return kern_launch(k, who, k->conv->pad, a, NARGS(a), 1, &global, &local);
 }
 
-static int conv_pack_w(kern *k, const char *who, const kern_conv *g, int flip, int ldo, cl_mem w,
+static int conv_pack_w(kern *k, const char *who, const kern_conv *g, int mode, int ldo, cl_mem w,
                        cl_mem out)
 {
     karg a[] = {ARG(g->kh), ARG(g->kw), ARG(g->c),  ARG(g->f),
-                ARG(flip),  ARG(ldo),   ARG_MEM(w), ARG_MEM(out)};
-    int rows = g->kh * g->kw * (flip ? g->f : g->c);
+                ARG(mode),  ARG(ldo),   ARG_MEM(w), ARG_MEM(out)};
+    int rows = mode == 2 ? g->f : g->kh * g->kw * (mode == 1 ? g->f : g->c);
     return kern_launch_rows(k, who, k->conv->pack_w, a, NARGS(a), rows, ldo);
 }
 
@@ -420,9 +432,31 @@ int kern_conv2d_bwd_data(kern *k, const kern_conv *g, cl_mem dy, cl_mem w, cl_me
         return kern_launch_rows(k, who, k->conv->col2im, a, NARGS(a), npix, g->c);
     }
     /* dx = the stride-1 convolution of dy dilated by the strides and padded by kh − 1 − pt,
-     * with the flipped, transposed weights (conv.cl). */
+     * with the flipped, transposed weights (conv.cl); with few input channels, the patch
+     * gradients dy·Wᵀ (conv_fwd as a 1×1 conv over dy, rows padded to 32 columns so its tiles
+     * store whole) gathered by conv_col2im_rows. */
     struct conv_ws ws = conv_ws_plan(k->conv, g, CONV_OP_BWD_DATA);
     cl_mem sub[2] = {NULL, NULL};
+    if (conv_bwd_narrow(g)) {
+        int ldq = round32(kkc);
+        rc = conv_sub(k, who, work, ws.w_off, ws.w_bytes, &sub[0]);
+        if (rc == 0)
+            rc = conv_sub(k, who, work, ws.in_off, ws.in_bytes, &sub[1]);
+        if (rc == 0)
+            rc = conv_pack_w(k, who, g, 2, ldq, w, sub[0]);
+        if (rc == 0)
+            rc = conv_fwd_run(k, who, rows, g->ow, g->oh * g->ow, g->oh, g->ow, g->f, 1, 1, 1, 1,
+                              ldq, ldq, dy, sub[0], sub[1]);
+        if (rc == 0) {
+            karg a[] = {ARG(g->h),  ARG(g->w),  ARG(g->c),       ARG(g->kh), ARG(g->kw),
+                        ARG(g->sh), ARG(g->sw), ARG(g->pt),      ARG(g->pl), ARG(g->oh),
+                        ARG(g->ow), ARG(ldq),   ARG_MEM(sub[1]), ARG_MEM(dx)};
+            size_t global = (size_t)g->n * g->h, local = 1;
+            rc = kern_launch(k, who, k->conv->col2im_rows, a, NARGS(a), 1, &global, &local);
+        }
+        conv_sub_release(sub, 2);
+        return rc;
+    }
     int hp = g->h + g->kh - 1, wp = g->w + g->kw - 1, ldc = round32(g->c);
     rc = conv_sub(k, who, work, ws.w_off, ws.w_bytes, &sub[0]);
     if (rc == 0)

@@ -58,28 +58,61 @@ conv_pad(int hs, int ws, int cs, int dh, int dw, int pt, int pl, int hp, int wp,
     }
 }
 
-/* Packed weights: rows (i, j, a) × columns b, zero past nb, stored panel by panel of 32 columns
+/* Packed weights: rows × columns b, zero past the columns, stored panel by panel of 32 columns
  * (out[panel][row][32]) so that the register tile's weights are one contiguous run:
- *   flip 0: row (i, j, c), column f: w[i][j][c][f]                  (a = c, b = f)
- *   flip 1: row (i, j, f), column c: w[kh−1−i][kw−1−j][c][f]        (a = f, b = c)
- * ldo: the columns rounded up to 32. Global size (ldo, kh·kw·na) where (na, nb) = (c, f) or
- * (f, c). */
-__kernel void conv_pack_w(int kh, int kw, int c, int f, int flip, int ldo,
-                          __global const float *w, __global float *out)
+ *   mode 0: row (i, j, c), column f: w[i][j][c][f]                  (forward)
+ *   mode 1: row (i, j, f), column c: w[kh−1−i][kw−1−j][c][f]        (backward-data)
+ *   mode 2: row f, column (i, j, c): w[i][j][c][f], i.e. Wᵀ          (narrow backward-data)
+ * ldo: the columns rounded up to 32. Global size (ldo, rows). */
+__kernel void conv_pack_w(int kh, int kw, int c, int f, int mode, int ldo, __global const float *w,
+                          __global float *out)
 {
     int b = get_global_id(0), row = get_global_id(1);
-    int na = flip ? f : c, nb = flip ? c : f, rows = kh * kw * na;
+    int na = mode == 1 ? f : c, nb = mode == 1 ? c : f, kk = kh * kw;
+    int rows = mode == 2 ? f : kk * na, cols = mode == 2 ? kk * c : nb;
     if (b >= ldo || row >= rows)
         return;
     int a = row % na, ij = row / na, j = ij % kw, i = ij / kw;
     float v = 0.0f;
-    if (b < nb) {
-        if (flip)
+    if (b < cols) {
+        if (mode == 2)
+            v = w[(size_t)b * f + row];
+        else if (mode == 1)
             v = w[(((size_t)(kh - 1 - i) * kw + (kw - 1 - j)) * c + b) * f + a];
         else
             v = w[(((size_t)i * kw + j) * c + a) * f + b];
     }
     out[((size_t)(b / CONV_NR) * rows + row) * CONV_NR + b % CONV_NR] = v;
+}
+
+/* dx row (n, y) from the patch gradients dcol[(n, oy, ox)][(i, j, c)] (rows ld floats apart):
+ * each dx element adds the entries of the windows that cover it, in a fixed order: by window row
+ * i, then along the output row (the narrow backward-data path, for few input channels). Global
+ * size N·H, local 1. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+conv_col2im_rows(int h, int w, int c, int kh, int kw, int sh, int sw, int pt, int pl, int oh,
+                 int ow, int ld, __global const float *dcol, __global float *dx)
+{
+    int row = get_global_id(0), n = row / h, y = row % h;
+    __global float *d = dx + (size_t)row * w * c;
+    for (int e = 0; e < w * c; e++)
+        d[e] = 0.0f;
+    /* The row is this work-item's alone, so it scatters: window rows i that land on y, then
+     * every window along the output row, no division in the inner loops. */
+    for (int i = 0; i < kh; i++) {
+        int ty = y + pt - i, oy = ty / sh;
+        if (ty < 0 || ty % sh || oy >= oh)
+            continue;
+        __global const float *s = dcol + (size_t)(n * oh + oy) * ow * ld + i * kw * c;
+        for (int ox = 0; ox < ow; ox++, s += ld)
+            for (int j = 0; j < kw; j++) {
+                int x = ox * sw - pl + j;
+                if (x < 0 || x >= w)
+                    continue;
+                for (int ch = 0; ch < c; ch++)
+                    d[x * c + ch] += s[j * c + ch];
+            }
+    }
 }
 
 #define CONV_ACC_DECL                                                                              \
