@@ -270,6 +270,13 @@ size_t kern_conv_workspace(kern *k, const kern_conv *g)
     return most;
 }
 
+static void conv_views_release(cl_mem v[4])
+{
+    for (int i = 0; i < 4; i++)
+        if (v[i])
+            clReleaseMemObject(v[i]);
+}
+
 /* A view of bytes of work from off; *out NULL when bytes is 0. Released by the caller after the
  * enqueue that uses it (OpenCL keeps it alive while queued). */
 static int conv_sub(kern *k, const char *who, cl_mem work, size_t off, size_t bytes, cl_mem *out)
@@ -288,11 +295,21 @@ static int conv_sub(kern *k, const char *who, cl_mem work, size_t off, size_t by
     return 0;
 }
 
-static void conv_sub_release(cl_mem *m, int n)
+/* Views of the workspace regions of ws that are not empty: v[0] packed weights, v[1] the padded
+ * input, v[2] padded dy, v[3] the per-part sums (NULL where a region is empty). On failure none
+ * is left; else the caller releases them with conv_views_release. */
+static int conv_views(kern *k, const char *who, cl_mem work, const struct conv_ws *ws, cl_mem v[4])
 {
-    for (int i = 0; i < n; i++)
-        if (m[i])
-            clReleaseMemObject(m[i]);
+    size_t off[4] = {ws->w_off, ws->in_off, ws->dy_off, ws->scr_off};
+    size_t bytes[4] = {ws->w_bytes, ws->in_bytes, ws->dy_bytes, ws->scr_bytes};
+    int rc = 0;
+    for (int i = 0; i < 4; i++)
+        v[i] = NULL;
+    for (int i = 0; i < 4 && rc == 0; i++)
+        rc = conv_sub(k, who, work, off[i], bytes[i], &v[i]);
+    if (rc < 0)
+        conv_views_release(v);
+    return rc;
 }
 
 /* conv_pad of src (n images hs × ws × cs) into dst (hp × wp × cd), dilated by (dh, dw) and
@@ -394,20 +411,19 @@ int kern_conv2d_fwd(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y, c
         return kern_gemm(k, 0, 0, rows, g->f, kkc, 1.0f, col, kkc, w, g->f, 0.0f, y, g->f);
     }
     struct conv_ws ws = conv_ws_plan(k->conv, g, CONV_OP_FWD);
-    cl_mem sub[2] = {NULL, NULL};
+    cl_mem sub[4];
     int hp, wp, ldw = round32(g->f);
     int pad = conv_fwd_pad(g, &hp, &wp);
-    rc = conv_sub(k, who, work, ws.w_off, ws.w_bytes, &sub[0]);
-    if (rc == 0)
-        rc = conv_sub(k, who, work, ws.in_off, ws.in_bytes, &sub[1]);
-    if (rc == 0)
-        rc = conv_pack_w(k, who, g, 0, ldw, w, sub[0]);
+    rc = conv_views(k, who, work, &ws, sub);
+    if (rc < 0)
+        return rc;
+    rc = conv_pack_w(k, who, g, 0, ldw, w, sub[0]);
     if (rc == 0 && pad)
         rc = conv_pad(k, who, g->n, g->h, g->w, g->c, 1, 1, g->pt, g->pl, hp, wp, g->c, x, sub[1]);
     if (rc == 0)
         rc = conv_fwd_run(k, who, rows, g->ow, g->oh * g->ow, hp, wp, g->c, g->kh, g->kw, g->sh,
                           g->sw, g->f, ldw, pad ? sub[1] : x, sub[0], y);
-    conv_sub_release(sub, 2);
+    conv_views_release(sub);
     return rc;
 }
 
@@ -436,14 +452,13 @@ int kern_conv2d_bwd_data(kern *k, const kern_conv *g, cl_mem dy, cl_mem w, cl_me
      * gradients dy·Wᵀ (conv_fwd as a 1×1 conv over dy, rows padded to 32 columns so its tiles
      * store whole) gathered by conv_col2im_rows. */
     struct conv_ws ws = conv_ws_plan(k->conv, g, CONV_OP_BWD_DATA);
-    cl_mem sub[2] = {NULL, NULL};
+    cl_mem sub[4];
+    rc = conv_views(k, who, work, &ws, sub);
+    if (rc < 0)
+        return rc;
     if (conv_bwd_narrow(g)) {
         int ldq = round32(kkc);
-        rc = conv_sub(k, who, work, ws.w_off, ws.w_bytes, &sub[0]);
-        if (rc == 0)
-            rc = conv_sub(k, who, work, ws.in_off, ws.in_bytes, &sub[1]);
-        if (rc == 0)
-            rc = conv_pack_w(k, who, g, 2, ldq, w, sub[0]);
+        rc = conv_pack_w(k, who, g, 2, ldq, w, sub[0]);
         if (rc == 0)
             rc = conv_fwd_run(k, who, rows, g->ow, g->oh * g->ow, g->oh, g->ow, g->f, 1, 1, 1, 1,
                               ldq, ldq, dy, sub[0], sub[1]);
@@ -454,22 +469,18 @@ int kern_conv2d_bwd_data(kern *k, const kern_conv *g, cl_mem dy, cl_mem w, cl_me
             size_t global = (size_t)g->n * g->h, local = 1;
             rc = kern_launch(k, who, k->conv->col2im_rows, a, NARGS(a), 1, &global, &local);
         }
-        conv_sub_release(sub, 2);
+        conv_views_release(sub);
         return rc;
     }
     int hp = g->h + g->kh - 1, wp = g->w + g->kw - 1, ldc = round32(g->c);
-    rc = conv_sub(k, who, work, ws.w_off, ws.w_bytes, &sub[0]);
-    if (rc == 0)
-        rc = conv_sub(k, who, work, ws.in_off, ws.in_bytes, &sub[1]);
-    if (rc == 0)
-        rc = conv_pack_w(k, who, g, 1, ldc, w, sub[0]);
+    rc = conv_pack_w(k, who, g, 1, ldc, w, sub[0]);
     if (rc == 0)
         rc = conv_pad(k, who, g->n, g->oh, g->ow, g->f, g->sh, g->sw, g->kh - 1 - g->pt,
                       g->kw - 1 - g->pl, hp, wp, g->f, dy, sub[1]);
     if (rc == 0)
         rc = conv_fwd_run(k, who, g->n * g->h * g->w, g->w, g->h * g->w, hp, wp, g->f, g->kh, g->kw,
                           1, 1, g->c, ldc, sub[1], sub[0], dx);
-    conv_sub_release(sub, 2);
+    conv_views_release(sub);
     return rc;
 }
 
@@ -494,18 +505,16 @@ int kern_conv2d_bwd_weights(kern *k, const kern_conv *g, cl_mem x, cl_mem dy, cl
     }
     struct conv_kernels *ck = k->conv;
     struct conv_ws ws = conv_ws_plan(ck, g, CONV_OP_BWD_WEIGHTS);
-    cl_mem sub[3] = {NULL, NULL, NULL};
+    cl_mem sub[4];
     int hp, wp, ldd = round32(g->f), parts = conv_dw_parts(ck, g);
     int pad = conv_fwd_pad(g, &hp, &wp);
-    rc = conv_sub(k, who, work, ws.in_off, ws.in_bytes, &sub[0]);
-    if (rc == 0)
-        rc = conv_sub(k, who, work, ws.dy_off, ws.dy_bytes, &sub[1]);
-    if (rc == 0)
-        rc = conv_sub(k, who, work, ws.scr_off, ws.scr_bytes, &sub[2]);
-    if (rc == 0 && pad)
-        rc = conv_pad(k, who, g->n, g->h, g->w, g->c, 1, 1, g->pt, g->pl, hp, wp, g->c, x, sub[0]);
-    if (rc == 0 && sub[1])
-        rc = conv_pad(k, who, g->n, g->oh, g->ow, g->f, 1, 1, 0, 0, g->oh, g->ow, ldd, dy, sub[1]);
+    rc = conv_views(k, who, work, &ws, sub);
+    if (rc < 0)
+        return rc;
+    if (pad)
+        rc = conv_pad(k, who, g->n, g->h, g->w, g->c, 1, 1, g->pt, g->pl, hp, wp, g->c, x, sub[1]);
+    if (rc == 0 && sub[2])
+        rc = conv_pad(k, who, g->n, g->oh, g->ow, g->f, 1, 1, 0, 0, g->oh, g->ow, ldd, dy, sub[2]);
     if (rc < 0)
         goto out;
     /* Rows of dw per group: all of them when their partial sums fit local memory. */
@@ -516,7 +525,7 @@ int kern_conv2d_bwd_weights(kern *k, const kern_conv *g, cl_mem x, cl_mem dy, cl
         goto out;
     }
     int ppart = (rows + parts - 1) / parts, kwc = g->kw * g->c, ohw = g->oh * g->ow;
-    cl_mem xp = pad ? sub[0] : x, dyp = sub[1] ? sub[1] : dy, scr = sub[2] ? sub[2] : dw;
+    cl_mem xp = pad ? sub[1] : x, dyp = sub[2] ? sub[2] : dy, scr = sub[3] ? sub[3] : dw;
     karg a[] = {
         ARG(rows),   ARG(g->ow),      ARG(ohw),     ARG(hp),
         ARG(wp),     ARG(g->c),       ARG(kwc),     ARG(kkc),
@@ -531,7 +540,7 @@ int kern_conv2d_bwd_weights(kern *k, const kern_conv *g, cl_mem x, cl_mem dy, cl
         rc = kern_launch_1d(k, who, ck->dw_sum, b, NARGS(b), (size_t)n);
     }
 out:
-    conv_sub_release(sub, 3);
+    conv_views_release(sub);
     return rc;
 }
 
