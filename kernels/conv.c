@@ -37,6 +37,8 @@
 #define BN_CHUNK_MIN       64
 #define BN_CHUNK_MAX       1024
 
+#define POOL_BAND 16 /* input rows per pool_bwd work-group */
+
 /* Must match conv.cl. */
 #define CONV_ALIGN           4096 /* workspace regions start on page boundaries */
 #define CONV_MB_MAX          256  /* output pixels per conv_fwd work-group, at most */
@@ -597,8 +599,15 @@ int kern_pool2d_bwd(kern *k, int mode, const kern_pool *g, cl_mem dy, cl_mem arg
     if (rc < 0 || g->n == 0)
         return rc;
     cl_mem arg = is_max ? argmax : dy;
-    karg a[] = {ARG(mode), POOL_GEOM_ARGS(g), ARG_MEM(dy), ARG_MEM(arg), ARG_MEM(dx)};
-    size_t global = (size_t)g->n * g->h, local = 1;
+    int band = POOL_BAND, bands = (g->h + band - 1) / band;
+    karg a[] = {ARG(mode),
+                POOL_GEOM_ARGS(g),
+                ARG(band),
+                ARG_MEM(dy),
+                ARG_MEM(arg),
+                ARG_MEM(dx),
+                ARG_LOCAL((size_t)2 * g->w * sizeof(int))};
+    size_t global = (size_t)g->n * bands, local = 1;
     return kern_launch(k, who, k->conv->pool_bwd, a, NARGS(a), 1, &global, &local);
 }
 
