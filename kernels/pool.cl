@@ -98,8 +98,8 @@ pool_bwd(int mode, int h, int w, int c, int kh, int kw, int sh, int sw, int pt, 
          int ow, int band, __global const float *dy, __global const int *argmax, __global float *dx,
          __local int *oxr)
 {
-    int bands = (h + band - 1) / band, g = get_global_id(0), n = g / bands;
-    int y_a = g % bands * band, y_b = min(h, y_a + band);
+    int bands = (h + band - 1) / band, grp = get_global_id(0), n = grp / bands;
+    int y_a = grp % bands * band, y_b = min(h, y_a + band);
     for (int xx = 0; xx < w; xx++) {
         int tx = xx + pl - kw + 1;
         oxr[2 * xx] = tx <= 0 ? 0 : (tx + sw - 1) / sw;
