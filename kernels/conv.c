@@ -619,6 +619,8 @@ static int bn_check(kern *k, const char *who, int rows, int c, cl_mem x, cl_mem 
         return rc;
     if (c < 1)
         return err_set(k->err, -EINVAL, "%s: batchnorm needs at least one channel", who);
+    if ((uint64_t)c * 2 * sizeof(float) > k->conv->local_mem)
+        return err_set(k->err, -EINVAL, "%s: %d channels are more than local memory holds", who, c);
     if (rows == 0)
         return 0;
     rc = need_floats(k, who, "x", x, n);
