@@ -39,7 +39,7 @@
 
 #define POOL_BAND 16 /* input rows per pool_bwd work-group */
 
-/* Must match conv.cl. */
+/* Direct-path blocking; CONV_MB_MAX must match conv.cl (the size of conv_fwd's __local table). */
 #define CONV_ALIGN           4096 /* workspace regions start on page boundaries */
 #define CONV_MB_MAX          256  /* output pixels per conv_fwd work-group, at most */
 #define CONV_NB_MAX          128  /* output columns per conv_fwd work-group, at most */
@@ -150,16 +150,23 @@ static long long tensor_elems(long long n, long long a, long long b, long long c
     return e * c;
 }
 
-/* Checks a geometry: positive sizes (n may be 0), and every tensor, the patch matrix included,
- * small enough for int indices. */
+/* Checks a geometry: positive sizes (n may be 0), and every tensor either path makes small
+ * enough for int indices. */
 static int conv_check(kern *k, const char *who, const kern_conv *g)
 {
     if (!g || g->n < 0 || g->h < 1 || g->w < 1 || g->c < 1 || g->f < 1 || g->kh < 1 || g->kw < 1 ||
         g->sh < 1 || g->sw < 1 || g->pt < 0 || g->pl < 0 || g->oh < 1 || g->ow < 1)
         return err_set(k->err, -EINVAL, "%s: bad geometry", who);
+    /* x, y, the patch matrix (rows padded to 32 on the narrow path), the padded x and the
+     * padded, dilated dy of the direct path, and the weights */
+    long long kkc = (long long)g->kh * g->kw * g->c;
+    long long hp = (long long)(g->oh - 1) * g->sh + g->kh,
+              wp = (long long)(g->ow - 1) * g->sw + g->kw;
     if (tensor_elems(g->n, g->h, g->w, g->c) < 0 || tensor_elems(g->n, g->oh, g->ow, g->f) < 0 ||
-        tensor_elems(g->n, g->oh, g->ow, (long long)g->kh * g->kw * g->c) < 0 ||
-        (long long)g->kh * g->kw * g->c * g->f > INT_MAX - 4096)
+        tensor_elems(g->n, g->oh, g->ow, (kkc + 31) / 32 * 32) < 0 ||
+        tensor_elems(g->n, hp > g->h ? hp : g->h, wp > g->w ? wp : g->w, g->c) < 0 ||
+        tensor_elems(g->n, (long long)g->h + g->kh - 1, (long long)g->w + g->kw - 1, g->f) < 0 ||
+        kkc * g->f > INT_MAX - 4096)
         return err_set(k->err, -EINVAL, "%s: %d images of %dx%dx%d are more than one call handles",
                        who, g->n, g->h, g->w, g->c);
     return 0;
