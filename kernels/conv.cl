@@ -11,13 +11,15 @@
  *
  * The input is read from a copy padded so that every window lies inside (conv_pad, only when the
  * geometry needs it), and W from a copy whose rows are padded to a multiple of 32 filters
- * (conv_pack_w). Backward-data is the same kernel: dx is the stride-1 convolution of dy, dilated by
- * the strides and padded by kh − 1 − pt (conv_pad), with W flipped in i and j and transposed in
- * (c, f) (conv_pack_w). Backward-weights, dw[(i, j, c)][f] = Σ_p col[p][(i, j, c)]·dy[p][f], is the
- * transposed GEMM with a long sum over p: conv_dw splits p into a fixed number of parts, each
- * group walks its part in chunks whose input and dy stay in L1, keeps its partial dw in __local,
- * and writes it to a scratch slice; conv_dw_sum adds the slices in order. No atomics anywhere: a
- * given device and geometry always give the same bits.
+ * (conv_pack_w, in panels of 32). Backward-data is the same kernel: dx is the stride-1 convolution
+ * of dy, dilated by the strides and padded by kh − 1 − pt (conv_pad), with W flipped in i and j and
+ * transposed in (c, f) (conv_pack_w); with few input channels (C ≤ 8, where a 32-column tile over C
+ * would be mostly padding) it is instead conv_fwd as a 1×1 conv of dy with Wᵀ, giving the patch
+ * gradients, which conv_col2im_rows gathers into dx row by row. Backward-weights, dw[(i, j, c)][f]
+ * = Σ_p col[p][(i, j, c)]·dy[p][f], is the transposed GEMM with a long sum over p: conv_dw splits p
+ * into a fixed number of parts, each group walks its part in chunks whose input and dy stay in L1,
+ * keeps its partial dw in __local, and writes it to a scratch slice; conv_dw_sum adds the slices in
+ * order. No atomics anywhere: a given device and geometry always give the same bits.
  *
  * Other devices take the GEMM path (kernels/conv.c): conv_im2col writes the patch matrix and
  * kern_gemm multiplies; conv_col2im gathers backward-data's patch gradients into dx, one
