@@ -13,8 +13,8 @@
  *   workspace and kern_gemm does the rest: y = col·W, dW = colᵀ·dy (split K, fixed order), and
  *   dcol = dy·Wᵀ which conv_col2im gathers into dx. A pointwise conv (1×1, stride 1, no padding)
  *   uses x as col and needs no workspace.
- * kern_conv_workspace is the largest need of the three calls on the kern's path; the regions are
- * sub-buffers of the caller's buffer (so it must not itself be a sub-buffer).
+ * kern_conv_workspace is the largest need of the three calls on the kern's path; the direct
+ * kernels take its regions as (buffer, offset) pairs, so the workspace may be any buffer.
  *
  * Pooling, batchnorm and the image batch have one path: one work-item per work-group walking
  * rows, as their .cl files explain; batchnorm's partial sums use k->scratch.
@@ -279,64 +279,41 @@ size_t kern_conv_workspace(kern *k, const kern_conv *g)
     return most;
 }
 
-static void conv_views_release(cl_mem v[4])
+/* A buffer and an offset into it in floats: a caller's tensor (offset 0) or a region of the
+ * workspace. The direct kernels take each such argument as a (buffer, offset) pair. */
+struct conv_buf {
+    cl_mem m;
+    cl_ulong off;
+};
+
+#define ARG_BUF(b) ARG_MEM((b).m), ARG((b).off)
+
+static struct conv_buf conv_whole(cl_mem m)
 {
-    for (int i = 0; i < 4; i++)
-        if (v[i])
-            clReleaseMemObject(v[i]);
+    return (struct conv_buf){m, 0};
 }
 
-/* A view of bytes of work from off; *out NULL when bytes is 0. Released by the caller after the
- * enqueue that uses it (OpenCL keeps it alive while queued). */
-static int conv_sub(kern *k, const char *who, cl_mem work, size_t off, size_t bytes, cl_mem *out)
+static struct conv_buf conv_region(cl_mem work, size_t off_bytes)
 {
-    *out = NULL;
-    if (bytes == 0)
-        return 0;
-    cl_buffer_region region = {off, bytes};
-    cl_int rc;
-    cl_mem m =
-        clCreateSubBuffer(work, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &rc);
-    if (rc != CL_SUCCESS)
-        return err_set(k->err, -EIO, "%s: a view of the workspace failed: %s (%d)", who,
-                       ocl_strerror(rc), rc);
-    *out = m;
-    return 0;
-}
-
-/* Views of the workspace regions of ws that are not empty: v[0] packed weights, v[1] the padded
- * input, v[2] padded dy, v[3] the per-part sums (NULL where a region is empty). On failure none
- * is left; else the caller releases them with conv_views_release. */
-static int conv_views(kern *k, const char *who, cl_mem work, const struct conv_ws *ws, cl_mem v[4])
-{
-    size_t off[4] = {ws->w_off, ws->in_off, ws->dy_off, ws->scr_off};
-    size_t bytes[4] = {ws->w_bytes, ws->in_bytes, ws->dy_bytes, ws->scr_bytes};
-    int rc = 0;
-    for (int i = 0; i < 4; i++)
-        v[i] = NULL;
-    for (int i = 0; i < 4 && rc == 0; i++)
-        rc = conv_sub(k, who, work, off[i], bytes[i], &v[i]);
-    if (rc < 0)
-        conv_views_release(v);
-    return rc;
+    return (struct conv_buf){work, off_bytes / sizeof(float)};
 }
 
 /* conv_pad of src (n images hs × ws × cs) into dst (hp × wp × cd), dilated by (dh, dw) and
  * shifted by (pt, pl). */
 static int conv_pad(kern *k, const char *who, int n, int hs, int ws, int cs, int dh, int dw, int pt,
-                    int pl, int hp, int wp, int cd, cl_mem src, cl_mem dst)
+                    int pl, int hp, int wp, int cd, cl_mem src, struct conv_buf dst)
 {
     karg a[] = {ARG(hs), ARG(ws), ARG(cs), ARG(dh), ARG(dw),      ARG(pt),
-                ARG(pl), ARG(hp), ARG(wp), ARG(cd), ARG_MEM(src), ARG_MEM(dst)};
+                ARG(pl), ARG(hp), ARG(wp), ARG(cd), ARG_MEM(src), ARG_BUF(dst)};
     size_t global = (size_t)n * hp, local = 1;
     return kern_launch(k, who, k->conv->pad, a, NARGS(a), 1, &global, &local);
 }
 
 static int conv_pack_w(kern *k, const char *who, const kern_conv *g, int mode, int ldo, cl_mem w,
-                       cl_mem out)
+                       struct conv_buf out)
 {
     karg a[] = {ARG(g->kh), ARG(g->kw), ARG(g->c),  ARG(g->f),
-                ARG(mode),  ARG(ldo),   ARG_MEM(w), ARG_MEM(out)};
+                ARG(mode),  ARG(ldo),   ARG_MEM(w), ARG_BUF(out)};
     int rows = mode == 2 ? g->f : g->kh * g->kw * (mode == 1 ? g->f : g->c);
     return kern_launch_rows(k, who, k->conv->pack_w, a, NARGS(a), rows, ldo);
 }
@@ -344,8 +321,8 @@ static int conv_pack_w(kern *k, const char *who, const kern_conv *g, int mode, i
 /* One conv_fwd: m output pixels (ow per row, ohw per image) of f_out columns from the padded
  * input xp (hp × wp × c), packed weights wpk (ldw columns), strides (sh, sw). */
 static int conv_fwd_run(kern *k, const char *who, int m, int ow, int ohw, int hp, int wp, int c,
-                        int kh, int kw, int sh, int sw, int f_out, int ldw, cl_mem xp, cl_mem wpk,
-                        cl_mem y)
+                        int kh, int kw, int sh, int sw, int f_out, int ldw, struct conv_buf xp,
+                        struct conv_buf wpk, struct conv_buf y)
 {
     struct conv_kernels *ck = k->conv;
     int kwc = kw * c, nb = ldw <= CONV_NB_MAX ? ldw : CONV_NB_MAX;
@@ -356,7 +333,7 @@ static int conv_fwd_run(kern *k, const char *who, int m, int ow, int ohw, int hp
     mb = mb < 8 ? 8 : mb > CONV_MB_MAX ? CONV_MB_MAX : mb;
     karg a[] = {ARG(m),      ARG(ow),      ARG(ohw),   ARG(hp), ARG(wp),    ARG(c),
                 ARG(kh),     ARG(kwc),     ARG(sh),    ARG(sw), ARG(f_out), ARG(ldw),
-                ARG_MEM(xp), ARG_MEM(wpk), ARG_MEM(y), ARG(mb), ARG(nb)};
+                ARG_BUF(xp), ARG_BUF(wpk), ARG_BUF(y), ARG(mb), ARG(nb)};
     size_t global[2] = {(size_t)((ldw + nb - 1) / nb), (size_t)((m + mb - 1) / mb)};
     size_t local[2] = {1, 1};
     return kern_launch(k, who, ck->fwd, a, NARGS(a), 2, global, local);
@@ -420,19 +397,15 @@ int kern_conv2d_fwd(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y, c
         return kern_gemm(k, 0, 0, rows, g->f, kkc, 1.0f, col, kkc, w, g->f, 0.0f, y, g->f);
     }
     struct conv_ws ws = conv_ws_plan(k->conv, g, CONV_OP_FWD);
-    cl_mem sub[4];
+    struct conv_buf wpk = conv_region(work, ws.w_off), xp = conv_region(work, ws.in_off);
     int hp, wp, ldw = round32(g->f);
     int pad = conv_fwd_pad(g, &hp, &wp);
-    rc = conv_views(k, who, work, &ws, sub);
-    if (rc < 0)
-        return rc;
-    rc = conv_pack_w(k, who, g, 0, ldw, w, sub[0]);
+    rc = conv_pack_w(k, who, g, 0, ldw, w, wpk);
     if (rc == 0 && pad)
-        rc = conv_pad(k, who, g->n, g->h, g->w, g->c, 1, 1, g->pt, g->pl, hp, wp, g->c, x, sub[1]);
+        rc = conv_pad(k, who, g->n, g->h, g->w, g->c, 1, 1, g->pt, g->pl, hp, wp, g->c, x, xp);
     if (rc == 0)
         rc = conv_fwd_run(k, who, rows, g->ow, g->oh * g->ow, hp, wp, g->c, g->kh, g->kw, g->sh,
-                          g->sw, g->f, ldw, pad ? sub[1] : x, sub[0], y);
-    conv_views_release(sub);
+                          g->sw, g->f, ldw, pad ? xp : conv_whole(x), wpk, conv_whole(y));
     return rc;
 }
 
@@ -461,35 +434,29 @@ int kern_conv2d_bwd_data(kern *k, const kern_conv *g, cl_mem dy, cl_mem w, cl_me
      * gradients dy·Wᵀ (conv_fwd as a 1×1 conv over dy, rows padded to 32 columns so its tiles
      * store whole) gathered by conv_col2im_rows. */
     struct conv_ws ws = conv_ws_plan(k->conv, g, CONV_OP_BWD_DATA);
-    cl_mem sub[4];
-    rc = conv_views(k, who, work, &ws, sub);
-    if (rc < 0)
-        return rc;
+    struct conv_buf wpk = conv_region(work, ws.w_off), in = conv_region(work, ws.in_off);
     if (conv_bwd_narrow(g)) {
         int ldq = round32(kkc);
-        rc = conv_pack_w(k, who, g, 2, ldq, w, sub[0]);
+        rc = conv_pack_w(k, who, g, 2, ldq, w, wpk);
         if (rc == 0)
             rc = conv_fwd_run(k, who, rows, g->ow, g->oh * g->ow, g->oh, g->ow, g->f, 1, 1, 1, 1,
-                              ldq, ldq, dy, sub[0], sub[1]);
-        if (rc == 0) {
-            karg a[] = {ARG(g->h),  ARG(g->w),  ARG(g->c),       ARG(g->kh), ARG(g->kw),
-                        ARG(g->sh), ARG(g->sw), ARG(g->pt),      ARG(g->pl), ARG(g->oh),
-                        ARG(g->ow), ARG(ldq),   ARG_MEM(sub[1]), ARG_MEM(dx)};
-            size_t global = (size_t)g->n * g->h, local = 1;
-            rc = kern_launch(k, who, k->conv->col2im_rows, a, NARGS(a), 1, &global, &local);
-        }
-        conv_views_release(sub);
-        return rc;
+                              ldq, ldq, conv_whole(dy), wpk, in);
+        if (rc < 0)
+            return rc;
+        karg a[] = {ARG(g->h),  ARG(g->w),  ARG(g->c),   ARG(g->kh), ARG(g->kw),
+                    ARG(g->sh), ARG(g->sw), ARG(g->pt),  ARG(g->pl), ARG(g->oh),
+                    ARG(g->ow), ARG(ldq),   ARG_BUF(in), ARG_MEM(dx)};
+        size_t global = (size_t)g->n * g->h, local = 1;
+        return kern_launch(k, who, k->conv->col2im_rows, a, NARGS(a), 1, &global, &local);
     }
     int hp = g->h + g->kh - 1, wp = g->w + g->kw - 1, ldc = round32(g->c);
-    rc = conv_pack_w(k, who, g, 1, ldc, w, sub[0]);
+    rc = conv_pack_w(k, who, g, 1, ldc, w, wpk);
     if (rc == 0)
         rc = conv_pad(k, who, g->n, g->oh, g->ow, g->f, g->sh, g->sw, g->kh - 1 - g->pt,
-                      g->kw - 1 - g->pl, hp, wp, g->f, dy, sub[1]);
+                      g->kw - 1 - g->pl, hp, wp, g->f, dy, in);
     if (rc == 0)
         rc = conv_fwd_run(k, who, g->n * g->h * g->w, g->w, g->h * g->w, hp, wp, g->f, g->kh, g->kw,
-                          1, 1, g->c, ldc, sub[1], sub[0], dx);
-    conv_views_release(sub);
+                          1, 1, g->c, ldc, in, wpk, conv_whole(dx));
     return rc;
 }
 
@@ -514,42 +481,37 @@ int kern_conv2d_bwd_weights(kern *k, const kern_conv *g, cl_mem x, cl_mem dy, cl
     }
     struct conv_kernels *ck = k->conv;
     struct conv_ws ws = conv_ws_plan(ck, g, CONV_OP_BWD_WEIGHTS);
-    cl_mem sub[4];
     int hp, wp, ldd = round32(g->f), parts = conv_dw_parts(ck, g);
     int pad = conv_fwd_pad(g, &hp, &wp);
-    rc = conv_views(k, who, work, &ws, sub);
+    struct conv_buf xp = pad ? conv_region(work, ws.in_off) : conv_whole(x);
+    struct conv_buf dyp = ws.dy_bytes ? conv_region(work, ws.dy_off) : conv_whole(dy);
+    struct conv_buf scr = parts > 1 ? conv_region(work, ws.scr_off) : conv_whole(dw);
+    if (pad)
+        rc = conv_pad(k, who, g->n, g->h, g->w, g->c, 1, 1, g->pt, g->pl, hp, wp, g->c, x, xp);
+    if (rc == 0 && ws.dy_bytes)
+        rc = conv_pad(k, who, g->n, g->oh, g->ow, g->f, 1, 1, 0, 0, g->oh, g->ow, ldd, dy, dyp);
     if (rc < 0)
         return rc;
-    if (pad)
-        rc = conv_pad(k, who, g->n, g->h, g->w, g->c, 1, 1, g->pt, g->pl, hp, wp, g->c, x, sub[1]);
-    if (rc == 0 && sub[2])
-        rc = conv_pad(k, who, g->n, g->oh, g->ow, g->f, 1, 1, 0, 0, g->oh, g->ow, ldd, dy, sub[2]);
-    if (rc < 0)
-        goto out;
     /* Rows of dw per group: all of them when their partial sums fit local memory. */
     int mb = (int)(ck->local_mem / 2 / ((size_t)ldd * sizeof(float))) / 8 * 8;
     mb = mb > (kkc + 7) / 8 * 8 ? (kkc + 7) / 8 * 8 : mb;
-    if (mb < 8) {
-        rc = err_set(k->err, -EINVAL, "%s: %d filters are more than local memory holds", who, g->f);
-        goto out;
-    }
+    if (mb < 8)
+        return err_set(k->err, -EINVAL, "%s: %d filters are more than local memory holds", who,
+                       g->f);
     int ppart = (rows + parts - 1) / parts, kwc = g->kw * g->c, ohw = g->oh * g->ow;
-    cl_mem xp = pad ? sub[1] : x, dyp = sub[2] ? sub[2] : dy, scr = sub[3] ? sub[3] : dw;
     karg a[] = {
         ARG(rows),   ARG(g->ow),      ARG(ohw),     ARG(hp),
         ARG(wp),     ARG(g->c),       ARG(kwc),     ARG(kkc),
         ARG(g->sh),  ARG(g->sw),      ARG(g->f),    ARG(ldd),
-        ARG(ppart),  ARG_MEM(xp),     ARG_MEM(dyp), ARG_MEM(scr),
+        ARG(ppart),  ARG_BUF(xp),     ARG_BUF(dyp), ARG_BUF(scr),
         ARG_MEM(dw), ARG(accumulate), ARG(mb),      ARG_LOCAL((size_t)mb * ldd * sizeof(float))};
     size_t global[2] = {(size_t)((kkc + mb - 1) / mb), (size_t)parts}, local[2] = {1, 1};
     rc = kern_launch(k, who, ck->dw, a, NARGS(a), 2, global, local);
     if (rc == 0 && parts > 1) {
         int n = kkc * g->f;
-        karg b[] = {ARG(n), ARG(parts), ARG(accumulate), ARG_MEM(scr), ARG_MEM(dw)};
+        karg b[] = {ARG(n), ARG(parts), ARG(accumulate), ARG_BUF(scr), ARG_MEM(dw)};
         rc = kern_launch_1d(k, who, ck->dw_sum, b, NARGS(b), (size_t)n);
     }
-out:
-    conv_views_release(sub);
     return rc;
 }
 

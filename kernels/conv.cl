@@ -21,6 +21,9 @@
  * keeps its partial dw in __local, and writes it to a scratch slice; conv_dw_sum adds the slices in
  * order. No atomics anywhere: a given device and geometry always give the same bits.
  *
+ * Buffers that may be regions of the caller's workspace come as (buffer, offset in floats) pairs,
+ * the *_buf / *_off arguments, so the workspace can be any buffer, a sub-buffer included.
+ *
  * Other devices take the GEMM path (kernels/conv.c): conv_im2col writes the patch matrix and
  * kern_gemm multiplies; conv_col2im gathers backward-data's patch gradients into dx, one
  * work-item per dx element adding its entries in a fixed order. */
@@ -34,8 +37,9 @@
  * divisions are exact and land inside src (hs × ws × cs), else 0. Global size (n·hp), local 1. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
 conv_pad(int hs, int ws, int cs, int dh, int dw, int pt, int pl, int hp, int wp, int cd,
-         __global const float *src, __global float *dst)
+         __global const float *src, __global float *dst_buf, ulong dst_off)
 {
+    __global float *dst = dst_buf + dst_off;
     int row = get_global_id(0), n = row / hp, t = row % hp;
     __global float *d = dst + (size_t)row * wp * cd;
     int ty = t - pt, sy = ty / dh;
@@ -67,8 +71,9 @@ conv_pad(int hs, int ws, int cs, int dh, int dw, int pt, int pl, int hp, int wp,
  *   mode 2: row f, column (i, j, c): w[i][j][c][f], i.e. Wᵀ          (narrow backward-data)
  * ldo: the columns rounded up to 32. Global size (ldo, rows). */
 __kernel void conv_pack_w(int kh, int kw, int c, int f, int mode, int ldo, __global const float *w,
-                          __global float *out)
+                          __global float *out_buf, ulong out_off)
 {
+    __global float *out = out_buf + out_off;
     int b = get_global_id(0), row = get_global_id(1);
     int na = mode == 1 ? f : c, nb = mode == 1 ? c : f, kk = kh * kw;
     int rows = mode == 2 ? f : kk * na, cols = mode == 2 ? kk * c : nb;
@@ -93,8 +98,9 @@ __kernel void conv_pack_w(int kh, int kw, int c, int f, int mode, int ldo, __glo
  * size N·H, local 1. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
 conv_col2im_rows(int h, int w, int c, int kh, int kw, int sh, int sw, int pt, int pl, int oh,
-                 int ow, int ld, __global const float *dcol, __global float *dx)
+                 int ow, int ld, __global const float *dcol_buf, ulong dcol_off, __global float *dx)
 {
+    __global const float *dcol = dcol_buf + dcol_off;
     int row = get_global_id(0), n = row / h, y = row % h;
     __global float *d = dx + (size_t)row * w * c;
     for (int e = 0; e < w * c; e++)
@@ -215,9 +221,11 @@ static void conv_bases(int p, int count, int ow, int ohw, int hp, int wp, int c,
  * packed weights' row stride) a multiple of 32. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
 conv_fwd(int m, int ow, int ohw, int hp, int wp, int c, int kh, int kwc, int sh, int sw, int f_out,
-         int ldw, __global const float *xp, __global const float *wpk, __global float *y, int mb,
-         int nb)
+         int ldw, __global const float *xp_buf, ulong xp_off, __global const float *wpk_buf,
+         ulong wpk_off, __global float *y_buf, ulong y_off, int mb, int nb)
 {
+    __global const float *xp = xp_buf + xp_off, *wpk = wpk_buf + wpk_off;
+    __global float *y = y_buf + y_off;
     int n0 = get_group_id(0) * nb, m0 = get_group_id(1) * mb;
     int m1 = min(m, m0 + mb), n1 = min(ldw, n0 + nb);
     size_t row_stride = (size_t)wp * c;
@@ -266,9 +274,12 @@ conv_fwd(int m, int ow, int ohw, int hp, int wp, int c, int kh, int kwc, int sh,
  * acc holds mb × ldd floats. Global size (ceil(kk/mb), parts), local (1, 1). */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
 conv_dw(int m, int ow, int ohw, int hp, int wp, int c, int kwc, int kk, int sh, int sw, int f_out,
-        int ldd, int ppart, __global const float *xp, __global const float *dyp,
-        __global float *scr, __global float *dw, int accumulate, int mb, __local float *acc)
+        int ldd, int ppart, __global const float *xp_buf, ulong xp_off,
+        __global const float *dyp_buf, ulong dyp_off, __global float *scr_buf, ulong scr_off,
+        __global float *dw, int accumulate, int mb, __local float *acc)
 {
+    __global const float *xp = xp_buf + xp_off, *dyp = dyp_buf + dyp_off;
+    __global float *scr = scr_buf + scr_off;
     int r0 = get_group_id(0) * mb, s = get_group_id(1);
     int r1 = min(kk, r0 + mb);
     int pa = s * ppart, pb = min(m, pa + ppart);
@@ -327,9 +338,10 @@ conv_dw(int m, int ow, int ohw, int hp, int wp, int c, int kwc, int kk, int sh, 
 }
 
 /* dw[e] = (accumulate ? dw[e] : 0) + Σ_{s < parts} scr[s][e], the parts in order. Global n. */
-__kernel void conv_dw_sum(int n, int parts, int accumulate, __global const float *scr,
-                          __global float *dw)
+__kernel void conv_dw_sum(int n, int parts, int accumulate, __global const float *scr_buf,
+                          ulong scr_off, __global float *dw)
 {
+    __global const float *scr = scr_buf + scr_off;
     int e = get_global_id(0);
     if (e >= n)
         return;

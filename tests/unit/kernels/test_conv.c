@@ -125,7 +125,15 @@ static void test_conv_case(const struct conv_case *t)
     cl_mem X = cltest_buf(&T, nx * 4, x), W = cltest_buf(&T, nw * 4, w);
     cl_mem DY = cltest_buf(&T, ny * 4, dy), Y = cltest_buf(&T, ny * 4, NULL);
     cl_mem DX = cltest_buf(&T, nx * 4, NULL), DW = cltest_buf(&T, nw * 4, dw0);
-    cl_mem WORK = cltest_buf(&T, ws, NULL);
+    /* the workspace is a sub-buffer 4 KiB into a larger one, as a caller carving one allocation
+     * would pass it */
+    cl_mem WHOLE = cltest_buf(&T, 4096 + (ws ? ws : 4), NULL), WORK;
+    cl_buffer_region region = {4096, ws ? ws : 4};
+    cl_int sub_rc;
+    WORK =
+        clCreateSubBuffer(WHOLE, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &sub_rc);
+    if (sub_rc != CL_SUCCESS)
+        cltest_die("clCreateSubBuffer", ocl_strerror(sub_rc));
     double kf = (double)g.kh * g.kw * g.c, kd = (double)g.kh * g.kw * g.f;
     double kw_ = (double)g.n * g.oh * g.ow;
 
@@ -161,6 +169,7 @@ static void test_conv_case(const struct conv_case *t)
         cltest_read(&T, DW, nw * 4, again);
         CHECK(memcmp(got, again, nw * 4) == 0);
     }
+    clReleaseMemObject(WORK);
     cltest_bufs_free(&T);
     free(x), free(w), free(dy), free(dw0), free(ax), free(aw), free(ady);
     free(want), free(got), free(bound), free(again);
