@@ -9,11 +9,13 @@
  * Tolerances (relative, per element):
  * - conv: |got − ref| ≤ 2e-6·sqrt(K)·Σ|a||b| + 1e-30, the budget of a K-term float sum against
  *   the sum of magnitudes (ref run on |x|, |w|), K the reduction length of the call;
- * - pooling: max bit-exact (it only selects) and argmax equal; avg 1e-6 relative;
- * - batchnorm: 1e-4 relative + 1e-4·(the output's typical size), float statistics over up to
- *   10⁵ rows against double ones;
- * - image batch: 1e-5 relative + 1e-5 (the kernel does the reference's float operations; the
- *   device may fuse a multiply-add).
+ * - pooling: max forward bit-exact (it only selects) and argmax equal; avg forward 1e-6
+ *   relative + 1e-7; backward (sums of dy shares) 1e-5 relative + 1e-6;
+ * - batchnorm: y 1e-4 relative + 1e-4 (float statistics over up to 1.2·10⁵ rows against double
+ *   ones), saved and moving statistics 1e-4..1e-5 relative; backward dx 1e-3 relative + 1e-4 of
+ *   its largest value, dgamma and dbeta 1e-4 relative + 1e-4·sqrt(rows);
+ * - image batch: 1e-5 relative + 1e-5 (the kernel does the reference's float operations but
+ *   multiplies by 1/std, and the device may fuse a multiply-add);
  * - finite differences (central, in double over the references' float outputs, of the random
  *   linear functional L = Σ r·out): linear ops 1e-3 of the largest gradient checked, batchnorm
  *   1e-2 (h 1e-2, its curvature).
