@@ -3,8 +3,8 @@
 #ifndef TRAINYARD_BENCH_FMA_PEAK_H
 #define TRAINYARD_BENCH_FMA_PEAK_H
 
-/* GFLOP/s of a register-only FMA loop on `threads` threads at once (each thread the best of a few
- * ~0.1 s runs), using AVX-512 when the CPU has it, else AVX2+FMA; 0 when it has neither (then
+/* GFLOP/s of a register-only FMA loop on `threads` threads at once (the best of 20 ~15 ms runs),
+ * using AVX-512 when the CPU has it, else AVX2+FMA; 0 when it has neither (then
  * *isa is "none"). *isa names what ran. */
 double fma_peak_gflops(int threads, const char **isa);
 

@@ -13,8 +13,8 @@
  *   workspace and kern_gemm does the rest: y = col·W, dW = colᵀ·dy (split K, fixed order), and
  *   dcol = dy·Wᵀ which conv_col2im gathers into dx. A pointwise conv (1×1, stride 1, no padding)
  *   uses x as col and needs no workspace.
- * kern_conv_workspace is the largest need of the three calls on the kern's path; the regions are
- * sub-buffers of the caller's buffer (so it must not itself be a sub-buffer).
+ * kern_conv_workspace is the largest need of the three calls on the kern's path; the direct
+ * kernels take its regions as (buffer, offset) pairs, so the workspace may be any buffer.
  *
  * Pooling, batchnorm and the image batch have one path: one work-item per work-group walking
  * rows, as their .cl files explain; batchnorm's partial sums use k->scratch.
@@ -37,12 +37,15 @@
 #define BN_CHUNK_MIN       64
 #define BN_CHUNK_MAX       1024
 
-/* Must match conv.cl. */
+#define POOL_BAND 16 /* input rows per pool_bwd work-group */
+
+/* Direct-path blocking; CONV_MB_MAX must match conv.cl (the size of conv_fwd's __local table). */
 #define CONV_ALIGN           4096 /* workspace regions start on page boundaries */
 #define CONV_MB_MAX          256  /* output pixels per conv_fwd work-group, at most */
 #define CONV_NB_MAX          128  /* output columns per conv_fwd work-group, at most */
 #define CONV_GROUPS_PER_UNIT 8    /* conv_fwd work-groups per compute unit, at least */
 #define CONV_DW_MIN_PART     1024 /* pixels in one part of the weight-gradient sum, at least */
+#define CONV_NARROW_C        8 /* backward-data through dy·Wᵀ and a gather up to this many c */
 
 enum conv_variant { CONV_DIRECT = 0, CONV_GEMM = 1 };
 
@@ -50,8 +53,8 @@ struct conv_kernels {
     enum conv_variant variant;
     int units;          /* compute units */
     uint64_t local_mem; /* bytes of __local memory a work-group may use */
-    cl_kernel pad, pack_w, fwd, dw, dw_sum, im2col, col2im, pool_fwd, pool_bwd, bn_part, bn_stats,
-        bn_grads, bn_apply, bn_bwd_apply, image;
+    cl_kernel pad, pack_w, fwd, dw, dw_sum, col2im_rows, im2col, col2im, pool_fwd, pool_bwd,
+        bn_part, bn_stats, bn_grads, bn_apply, bn_bwd_apply, image;
 };
 
 static const struct {
@@ -63,6 +66,7 @@ static const struct {
     {"conv_fwd", offsetof(struct conv_kernels, fwd)},
     {"conv_dw", offsetof(struct conv_kernels, dw)},
     {"conv_dw_sum", offsetof(struct conv_kernels, dw_sum)},
+    {"conv_col2im_rows", offsetof(struct conv_kernels, col2im_rows)},
     {"conv_im2col", offsetof(struct conv_kernels, im2col)},
     {"conv_col2im", offsetof(struct conv_kernels, col2im)},
     {"pool_fwd", offsetof(struct conv_kernels, pool_fwd)},
@@ -147,16 +151,23 @@ static long long tensor_elems(long long n, long long a, long long b, long long c
     return e * c;
 }
 
-/* Checks a geometry: positive sizes (n may be 0), and every tensor, the patch matrix included,
- * small enough for int indices. */
+/* Checks a geometry: positive sizes (n may be 0), and every tensor either path makes small
+ * enough for int indices. */
 static int conv_check(kern *k, const char *who, const kern_conv *g)
 {
     if (!g || g->n < 0 || g->h < 1 || g->w < 1 || g->c < 1 || g->f < 1 || g->kh < 1 || g->kw < 1 ||
         g->sh < 1 || g->sw < 1 || g->pt < 0 || g->pl < 0 || g->oh < 1 || g->ow < 1)
         return err_set(k->err, -EINVAL, "%s: bad geometry", who);
+    /* x, y, the patch matrix (rows padded to 32 on the narrow path), the padded x and the
+     * padded, dilated dy of the direct path, and the weights */
+    long long kkc = (long long)g->kh * g->kw * g->c;
+    long long hp = (long long)(g->oh - 1) * g->sh + g->kh,
+              wp = (long long)(g->ow - 1) * g->sw + g->kw;
     if (tensor_elems(g->n, g->h, g->w, g->c) < 0 || tensor_elems(g->n, g->oh, g->ow, g->f) < 0 ||
-        tensor_elems(g->n, g->oh, g->ow, (long long)g->kh * g->kw * g->c) < 0 ||
-        (long long)g->kh * g->kw * g->c * g->f > INT_MAX - 4096)
+        tensor_elems(g->n, g->oh, g->ow, (kkc + 31) / 32 * 32) < 0 ||
+        tensor_elems(g->n, hp > g->h ? hp : g->h, wp > g->w ? wp : g->w, g->c) < 0 ||
+        tensor_elems(g->n, (long long)g->h + g->kh - 1, (long long)g->w + g->kw - 1, g->f) < 0 ||
+        kkc * g->f > INT_MAX - 4096)
         return err_set(k->err, -EINVAL, "%s: %d images of %dx%dx%d are more than one call handles",
                        who, g->n, g->h, g->w, g->c);
     return 0;
@@ -203,6 +214,13 @@ static int conv_dw_parts(const struct conv_kernels *ck, const kern_conv *g)
     return parts < 1 ? 1 : (int)parts;
 }
 
+/* Backward-data with few input channels: most of a 32-column tile over C would be padding, so
+ * the patch gradients dy·Wᵀ (KH·KW·C columns) are computed instead and gathered into dx. */
+static int conv_bwd_narrow(const kern_conv *g)
+{
+    return g->c <= CONV_NARROW_C && (long long)g->kh * g->kw * g->c > g->c;
+}
+
 /* Workspace regions of the direct path, byte offsets and sizes per call. */
 struct conv_ws {
     size_t w_off, w_bytes;     /* packed weights (fwd, bwd_data) */
@@ -222,6 +240,9 @@ static struct conv_ws conv_ws_plan(const struct conv_kernels *ck, const kern_con
     if (op == CONV_OP_FWD) {
         w.w_bytes = kk * c * round32(g->f) * 4;
         w.in_bytes = pad ? (size_t)g->n * hp * wp * c * 4 : 0;
+    } else if (op == CONV_OP_BWD_DATA && conv_bwd_narrow(g)) {
+        w.w_bytes = f * round32((int)(kk * c)) * 4;
+        w.in_bytes = (size_t)g->n * g->oh * g->ow * round32((int)(kk * c)) * 4;
     } else if (op == CONV_OP_BWD_DATA) {
         w.w_bytes = kk * f * round32(g->c) * 4;
         w.in_bytes = (size_t)g->n * (g->h + g->kh - 1) * (g->w + g->kw - 1) * f * 4;
@@ -259,56 +280,50 @@ size_t kern_conv_workspace(kern *k, const kern_conv *g)
     return most;
 }
 
-/* A view of bytes of work from off; *out NULL when bytes is 0. Released by the caller after the
- * enqueue that uses it (OpenCL keeps it alive while queued). */
-static int conv_sub(kern *k, const char *who, cl_mem work, size_t off, size_t bytes, cl_mem *out)
+/* A buffer and an offset into it in floats: a caller's tensor (offset 0) or a region of the
+ * workspace. The direct kernels take each such argument as a (buffer, offset) pair. */
+struct conv_buf {
+    cl_mem m;
+    cl_ulong off;
+};
+
+#define ARG_BUF(b) ARG_MEM((b).m), ARG((b).off)
+
+static struct conv_buf conv_whole(cl_mem m)
 {
-    *out = NULL;
-    if (bytes == 0)
-        return 0;
-    cl_buffer_region region = {off, bytes};
-    cl_int rc;
-    cl_mem m =
-        clCreateSubBuffer(work, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &rc);
-    if (rc != CL_SUCCESS)
-        return err_set(k->err, -EIO, "%s: a view of the workspace failed: %s (%d)", who,
-                       ocl_strerror(rc), rc);
-    *out = m;
-    return 0;
+    return (struct conv_buf){m, 0};
 }
 
-static void conv_sub_release(cl_mem *m, int n)
+static struct conv_buf conv_region(cl_mem work, size_t off_bytes)
 {
-    for (int i = 0; i < n; i++)
-        if (m[i])
-            clReleaseMemObject(m[i]);
+    return (struct conv_buf){work, off_bytes / sizeof(float)};
 }
 
 /* conv_pad of src (n images hs × ws × cs) into dst (hp × wp × cd), dilated by (dh, dw) and
  * shifted by (pt, pl). */
 static int conv_pad(kern *k, const char *who, int n, int hs, int ws, int cs, int dh, int dw, int pt,
-                    int pl, int hp, int wp, int cd, cl_mem src, cl_mem dst)
+                    int pl, int hp, int wp, int cd, cl_mem src, struct conv_buf dst)
 {
     karg a[] = {ARG(hs), ARG(ws), ARG(cs), ARG(dh), ARG(dw),      ARG(pt),
-                ARG(pl), ARG(hp), ARG(wp), ARG(cd), ARG_MEM(src), ARG_MEM(dst)};
+                ARG(pl), ARG(hp), ARG(wp), ARG(cd), ARG_MEM(src), ARG_BUF(dst)};
     size_t global = (size_t)n * hp, local = 1;
     return kern_launch(k, who, k->conv->pad, a, NARGS(a), 1, &global, &local);
 }
 
-static int conv_pack_w(kern *k, const char *who, const kern_conv *g, int flip, int ldo, cl_mem w,
-                       cl_mem out)
+static int conv_pack_w(kern *k, const char *who, const kern_conv *g, int mode, int ldo, cl_mem w,
+                       struct conv_buf out)
 {
     karg a[] = {ARG(g->kh), ARG(g->kw), ARG(g->c),  ARG(g->f),
-                ARG(flip),  ARG(ldo),   ARG_MEM(w), ARG_MEM(out)};
-    int rows = g->kh * g->kw * (flip ? g->f : g->c);
+                ARG(mode),  ARG(ldo),   ARG_MEM(w), ARG_BUF(out)};
+    int rows = mode == 2 ? g->f : g->kh * g->kw * (mode == 1 ? g->f : g->c);
     return kern_launch_rows(k, who, k->conv->pack_w, a, NARGS(a), rows, ldo);
 }
 
 /* One conv_fwd: m output pixels (ow per row, ohw per image) of f_out columns from the padded
  * input xp (hp × wp × c), packed weights wpk (ldw columns), strides (sh, sw). */
 static int conv_fwd_run(kern *k, const char *who, int m, int ow, int ohw, int hp, int wp, int c,
-                        int kh, int kw, int sh, int sw, int f_out, int ldw, cl_mem xp, cl_mem wpk,
-                        cl_mem y)
+                        int kh, int kw, int sh, int sw, int f_out, int ldw, struct conv_buf xp,
+                        struct conv_buf wpk, struct conv_buf y)
 {
     struct conv_kernels *ck = k->conv;
     int kwc = kw * c, nb = ldw <= CONV_NB_MAX ? ldw : CONV_NB_MAX;
@@ -319,7 +334,7 @@ static int conv_fwd_run(kern *k, const char *who, int m, int ow, int ohw, int hp
     mb = mb < 8 ? 8 : mb > CONV_MB_MAX ? CONV_MB_MAX : mb;
     karg a[] = {ARG(m),      ARG(ow),      ARG(ohw),   ARG(hp), ARG(wp),    ARG(c),
                 ARG(kh),     ARG(kwc),     ARG(sh),    ARG(sw), ARG(f_out), ARG(ldw),
-                ARG_MEM(xp), ARG_MEM(wpk), ARG_MEM(y), ARG(mb), ARG(nb)};
+                ARG_BUF(xp), ARG_BUF(wpk), ARG_BUF(y), ARG(mb), ARG(nb)};
     size_t global[2] = {(size_t)((ldw + nb - 1) / nb), (size_t)((m + mb - 1) / mb)};
     size_t local[2] = {1, 1};
     return kern_launch(k, who, ck->fwd, a, NARGS(a), 2, global, local);
@@ -383,20 +398,15 @@ int kern_conv2d_fwd(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y, c
         return kern_gemm(k, 0, 0, rows, g->f, kkc, 1.0f, col, kkc, w, g->f, 0.0f, y, g->f);
     }
     struct conv_ws ws = conv_ws_plan(k->conv, g, CONV_OP_FWD);
-    cl_mem sub[2] = {NULL, NULL};
+    struct conv_buf wpk = conv_region(work, ws.w_off), xp = conv_region(work, ws.in_off);
     int hp, wp, ldw = round32(g->f);
     int pad = conv_fwd_pad(g, &hp, &wp);
-    rc = conv_sub(k, who, work, ws.w_off, ws.w_bytes, &sub[0]);
-    if (rc == 0)
-        rc = conv_sub(k, who, work, ws.in_off, ws.in_bytes, &sub[1]);
-    if (rc == 0)
-        rc = conv_pack_w(k, who, g, 0, ldw, w, sub[0]);
+    rc = conv_pack_w(k, who, g, 0, ldw, w, wpk);
     if (rc == 0 && pad)
-        rc = conv_pad(k, who, g->n, g->h, g->w, g->c, 1, 1, g->pt, g->pl, hp, wp, g->c, x, sub[1]);
+        rc = conv_pad(k, who, g->n, g->h, g->w, g->c, 1, 1, g->pt, g->pl, hp, wp, g->c, x, xp);
     if (rc == 0)
         rc = conv_fwd_run(k, who, rows, g->ow, g->oh * g->ow, hp, wp, g->c, g->kh, g->kw, g->sh,
-                          g->sw, g->f, ldw, pad ? sub[1] : x, sub[0], y);
-    conv_sub_release(sub, 2);
+                          g->sw, g->f, ldw, pad ? xp : conv_whole(x), wpk, conv_whole(y));
     return rc;
 }
 
@@ -421,22 +431,33 @@ int kern_conv2d_bwd_data(kern *k, const kern_conv *g, cl_mem dy, cl_mem w, cl_me
         return kern_launch_rows(k, who, k->conv->col2im, a, NARGS(a), npix, g->c);
     }
     /* dx = the stride-1 convolution of dy dilated by the strides and padded by kh − 1 − pt,
-     * with the flipped, transposed weights (conv.cl). */
+     * with the flipped, transposed weights (conv.cl); with few input channels, the patch
+     * gradients dy·Wᵀ (conv_fwd as a 1×1 conv over dy, rows padded to 32 columns so its tiles
+     * store whole) gathered by conv_col2im_rows. */
     struct conv_ws ws = conv_ws_plan(k->conv, g, CONV_OP_BWD_DATA);
-    cl_mem sub[2] = {NULL, NULL};
+    struct conv_buf wpk = conv_region(work, ws.w_off), in = conv_region(work, ws.in_off);
+    if (conv_bwd_narrow(g)) {
+        int ldq = round32(kkc);
+        rc = conv_pack_w(k, who, g, 2, ldq, w, wpk);
+        if (rc == 0)
+            rc = conv_fwd_run(k, who, rows, g->ow, g->oh * g->ow, g->oh, g->ow, g->f, 1, 1, 1, 1,
+                              ldq, ldq, conv_whole(dy), wpk, in);
+        if (rc < 0)
+            return rc;
+        karg a[] = {ARG(g->h),  ARG(g->w),  ARG(g->c),   ARG(g->kh), ARG(g->kw),
+                    ARG(g->sh), ARG(g->sw), ARG(g->pt),  ARG(g->pl), ARG(g->oh),
+                    ARG(g->ow), ARG(ldq),   ARG_BUF(in), ARG_MEM(dx)};
+        size_t global = (size_t)g->n * g->h, local = 1;
+        return kern_launch(k, who, k->conv->col2im_rows, a, NARGS(a), 1, &global, &local);
+    }
     int hp = g->h + g->kh - 1, wp = g->w + g->kw - 1, ldc = round32(g->c);
-    rc = conv_sub(k, who, work, ws.w_off, ws.w_bytes, &sub[0]);
-    if (rc == 0)
-        rc = conv_sub(k, who, work, ws.in_off, ws.in_bytes, &sub[1]);
-    if (rc == 0)
-        rc = conv_pack_w(k, who, g, 1, ldc, w, sub[0]);
+    rc = conv_pack_w(k, who, g, 1, ldc, w, wpk);
     if (rc == 0)
         rc = conv_pad(k, who, g->n, g->oh, g->ow, g->f, g->sh, g->sw, g->kh - 1 - g->pt,
-                      g->kw - 1 - g->pl, hp, wp, g->f, dy, sub[1]);
+                      g->kw - 1 - g->pl, hp, wp, g->f, dy, in);
     if (rc == 0)
         rc = conv_fwd_run(k, who, g->n * g->h * g->w, g->w, g->h * g->w, hp, wp, g->f, g->kh, g->kw,
-                          1, 1, g->c, ldc, sub[1], sub[0], dx);
-    conv_sub_release(sub, 2);
+                          1, 1, g->c, ldc, in, wpk, conv_whole(dx));
     return rc;
 }
 
@@ -461,44 +482,37 @@ int kern_conv2d_bwd_weights(kern *k, const kern_conv *g, cl_mem x, cl_mem dy, cl
     }
     struct conv_kernels *ck = k->conv;
     struct conv_ws ws = conv_ws_plan(ck, g, CONV_OP_BWD_WEIGHTS);
-    cl_mem sub[3] = {NULL, NULL, NULL};
     int hp, wp, ldd = round32(g->f), parts = conv_dw_parts(ck, g);
     int pad = conv_fwd_pad(g, &hp, &wp);
-    rc = conv_sub(k, who, work, ws.in_off, ws.in_bytes, &sub[0]);
-    if (rc == 0)
-        rc = conv_sub(k, who, work, ws.dy_off, ws.dy_bytes, &sub[1]);
-    if (rc == 0)
-        rc = conv_sub(k, who, work, ws.scr_off, ws.scr_bytes, &sub[2]);
-    if (rc == 0 && pad)
-        rc = conv_pad(k, who, g->n, g->h, g->w, g->c, 1, 1, g->pt, g->pl, hp, wp, g->c, x, sub[0]);
-    if (rc == 0 && sub[1])
-        rc = conv_pad(k, who, g->n, g->oh, g->ow, g->f, 1, 1, 0, 0, g->oh, g->ow, ldd, dy, sub[1]);
+    struct conv_buf xp = pad ? conv_region(work, ws.in_off) : conv_whole(x);
+    struct conv_buf dyp = ws.dy_bytes ? conv_region(work, ws.dy_off) : conv_whole(dy);
+    struct conv_buf scr = parts > 1 ? conv_region(work, ws.scr_off) : conv_whole(dw);
+    if (pad)
+        rc = conv_pad(k, who, g->n, g->h, g->w, g->c, 1, 1, g->pt, g->pl, hp, wp, g->c, x, xp);
+    if (rc == 0 && ws.dy_bytes)
+        rc = conv_pad(k, who, g->n, g->oh, g->ow, g->f, 1, 1, 0, 0, g->oh, g->ow, ldd, dy, dyp);
     if (rc < 0)
-        goto out;
+        return rc;
     /* Rows of dw per group: all of them when their partial sums fit local memory. */
     int mb = (int)(ck->local_mem / 2 / ((size_t)ldd * sizeof(float))) / 8 * 8;
     mb = mb > (kkc + 7) / 8 * 8 ? (kkc + 7) / 8 * 8 : mb;
-    if (mb < 8) {
-        rc = err_set(k->err, -EINVAL, "%s: %d filters are more than local memory holds", who, g->f);
-        goto out;
-    }
+    if (mb < 8)
+        return err_set(k->err, -EINVAL, "%s: %d filters are more than local memory holds", who,
+                       g->f);
     int ppart = (rows + parts - 1) / parts, kwc = g->kw * g->c, ohw = g->oh * g->ow;
-    cl_mem xp = pad ? sub[0] : x, dyp = sub[1] ? sub[1] : dy, scr = sub[2] ? sub[2] : dw;
     karg a[] = {
         ARG(rows),   ARG(g->ow),      ARG(ohw),     ARG(hp),
         ARG(wp),     ARG(g->c),       ARG(kwc),     ARG(kkc),
         ARG(g->sh),  ARG(g->sw),      ARG(g->f),    ARG(ldd),
-        ARG(ppart),  ARG_MEM(xp),     ARG_MEM(dyp), ARG_MEM(scr),
+        ARG(ppart),  ARG_BUF(xp),     ARG_BUF(dyp), ARG_BUF(scr),
         ARG_MEM(dw), ARG(accumulate), ARG(mb),      ARG_LOCAL((size_t)mb * ldd * sizeof(float))};
     size_t global[2] = {(size_t)((kkc + mb - 1) / mb), (size_t)parts}, local[2] = {1, 1};
     rc = kern_launch(k, who, ck->dw, a, NARGS(a), 2, global, local);
     if (rc == 0 && parts > 1) {
         int n = kkc * g->f;
-        karg b[] = {ARG(n), ARG(parts), ARG(accumulate), ARG_MEM(scr), ARG_MEM(dw)};
+        karg b[] = {ARG(n), ARG(parts), ARG(accumulate), ARG_BUF(scr), ARG_MEM(dw)};
         rc = kern_launch_1d(k, who, ck->dw_sum, b, NARGS(b), (size_t)n);
     }
-out:
-    conv_sub_release(sub, 3);
     return rc;
 }
 
@@ -555,8 +569,15 @@ int kern_pool2d_bwd(kern *k, int mode, const kern_pool *g, cl_mem dy, cl_mem arg
     if (rc < 0 || g->n == 0)
         return rc;
     cl_mem arg = is_max ? argmax : dy;
-    karg a[] = {ARG(mode), POOL_GEOM_ARGS(g), ARG_MEM(dy), ARG_MEM(arg), ARG_MEM(dx)};
-    size_t global = (size_t)g->n * g->h, local = 1;
+    int band = POOL_BAND, bands = (g->h + band - 1) / band;
+    karg a[] = {ARG(mode),
+                POOL_GEOM_ARGS(g),
+                ARG(band),
+                ARG_MEM(dy),
+                ARG_MEM(arg),
+                ARG_MEM(dx),
+                ARG_LOCAL((size_t)2 * g->w * sizeof(int))};
+    size_t global = (size_t)g->n * bands, local = 1;
     return kern_launch(k, who, k->conv->pool_bwd, a, NARGS(a), 1, &global, &local);
 }
 
@@ -568,6 +589,8 @@ static int bn_check(kern *k, const char *who, int rows, int c, cl_mem x, cl_mem 
         return rc;
     if (c < 1)
         return err_set(k->err, -EINVAL, "%s: batchnorm needs at least one channel", who);
+    if ((uint64_t)c * 2 * sizeof(float) > k->conv->local_mem)
+        return err_set(k->err, -EINVAL, "%s: %d channels are more than local memory holds", who, c);
     if (rows == 0)
         return 0;
     rc = need_floats(k, who, "x", x, n);

@@ -11,13 +11,18 @@
  *
  * The input is read from a copy padded so that every window lies inside (conv_pad, only when the
  * geometry needs it), and W from a copy whose rows are padded to a multiple of 32 filters
- * (conv_pack_w). Backward-data is the same kernel: dx is the stride-1 convolution of dy, dilated by
- * the strides and padded by kh − 1 − pt (conv_pad), with W flipped in i and j and transposed in
- * (c, f) (conv_pack_w). Backward-weights, dw[(i, j, c)][f] = Σ_p col[p][(i, j, c)]·dy[p][f], is the
- * transposed GEMM with a long sum over p: conv_dw splits p into a fixed number of parts, each
- * group walks its part in chunks whose input and dy stay in L1, keeps its partial dw in __local,
- * and writes it to a scratch slice; conv_dw_sum adds the slices in order. No atomics anywhere: a
- * given device and geometry always give the same bits.
+ * (conv_pack_w, in panels of 32). Backward-data is the same kernel: dx is the stride-1 convolution
+ * of dy, dilated by the strides and padded by kh − 1 − pt (conv_pad), with W flipped in i and j and
+ * transposed in (c, f) (conv_pack_w); with few input channels (C ≤ 8, where a 32-column tile over C
+ * would be mostly padding) it is instead conv_fwd as a 1×1 conv of dy with Wᵀ, giving the patch
+ * gradients, which conv_col2im_rows gathers into dx row by row. Backward-weights, dw[(i, j, c)][f]
+ * = Σ_p col[p][(i, j, c)]·dy[p][f], is the transposed GEMM with a long sum over p: conv_dw splits p
+ * into a fixed number of parts, each group walks its part in chunks whose input and dy stay in L1,
+ * keeps its partial dw in __local, and writes it to a scratch slice; conv_dw_sum adds the slices in
+ * order. No atomics anywhere: a given device and geometry always give the same bits.
+ *
+ * Buffers that may be regions of the caller's workspace come as (buffer, offset in floats) pairs,
+ * the *_buf / *_off arguments, so the workspace can be any buffer, a sub-buffer included.
  *
  * Other devices take the GEMM path (kernels/conv.c): conv_im2col writes the patch matrix and
  * kern_gemm multiplies; conv_col2im gathers backward-data's patch gradients into dx, one
@@ -32,8 +37,9 @@
  * divisions are exact and land inside src (hs × ws × cs), else 0. Global size (n·hp), local 1. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
 conv_pad(int hs, int ws, int cs, int dh, int dw, int pt, int pl, int hp, int wp, int cd,
-         __global const float *src, __global float *dst)
+         __global const float *src, __global float *dst_buf, ulong dst_off)
 {
+    __global float *dst = dst_buf + dst_off;
     int row = get_global_id(0), n = row / hp, t = row % hp;
     __global float *d = dst + (size_t)row * wp * cd;
     int ty = t - pt, sy = ty / dh;
@@ -58,28 +64,63 @@ conv_pad(int hs, int ws, int cs, int dh, int dw, int pt, int pl, int hp, int wp,
     }
 }
 
-/* Packed weights: rows (i, j, a) × columns b, zero past nb, stored panel by panel of 32 columns
+/* Packed weights: rows × columns b, zero past the columns, stored panel by panel of 32 columns
  * (out[panel][row][32]) so that the register tile's weights are one contiguous run:
- *   flip 0: row (i, j, c), column f: w[i][j][c][f]                  (a = c, b = f)
- *   flip 1: row (i, j, f), column c: w[kh−1−i][kw−1−j][c][f]        (a = f, b = c)
- * ldo: the columns rounded up to 32. Global size (ldo, kh·kw·na) where (na, nb) = (c, f) or
- * (f, c). */
-__kernel void conv_pack_w(int kh, int kw, int c, int f, int flip, int ldo,
-                          __global const float *w, __global float *out)
+ *   mode 0: row (i, j, c), column f: w[i][j][c][f]                  (forward)
+ *   mode 1: row (i, j, f), column c: w[kh−1−i][kw−1−j][c][f]        (backward-data)
+ *   mode 2: row f, column (i, j, c): w[i][j][c][f], i.e. Wᵀ          (narrow backward-data)
+ * ldo: the columns rounded up to 32. Global size (ldo, rows). */
+__kernel void conv_pack_w(int kh, int kw, int c, int f, int mode, int ldo, __global const float *w,
+                          __global float *out_buf, ulong out_off)
 {
+    __global float *out = out_buf + out_off;
     int b = get_global_id(0), row = get_global_id(1);
-    int na = flip ? f : c, nb = flip ? c : f, rows = kh * kw * na;
+    int na = mode == 1 ? f : c, nb = mode == 1 ? c : f, kk = kh * kw;
+    int rows = mode == 2 ? f : kk * na, cols = mode == 2 ? kk * c : nb;
     if (b >= ldo || row >= rows)
         return;
     int a = row % na, ij = row / na, j = ij % kw, i = ij / kw;
     float v = 0.0f;
-    if (b < nb) {
-        if (flip)
+    if (b < cols) {
+        if (mode == 2)
+            v = w[(size_t)b * f + row];
+        else if (mode == 1)
             v = w[(((size_t)(kh - 1 - i) * kw + (kw - 1 - j)) * c + b) * f + a];
         else
             v = w[(((size_t)i * kw + j) * c + a) * f + b];
     }
     out[((size_t)(b / CONV_NR) * rows + row) * CONV_NR + b % CONV_NR] = v;
+}
+
+/* dx row (n, y) from the patch gradients dcol[(n, oy, ox)][(i, j, c)] (rows ld floats apart):
+ * each dx element adds the entries of the windows that cover it, in a fixed order: by window row
+ * i, then along the output row (the narrow backward-data path, for few input channels). Global
+ * size N·H, local 1. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+conv_col2im_rows(int h, int w, int c, int kh, int kw, int sh, int sw, int pt, int pl, int oh,
+                 int ow, int ld, __global const float *dcol_buf, ulong dcol_off, __global float *dx)
+{
+    __global const float *dcol = dcol_buf + dcol_off;
+    int row = get_global_id(0), n = row / h, y = row % h;
+    __global float *d = dx + (size_t)row * w * c;
+    for (int e = 0; e < w * c; e++)
+        d[e] = 0.0f;
+    /* The row is this work-item's alone, so it scatters: window rows i that land on y, then
+     * every window along the output row, no division in the inner loops. */
+    for (int i = 0; i < kh; i++) {
+        int ty = y + pt - i, oy = ty / sh;
+        if (ty < 0 || ty % sh || oy >= oh)
+            continue;
+        __global const float *s = dcol + (size_t)(n * oh + oy) * ow * ld + i * kw * c;
+        for (int ox = 0; ox < ow; ox++, s += ld)
+            for (int j = 0; j < kw; j++) {
+                int x = ox * sw - pl + j;
+                if (x < 0 || x >= w)
+                    continue;
+                for (int ch = 0; ch < c; ch++)
+                    d[x * c + ch] += s[j * c + ch];
+            }
+    }
 }
 
 #define CONV_ACC_DECL                                                                              \
@@ -180,9 +221,11 @@ static void conv_bases(int p, int count, int ow, int ohw, int hp, int wp, int c,
  * packed weights' row stride) a multiple of 32. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
 conv_fwd(int m, int ow, int ohw, int hp, int wp, int c, int kh, int kwc, int sh, int sw, int f_out,
-         int ldw, __global const float *xp, __global const float *wpk, __global float *y, int mb,
-         int nb)
+         int ldw, __global const float *xp_buf, ulong xp_off, __global const float *wpk_buf,
+         ulong wpk_off, __global float *y_buf, ulong y_off, int mb, int nb)
 {
+    __global const float *xp = xp_buf + xp_off, *wpk = wpk_buf + wpk_off;
+    __global float *y = y_buf + y_off;
     int n0 = get_group_id(0) * nb, m0 = get_group_id(1) * mb;
     int m1 = min(m, m0 + mb), n1 = min(ldw, n0 + nb);
     size_t row_stride = (size_t)wp * c;
@@ -231,9 +274,12 @@ conv_fwd(int m, int ow, int ohw, int hp, int wp, int c, int kh, int kwc, int sh,
  * acc holds mb × ldd floats. Global size (ceil(kk/mb), parts), local (1, 1). */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
 conv_dw(int m, int ow, int ohw, int hp, int wp, int c, int kwc, int kk, int sh, int sw, int f_out,
-        int ldd, int ppart, __global const float *xp, __global const float *dyp,
-        __global float *scr, __global float *dw, int accumulate, int mb, __local float *acc)
+        int ldd, int ppart, __global const float *xp_buf, ulong xp_off,
+        __global const float *dyp_buf, ulong dyp_off, __global float *scr_buf, ulong scr_off,
+        __global float *dw, int accumulate, int mb, __local float *acc)
 {
+    __global const float *xp = xp_buf + xp_off, *dyp = dyp_buf + dyp_off;
+    __global float *scr = scr_buf + scr_off;
     int r0 = get_group_id(0) * mb, s = get_group_id(1);
     int r1 = min(kk, r0 + mb);
     int pa = s * ppart, pb = min(m, pa + ppart);
@@ -292,9 +338,10 @@ conv_dw(int m, int ow, int ohw, int hp, int wp, int c, int kwc, int kk, int sh, 
 }
 
 /* dw[e] = (accumulate ? dw[e] : 0) + Σ_{s < parts} scr[s][e], the parts in order. Global n. */
-__kernel void conv_dw_sum(int n, int parts, int accumulate, __global const float *scr,
-                          __global float *dw)
+__kernel void conv_dw_sum(int n, int parts, int accumulate, __global const float *scr_buf,
+                          ulong scr_off, __global float *dw)
 {
+    __global const float *scr = scr_buf + scr_off;
     int e = get_global_id(0);
     if (e >= n)
         return;

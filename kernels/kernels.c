@@ -334,9 +334,11 @@ int kern_bias_act_bwd(kern *k, int rows, int cols, int act, cl_mem y, cl_mem dy,
     size_t global[2] = {kern_round_up((size_t)cols, lx), ly};
     karg local_mem = ARG_LOCAL(lx * ly * sizeof(float));
 
-    int chunk = k->cpu ? cpu_chunk(k, rows) : (int)ly * BWD_ROWS_PER_ITEM;
+    /* the CPU form keeps two rows of column sums in local memory */
+    int cpu = k->cpu && (uint64_t)cols * 2 * sizeof(float) <= k->c->dev.local_mem;
+    int chunk = cpu ? cpu_chunk(k, rows) : (int)ly * BWD_ROWS_PER_ITEM;
     int nparts = rows == 0 ? 0 : (rows - 1) / chunk + 1;
-    if (k->cpu && nparts > 0) {
+    if (cpu && nparts > 0) {
         if (nparts > 1) {
             rc = kern_scratch_need(k, who, (size_t)nparts * cols * sizeof(float));
             if (rc < 0)

@@ -132,8 +132,7 @@ typedef struct kern_conv {
 } kern_conv;
 
 /* Bytes of scratch the conv wrappers need for this geometry (0 if none); the caller owns one
- * buffer of at least that size (a plain buffer, not a sub-buffer: the wrappers take views of it)
- * and passes it to every conv call of that geometry. */
+ * buffer of at least that size and passes it to every conv call of that geometry. */
 size_t kern_conv_workspace(kern *k, const kern_conv *g);
 
 /* y[n,oh,ow,f] = Σ x[n, oh·sh−pt+i, ow·sw−pl+j, c]·w[i][j][c][f] (outside the image: 0),

@@ -1,7 +1,7 @@
 /* pool.cl: max and average pooling over NHWC (kern_pool2d_fwd / kern_pool2d_bwd).
  *
  * CPU-shaped like gemm_cpu: one work-item per work-group, each group one row of the output
- * (forward) or of the input (backward) of one image, walking its pixels with the channels,
+ * (forward) or a band of input rows (backward) of one image, walking its pixels with the channels,
  * consecutive in NHWC, 16 at a time in float16 (the rest one by one). Forward takes each window's
  * cells inside the image: max keeps the first largest and records its flat input index, avg
  * divides by the number of cells inside (Keras' `same` rule); a window with no cell inside gives
@@ -89,46 +89,57 @@ static inline int pool_count(int h, int w, int kh, int kw, int sh, int sw, int p
     return ny > 0 && nx > 0 ? ny * nx : 0;
 }
 
-/* Input row (n, yy) for every xx and channel. Global size N·H, local 1. */
+/* Input rows [b·band, (b+1)·band) of image n (group (n, b)) for every xx and channel. The range
+ * of windows covering each column is the same on every row: it is tabled once per group in
+ * oxr (2·w ints of __local), so the inner loops divide nothing. Global size N·ceil(H/band),
+ * local 1. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
 pool_bwd(int mode, int h, int w, int c, int kh, int kw, int sh, int sw, int pt, int pl, int oh,
-         int ow, __global const float *dy, __global const int *argmax, __global float *dx)
+         int ow, int band, __global const float *dy, __global const int *argmax, __global float *dx,
+         __local int *oxr)
 {
-    int row = get_global_id(0), n = row / h, yy = row % h;
-    /* windows covering yy: oy·sh − pt ≤ yy ≤ oy·sh − pt + kh − 1 */
-    int ty = yy + pt - kh + 1;
-    int oya = ty <= 0 ? 0 : (ty + sh - 1) / sh, oyb = min((yy + pt) / sh, oh - 1);
+    int bands = (h + band - 1) / band, grp = get_global_id(0), n = grp / bands;
+    int y_a = grp % bands * band, y_b = min(h, y_a + band);
     for (int xx = 0; xx < w; xx++) {
         int tx = xx + pl - kw + 1;
-        int oxa = tx <= 0 ? 0 : (tx + sw - 1) / sw, oxb = min((xx + pl) / sw, ow - 1);
-        int e0 = ((n * h + yy) * w + xx) * c;
-        int ch = 0;
-        for (; ch + 16 <= c; ch += 16) {
-            float16 s = 0.0f;
-            int16 me =
-                (int16)(e0 + ch) + (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-            for (int oy = oya; oy <= oyb; oy++)
-                for (int ox = oxa; ox <= oxb; ox++) {
-                    size_t o = ((size_t)(n * oh + oy) * ow + ox) * c + ch;
-                    float16 g = vload16(0, dy + o);
-                    if (mode == POOL_AVG)
-                        s += g / (float)pool_count(h, w, kh, kw, sh, sw, pt, pl, oy, ox);
-                    else
-                        s += select((float16)0.0f, g, vload16(0, argmax + o) == me);
-                }
-            vstore16(s, 0, dx + e0 + ch);
-        }
-        for (; ch < c; ch++) {
-            float s = 0.0f;
-            for (int oy = oya; oy <= oyb; oy++)
-                for (int ox = oxa; ox <= oxb; ox++) {
-                    size_t o = ((size_t)(n * oh + oy) * ow + ox) * c + ch;
-                    if (mode == POOL_AVG)
-                        s += dy[o] / (float)pool_count(h, w, kh, kw, sh, sw, pt, pl, oy, ox);
-                    else if (argmax[o] == e0 + ch)
-                        s += dy[o];
-                }
-            dx[e0 + ch] = s;
+        oxr[2 * xx] = tx <= 0 ? 0 : (tx + sw - 1) / sw;
+        oxr[2 * xx + 1] = min((xx + pl) / sw, ow - 1);
+    }
+    for (int yy = y_a; yy < y_b; yy++) {
+        /* windows covering yy: oy·sh − pt ≤ yy ≤ oy·sh − pt + kh − 1 */
+        int ty = yy + pt - kh + 1;
+        int oya = ty <= 0 ? 0 : (ty + sh - 1) / sh, oyb = min((yy + pt) / sh, oh - 1);
+        for (int xx = 0; xx < w; xx++) {
+            int oxa = oxr[2 * xx], oxb = oxr[2 * xx + 1];
+            int e0 = ((n * h + yy) * w + xx) * c;
+            int ch = 0;
+            for (; ch + 16 <= c; ch += 16) {
+                float16 s = 0.0f;
+                int16 me = (int16)(e0 + ch) +
+                           (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+                for (int oy = oya; oy <= oyb; oy++)
+                    for (int ox = oxa; ox <= oxb; ox++) {
+                        size_t o = ((size_t)(n * oh + oy) * ow + ox) * c + ch;
+                        float16 g = vload16(0, dy + o);
+                        if (mode == POOL_AVG)
+                            s += g / (float)pool_count(h, w, kh, kw, sh, sw, pt, pl, oy, ox);
+                        else
+                            s += select((float16)0.0f, g, vload16(0, argmax + o) == me);
+                    }
+                vstore16(s, 0, dx + e0 + ch);
+            }
+            for (; ch < c; ch++) {
+                float s = 0.0f;
+                for (int oy = oya; oy <= oyb; oy++)
+                    for (int ox = oxa; ox <= oxb; ox++) {
+                        size_t o = ((size_t)(n * oh + oy) * ow + ox) * c + ch;
+                        if (mode == POOL_AVG)
+                            s += dy[o] / (float)pool_count(h, w, kh, kw, sh, sw, pt, pl, oy, ox);
+                        else if (argmax[o] == e0 + ch)
+                            s += dy[o];
+                    }
+                dx[e0 + ch] = s;
+            }
         }
     }
 }

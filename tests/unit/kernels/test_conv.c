@@ -9,11 +9,13 @@
  * Tolerances (relative, per element):
  * - conv: |got − ref| ≤ 2e-6·sqrt(K)·Σ|a||b| + 1e-30, the budget of a K-term float sum against
  *   the sum of magnitudes (ref run on |x|, |w|), K the reduction length of the call;
- * - pooling: max bit-exact (it only selects) and argmax equal; avg 1e-6 relative;
- * - batchnorm: 1e-4 relative + 1e-4·(the output's typical size), float statistics over up to
- *   10⁵ rows against double ones;
- * - image batch: 1e-5 relative + 1e-5 (the kernel does the reference's float operations; the
- *   device may fuse a multiply-add).
+ * - pooling: max forward bit-exact (it only selects) and argmax equal; avg forward 1e-6
+ *   relative + 1e-7; backward (sums of dy shares) 1e-5 relative + 1e-6;
+ * - batchnorm: y 1e-4 relative + 1e-4 (float statistics over up to 1.2·10⁵ rows against double
+ *   ones), saved and moving statistics 1e-4..1e-5 relative; backward dx 1e-3 relative + 1e-4 of
+ *   its largest value, dgamma and dbeta 1e-4 relative + 1e-4·sqrt(rows);
+ * - image batch: 1e-5 relative + 1e-5 (the kernel does the reference's float operations but
+ *   multiplies by 1/std, and the device may fuse a multiply-add);
  * - finite differences (central, in double over the references' float outputs, of the random
  *   linear functional L = Σ r·out): linear ops 1e-3 of the largest gradient checked, batchnorm
  *   1e-2 (h 1e-2, its curvature).
@@ -39,7 +41,7 @@ static float rng_float(float lo, float hi)
 
 static void *xmalloc(size_t bytes)
 {
-    void *p = malloc(bytes ? bytes : 1);
+    void *p = malloc(bytes < 16 ? 16 : bytes); /* cltest_buf reads at least 4 bytes */
     if (!p)
         cltest_die("malloc", "out of memory");
     return p;
@@ -125,7 +127,15 @@ static void test_conv_case(const struct conv_case *t)
     cl_mem X = cltest_buf(&T, nx * 4, x), W = cltest_buf(&T, nw * 4, w);
     cl_mem DY = cltest_buf(&T, ny * 4, dy), Y = cltest_buf(&T, ny * 4, NULL);
     cl_mem DX = cltest_buf(&T, nx * 4, NULL), DW = cltest_buf(&T, nw * 4, dw0);
-    cl_mem WORK = cltest_buf(&T, ws, NULL);
+    /* the workspace is a sub-buffer 4 KiB into a larger one, as a caller carving one allocation
+     * would pass it */
+    cl_mem WHOLE = cltest_buf(&T, 4096 + (ws ? ws : 4), NULL), WORK;
+    cl_buffer_region region = {4096, ws ? ws : 4};
+    cl_int sub_rc;
+    WORK =
+        clCreateSubBuffer(WHOLE, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &sub_rc);
+    if (sub_rc != CL_SUCCESS)
+        cltest_die("clCreateSubBuffer", ocl_strerror(sub_rc));
     double kf = (double)g.kh * g.kw * g.c, kd = (double)g.kh * g.kw * g.f;
     double kw_ = (double)g.n * g.oh * g.ow;
 
@@ -161,6 +171,7 @@ static void test_conv_case(const struct conv_case *t)
         cltest_read(&T, DW, nw * 4, again);
         CHECK(memcmp(got, again, nw * 4) == 0);
     }
+    clReleaseMemObject(WORK);
     cltest_bufs_free(&T);
     free(x), free(w), free(dy), free(dw0), free(ax), free(aw), free(ady);
     free(want), free(got), free(bound), free(again);
@@ -168,14 +179,24 @@ static void test_conv_case(const struct conv_case *t)
 
 static const struct conv_case conv_cases[] = {
     /* n, h, w, c, f, kh, kw, sh, sw, same */
-    {1, 5, 5, 1, 1, 1, 1, 1, 1, 0},     {2, 7, 5, 3, 5, 1, 1, 1, 1, 1},
-    {2, 7, 5, 3, 5, 1, 1, 2, 2, 0},     {1, 9, 9, 3, 7, 3, 3, 1, 1, 0},
-    {3, 9, 11, 5, 6, 3, 3, 1, 1, 1},    {2, 9, 9, 5, 6, 3, 3, 2, 2, 1},
-    {2, 10, 7, 6, 3, 3, 3, 2, 2, 0},    {1, 8, 8, 2, 9, 2, 2, 2, 2, 1},
-    {2, 11, 6, 7, 5, 5, 3, 2, 1, 1},    {1, 6, 13, 3, 4, 2, 5, 1, 3, 0},
-    {2, 4, 4, 3, 2, 5, 5, 1, 1, 1},     {1, 3, 3, 33, 65, 3, 3, 1, 1, 1},
-    {2, 64, 64, 3, 32, 3, 3, 1, 1, 0},  {2, 31, 31, 32, 64, 3, 3, 1, 1, 1},
-    {1, 17, 17, 16, 40, 3, 3, 2, 2, 1}, {0, 5, 5, 3, 4, 3, 3, 1, 1, 0},
+    {1, 5, 5, 1, 1, 1, 1, 1, 1, 0},
+    {2, 7, 5, 3, 5, 1, 1, 1, 1, 1},
+    {2, 7, 5, 3, 5, 1, 1, 2, 2, 0},
+    {1, 9, 9, 3, 7, 3, 3, 1, 1, 0},
+    {3, 9, 11, 5, 6, 3, 3, 1, 1, 1},
+    {2, 9, 9, 5, 6, 3, 3, 2, 2, 1},
+    {2, 10, 7, 6, 3, 3, 3, 2, 2, 0},
+    {1, 8, 8, 2, 9, 2, 2, 2, 2, 1},
+    {2, 11, 6, 7, 5, 5, 3, 2, 1, 1},
+    {1, 6, 13, 3, 4, 2, 5, 1, 3, 0},
+    {2, 4, 4, 3, 2, 5, 5, 1, 1, 1},
+    {1, 3, 3, 33, 65, 3, 3, 1, 1, 1},
+    {2, 64, 64, 3, 32, 3, 3, 1, 1, 0},
+    {2, 31, 31, 32, 64, 3, 3, 1, 1, 1},
+    {1, 17, 17, 16, 40, 3, 3, 2, 2, 1},
+    {0, 5, 5, 3, 4, 3, 3, 1, 1, 0},
+    /* a weight gradient too tall for one work-group's local memory: conv_dw splits its rows */
+    {1, 6, 6, 64, 256, 3, 3, 1, 1, 1},
 };
 
 /* Every geometry through both paths: the direct kernels (CPU devices) and im2col + kern_gemm
