@@ -237,7 +237,7 @@ static int gemm_args(kern *k, cl_kernel kl, int ta, int tb, int M, int N, int K,
 static int gemm_enqueue(kern *k, cl_kernel kl, cl_uint dims, const size_t *global,
                         const size_t *local, int M, int N, int K)
 {
-    cl_int rc = clEnqueueNDRangeKernel(k->c->queue, kl, dims, NULL, global, local, 0, NULL, NULL);
+    cl_int rc = kern_enqueue(k, kl, dims, global, local);
     if (rc != CL_SUCCESS)
         return err_set(k->err, -EIO, "gemm %dx%dx%d: clEnqueueNDRangeKernel: %s", M, N, K,
                        ocl_strerror(rc));

@@ -119,6 +119,7 @@ int kern_new_for(ocl_ctx *c, unsigned families, kern **out, char *err)
     if (!k)
         return err_set(err, -ENOMEM, "out of memory creating the kernels");
     k->c = c;
+    kern_prof_init(k);
     k->families = families & KERN_FAM_ALL;
     int want[sizeof family_files / sizeof family_files[0]];
     size_t n = 0;
@@ -189,6 +190,7 @@ void kern_free(kern *k)
 {
     if (!k)
         return;
+    kern_prof_print(k);
     gemm_kernels_free(k->gemm);
     conv_kernels_free(k->conv);
     for (size_t i = 0; i < KERNEL_COUNT; i++)
@@ -219,7 +221,7 @@ int kern_launch(kern *k, const char *who, cl_kernel kn, const karg *a, cl_uint n
             return err_set(k->err, -EIO, "%s: clSetKernelArg(%u) failed: %s (%d)", who, i,
                            ocl_strerror(rc), rc);
     }
-    cl_int rc = clEnqueueNDRangeKernel(k->c->queue, kn, dims, NULL, global, local, 0, NULL, NULL);
+    cl_int rc = kern_enqueue(k, kn, dims, global, local);
     if (rc != CL_SUCCESS)
         return err_set(k->err, -EIO, "%s: clEnqueueNDRangeKernel failed: %s (%d)", who,
                        ocl_strerror(rc), rc);
