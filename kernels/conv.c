@@ -53,8 +53,8 @@ struct conv_kernels {
     enum conv_variant variant;
     int units;          /* compute units */
     uint64_t local_mem; /* bytes of __local memory a work-group may use */
-    cl_kernel pad, pack_w, fwd, dw, dw_sum, col2im_rows, im2col, col2im, pool_fwd, pool_bwd,
-        bn_part, bn_stats, bn_grads, bn_apply, bn_bwd_apply, image;
+    cl_kernel pad, pack_w, fwd, fwd_pool, dw, dw_sum, col2im_rows, im2col, col2im, pool_fwd,
+        pool_bwd, bn_part, bn_stats, bn_grads, bn_apply, bn_bwd_apply, image;
 };
 
 static const struct {
@@ -64,6 +64,7 @@ static const struct {
     {"conv_pad", offsetof(struct conv_kernels, pad)},
     {"conv_pack_w", offsetof(struct conv_kernels, pack_w)},
     {"conv_fwd", offsetof(struct conv_kernels, fwd)},
+    {"conv_fwd_pool", offsetof(struct conv_kernels, fwd_pool)},
     {"conv_dw", offsetof(struct conv_kernels, dw)},
     {"conv_dw_sum", offsetof(struct conv_kernels, dw_sum)},
     {"conv_col2im_rows", offsetof(struct conv_kernels, col2im_rows)},
@@ -382,6 +383,24 @@ static int conv_patches(kern *k, const char *who, const kern_conv *g, cl_mem x, 
     return rc;
 }
 
+/* The direct forward's operands: w packed into the workspace (*wpk, *ldw columns) and the input
+ * *in, x itself or its padded copy (*hp × *wp per image) in the workspace. */
+static int conv_fwd_prepare(kern *k, const char *who, const kern_conv *g, cl_mem x, cl_mem w,
+                            cl_mem work, struct conv_buf *wpk, struct conv_buf *in, int *hp,
+                            int *wp, int *ldw)
+{
+    struct conv_ws ws = conv_ws_plan(k->conv, g, CONV_OP_FWD);
+    struct conv_buf xp = conv_region(work, ws.in_off);
+    int pad = conv_fwd_pad(g, hp, wp);
+    *ldw = round32(g->f);
+    *wpk = conv_region(work, ws.w_off);
+    *in = pad ? xp : conv_whole(x);
+    int rc = conv_pack_w(k, who, g, 0, *ldw, w, *wpk);
+    if (rc == 0 && pad)
+        rc = conv_pad(k, who, g->n, g->h, g->w, g->c, 1, 1, g->pt, g->pl, *hp, *wp, g->c, x, xp);
+    return rc;
+}
+
 int kern_conv2d_fwd(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y, cl_mem work)
 {
     const char *who = "kern_conv2d_fwd";
@@ -397,17 +416,59 @@ int kern_conv2d_fwd(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y, c
             return rc;
         return kern_gemm(k, 0, 0, rows, g->f, kkc, 1.0f, col, kkc, w, g->f, 0.0f, y, g->f);
     }
-    struct conv_ws ws = conv_ws_plan(k->conv, g, CONV_OP_FWD);
-    struct conv_buf wpk = conv_region(work, ws.w_off), xp = conv_region(work, ws.in_off);
-    int hp, wp, ldw = round32(g->f);
-    int pad = conv_fwd_pad(g, &hp, &wp);
-    rc = conv_pack_w(k, who, g, 0, ldw, w, wpk);
-    if (rc == 0 && pad)
-        rc = conv_pad(k, who, g->n, g->h, g->w, g->c, 1, 1, g->pt, g->pl, hp, wp, g->c, x, xp);
+    struct conv_buf wpk, in;
+    int hp, wp, ldw;
+    rc = conv_fwd_prepare(k, who, g, x, w, work, &wpk, &in, &hp, &wp, &ldw);
     if (rc == 0)
         rc = conv_fwd_run(k, who, rows, g->ow, g->oh * g->ow, hp, wp, g->c, g->kh, g->kw, g->sh,
-                          g->sw, g->f, ldw, pad ? xp : conv_whole(x), wpk, conv_whole(y));
+                          g->sw, g->f, ldw, in, wpk, conv_whole(y));
     return rc;
+}
+
+int kern_conv2d_fwd_maxpool_ok(kern *k)
+{
+    return k->conv->variant == CONV_DIRECT && k->conv->fwd_pool != NULL;
+}
+
+int kern_conv2d_fwd_maxpool(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y,
+                            cl_mem argmax, cl_mem work)
+{
+    const char *who = "kern_conv2d_fwd_maxpool";
+    if (!kern_conv2d_fwd_maxpool_ok(k))
+        return err_set(k->err, -EINVAL, "%s: only the direct conv path pools in place", who);
+    int ph = g->oh / 2, pw = g->ow / 2;
+    long long ny = tensor_elems(g->n, ph, pw, g->f);
+    if (ph < 1 || pw < 1)
+        return err_set(k->err, -EINVAL, "%s: a %dx%d conv output has no 2x2 window", who, g->oh,
+                       g->ow);
+    int rc =
+        conv_args(k, who, g, x, tensor_elems(g->n, g->h, g->w, g->c), "x", y, ny, "y", w, work);
+    if (rc == 0 && argmax && g->n > 0)
+        rc = need_floats(k, who, "argmax", argmax, ny);
+    if (rc < 0 || g->n == 0)
+        return rc;
+    struct conv_kernels *ck = k->conv;
+    struct conv_buf wpk, in;
+    int hp, wp, ldw;
+    rc = conv_fwd_prepare(k, who, g, x, w, work, &wpk, &in, &hp, &wp, &ldw);
+    if (rc < 0)
+        return rc;
+    int mq = g->n * ph * pw, phw = ph * pw, kwc = g->kw * g->c;
+    int nb = ldw <= CONV_NB_MAX ? ldw : CONV_NB_MAX, has_arg = argmax != NULL;
+    /* pooled pixels per group: even, at most CONV_MB_MAX / 4 (four conv pixels each), as many as
+     * leaves CONV_GROUPS_PER_UNIT groups per compute unit */
+    long long per =
+        ((long long)mq + CONV_GROUPS_PER_UNIT * ck->units - 1) / (CONV_GROUPS_PER_UNIT * ck->units);
+    int mb = (int)((per + 1) / 2 * 2);
+    mb = mb < 2 ? 2 : mb > CONV_MB_MAX / 4 ? CONV_MB_MAX / 4 : mb;
+    cl_mem arg = has_arg ? argmax : y; /* never written when has_arg is 0 */
+    karg a[] = {ARG(mq),      ARG(pw),   ARG(phw),    ARG(g->ow),   ARG(g->oh), ARG(hp),
+                ARG(wp),      ARG(g->c), ARG(g->kh),  ARG(kwc),     ARG(g->sh), ARG(g->sw),
+                ARG(g->f),    ARG(ldw),  ARG_BUF(in), ARG_BUF(wpk), ARG_MEM(y), ARG(has_arg),
+                ARG_MEM(arg), ARG(mb),   ARG(nb)};
+    size_t global[2] = {(size_t)((ldw + nb - 1) / nb), (size_t)((mq + mb - 1) / mb)};
+    size_t local[2] = {1, 1};
+    return kern_launch(k, who, ck->fwd_pool, a, NARGS(a), 2, global, local);
 }
 
 int kern_conv2d_bwd_data(kern *k, const kern_conv *g, cl_mem dy, cl_mem w, cl_mem dx, cl_mem work)

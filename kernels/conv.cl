@@ -145,6 +145,22 @@ conv_col2im_rows(int h, int w, int c, int kh, int kw, int sh, int sw, int pt, in
     CONV_FMA(6, (xr)[o6]);                                                                         \
     CONV_FMA(7, (xr)[o7])
 
+/* The implicit GEMM of one 8×32 tile: the accumulators += the windows at o0..o7 of xp (kh rows of
+ * kwc floats, row_stride apart) times the packed weights of columns j0.. (conv_fwd, conv_fwd_pool;
+ * the same terms in the same order in both). */
+#define CONV_WINDOW_SUM                                                                            \
+    do {                                                                                           \
+        __global const float *wr = wpk + (size_t)j0 * kh * kwc;                                    \
+        for (int i = 0; i < kh; i++) {                                                             \
+            __global const float *xr = xp + i * row_stride;                                        \
+            for (int q_ = 0; q_ < kwc; q_++) {                                                     \
+                float16 b0 = vload16(0, wr), b1 = vload16(1, wr);                                  \
+                CONV_STEP(xr + q_);                                                                \
+                wr += CONV_NR;                                                                     \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
 #define CONV_SPILL(r)                                                                              \
     do {                                                                                           \
         vstore16(c##r##0, 2 * (r), tile);                                                          \
@@ -239,15 +255,7 @@ conv_fwd(int m, int ow, int ohw, int hp, int wp, int c, int kh, int kwc, int sh,
             int o3 = base[t + min(3, l)], o4 = base[t + min(4, l)], o5 = base[t + min(5, l)];
             int o6 = base[t + min(6, l)], o7 = base[t + min(7, l)];
             CONV_ACC_DECL;
-            __global const float *wr = wpk + (size_t)j0 * kh * kwc;
-            for (int i = 0; i < kh; i++) {
-                __global const float *xr = xp + i * row_stride;
-                for (int q = 0; q < kwc; q++) {
-                    float16 b0 = vload16(0, wr), b1 = vload16(1, wr);
-                    CONV_STEP(xr + q);
-                    wr += CONV_NR;
-                }
-            }
+            CONV_WINDOW_SUM;
             __global float *out = y + (size_t)p * f_out + j0;
             if (rows == CONV_MR && cols == CONV_NR) {
                 CONV_ROW_STORE(0);
@@ -396,4 +404,95 @@ __kernel void conv_col2im(int npix, int h, int w, int c, int kh, int kw, int sh,
         }
     }
     dx[(size_t)p * c + ch] = s;
+}
+
+/* One float16 half (h = 0 or 1) of two pooled pixels' 2×2 windows, rows 4a..4a+3 of the tile in
+ * window order (0,0), (0,1), (1,0), (1,1): the first largest value and its flat index in the conv
+ * output, as pool_fwd picks them. */
+#define CONV_POOL_PICK(best, arg, r0, r1, r2, r3, h, e0, e1, e2, e3)                               \
+    do {                                                                                           \
+        int16 lane_ = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15) + (h)*16;     \
+        int16 t_;                                                                                  \
+        best = c##r0##h;                                                                           \
+        arg = (int16)(e0) + lane_;                                                                 \
+        t_ = c##r1##h > best;                                                                      \
+        best = select(best, c##r1##h, t_);                                                         \
+        arg = select(arg, (int16)(e1) + lane_, t_);                                                \
+        t_ = c##r2##h > best;                                                                      \
+        best = select(best, c##r2##h, t_);                                                         \
+        arg = select(arg, (int16)(e2) + lane_, t_);                                                \
+        t_ = c##r3##h > best;                                                                      \
+        best = select(best, c##r3##h, t_);                                                         \
+        arg = select(arg, (int16)(e3) + lane_, t_);                                                \
+    } while (0)
+
+/* conv_fwd followed by a 2×2 max pool of stride 2 without padding, the conv output never
+ * written: y[q][f] for pooled pixel q < mq (pw per row, phw per image) is the largest of the four
+ * conv outputs of q's window, argmax[q][f] (when has_arg) its flat index in the conv output
+ * (oh × ow × f_out per image), the first largest in window order as pool_fwd keeps it. The conv
+ * sums are conv_fwd's, term for term, so y and argmax are the bits conv_fwd + pool_fwd give. A
+ * register tile is two pooled pixels: rows 0–3 the first one's window, rows 4–7 the second's.
+ * Global size (ceil(ldw/nb), ceil(mq/mb)), local (1, 1); mb (pooled pixels) even, at most
+ * CONV_MB_MAX / 4; nb a multiple of 32. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+conv_fwd_pool(int mq, int pw, int phw, int ow, int oh, int hp, int wp, int c, int kh, int kwc,
+              int sh, int sw, int f_out, int ldw, __global const float *xp_buf, ulong xp_off,
+              __global const float *wpk_buf, ulong wpk_off, __global float *y, int has_arg,
+              __global int *argmax, int mb, int nb)
+{
+    __global const float *xp = xp_buf + xp_off, *wpk = wpk_buf + wpk_off;
+    int n0 = get_group_id(0) * nb, q0 = get_group_id(1) * mb;
+    int q1 = min(mq, q0 + mb), n1 = min(ldw, n0 + nb);
+    int row_stride = wp * c, right = sw * c, down = sh * row_stride;
+    __local int base[CONV_MB_MAX / 4], ebase[CONV_MB_MAX / 4];
+    for (int q = q0; q < q1; q++) {
+        int n = q / phw, r = q % phw, py = r / pw, px = r % pw;
+        base[q - q0] = ((n * hp + 2 * py * sh) * wp + 2 * px * sw) * c;
+        ebase[q - q0] = ((n * oh + 2 * py) * ow + 2 * px) * f_out;
+    }
+    int e_right = f_out, e_down = ow * f_out;
+    for (int j0 = n0; j0 < n1 && j0 < f_out; j0 += CONV_NR) {
+        int cols = min(CONV_NR, f_out - j0);
+        for (int q = q0; q < q1; q += 2) {
+            int pair = min(2, q1 - q), t = q - q0, u = t + pair - 1;
+            int o0 = base[t], o1 = o0 + right, o2 = o0 + down, o3 = o2 + right;
+            int o4 = base[u], o5 = o4 + right, o6 = o4 + down, o7 = o6 + right;
+            CONV_ACC_DECL;
+            CONV_WINDOW_SUM;
+            float16 best[4];
+            int16 arg[4];
+            int ea = ebase[t] + j0, eb = ebase[u] + j0;
+            CONV_POOL_PICK(best[0], arg[0], 0, 1, 2, 3, 0, ea, ea + e_right, ea + e_down,
+                           ea + e_down + e_right);
+            CONV_POOL_PICK(best[1], arg[1], 0, 1, 2, 3, 1, ea, ea + e_right, ea + e_down,
+                           ea + e_down + e_right);
+            CONV_POOL_PICK(best[2], arg[2], 4, 5, 6, 7, 0, eb, eb + e_right, eb + e_down,
+                           eb + e_down + e_right);
+            CONV_POOL_PICK(best[3], arg[3], 4, 5, 6, 7, 1, eb, eb + e_right, eb + e_down,
+                           eb + e_down + e_right);
+            for (int s = 0; s < pair; s++) {
+                size_t o = (size_t)(q + s) * f_out + j0;
+                if (cols == CONV_NR) {
+                    vstore16(best[2 * s], 0, y + o);
+                    vstore16(best[2 * s + 1], 1, y + o);
+                    if (has_arg) {
+                        vstore16(arg[2 * s], 0, argmax + o);
+                        vstore16(arg[2 * s + 1], 1, argmax + o);
+                    }
+                } else {
+                    float vb[CONV_NR];
+                    int va[CONV_NR];
+                    vstore16(best[2 * s], 0, vb);
+                    vstore16(best[2 * s + 1], 1, vb);
+                    vstore16(arg[2 * s], 0, va);
+                    vstore16(arg[2 * s + 1], 1, va);
+                    for (int cc = 0; cc < cols; cc++) {
+                        y[o + cc] = vb[cc];
+                        if (has_arg)
+                            argmax[o + cc] = va[cc];
+                    }
+                }
+            }
+        }
+    }
 }

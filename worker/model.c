@@ -213,6 +213,10 @@ static int layers_plan(model *m, const job_spec *job, int inputs, int outputs, c
         model_layer *l = &m->layers[i];
         l->defer = l->type == JOB_LAYER_CONV2D && m->layers[i + 1].type == JOB_LAYER_MAXPOOL2D &&
                    (l->use_bias || l->job_act != JOB_ACT_LINEAR);
+        const model_layer *p = &m->layers[i + 1];
+        l->fuse_pool = l->type == JOB_LAYER_CONV2D && p->type == JOB_LAYER_MAXPOOL2D &&
+                       p->kh == 2 && p->kw == 2 && p->sh == 2 && p->sw == 2 && p->pt == 0 &&
+                       p->pl == 0 && p->oh == l->oh / 2 && p->ow == l->ow / 2;
     }
     if (job->output_given && job->output_units != outputs)
         return err_set(err, -EINVAL,
@@ -483,6 +487,8 @@ int model_new(ocl_ctx *c, kern *k, const job_spec *job, int inputs, int outputs,
     rc = layers_plan(m, job, inputs, outputs, err);
     if (rc < 0)
         goto fail;
+    for (size_t i = 0; i < m->n_layers; i++)
+        m->layers[i].fuse_pool = m->layers[i].fuse_pool && kern_conv2d_fwd_maxpool_ok(k);
     /* Parameter layout: each tensor starts on the device's sub-buffer alignment. */
     size_t align = c->dev.base_align_bytes / sizeof(float);
     layers_layout(m, align < 1 ? 1 : align);
@@ -617,6 +623,12 @@ static int layer_forward(model *m, size_t i, int rows, cl_mem x, int train, cl_m
     case JOB_LAYER_CONV2D: {
         kern_conv g;
         conv_geom(l, rows, &g);
+        if (l->fuse_pool) {
+            /* the pool's output and argmax straight from the conv; the pool only adds what the
+             * conv defers */
+            model_layer *p = &m->layers[i + 1];
+            return kern_conv2d_fwd_maxpool(k, &g, x, l->w, p->y, train ? p->argmax : NULL, m->work);
+        }
         rc = kern_conv2d_fwd(k, &g, x, l->w, l->y, m->work);
         if (rc == 0 && bias_act_needed(l) && !l->defer)
             rc = conv_bias_act_fwd(m, l, spatial_rows, l->y);
@@ -628,8 +640,9 @@ static int layer_forward(model *m, size_t i, int rows, cl_mem x, int train, cl_m
         kern_pool g;
         pool_geom(l, rows, &g);
         int max = l->type == JOB_LAYER_MAXPOOL2D;
-        rc = kern_pool2d_fwd(k, max ? KERN_POOL_MAX : KERN_POOL_AVG, &g, x, l->y,
-                             max && train ? l->argmax : NULL);
+        if (i == 0 || !m->layers[i - 1].fuse_pool)
+            rc = kern_pool2d_fwd(k, max ? KERN_POOL_MAX : KERN_POOL_AVG, &g, x, l->y,
+                                 max && train ? l->argmax : NULL);
         if (rc == 0 && deferred_from(m, i))
             rc = conv_bias_act_fwd(m, deferred_from(m, i), spatial_rows, l->y);
         break;
