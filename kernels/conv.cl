@@ -275,61 +275,59 @@ conv_fwd(int m, int ow, int ohw, int hp, int wp, int c, int kh, int kwc, int sh,
     }
 }
 
-/* Partial weight gradient of part s (pixels [s·ppart, (s+1)·ppart) ∩ [0, m)) for rows
- * [m0, m0 + mb) of kk = kh·kwc: out[row][f] = Σ_p xp[base(p) + off(row)]·dyp[p][f], with
- * off((i, q)) = i·wp·c + q. dyp has ldd ≥ 32·ceil(f_out/32) columns (zero past f_out). Writes
- * scr[s][kk][f_out] when parts > 1; with one part writes dw directly (adding when accumulate).
- * acc holds mb × ldd floats. Global size (ceil(kk/mb), parts), local (1, 1). */
-__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
-conv_dw(int m, int ow, int ohw, int hp, int wp, int c, int kwc, int kk, int sh, int sw, int f_out,
-        int ldd, int ppart, __global const float *xp_buf, ulong xp_off,
-        __global const float *dyp_buf, ulong dyp_off, __global float *scr_buf, ulong scr_off,
-        __global float *dw, int accumulate, int mb, __local float *acc)
-{
-    __global const float *xp = xp_buf + xp_off, *dyp = dyp_buf + dyp_off;
-    __global float *scr = scr_buf + scr_off;
-    int r0 = get_group_id(0) * mb, s = get_group_id(1);
-    int r1 = min(kk, r0 + mb);
-    int pa = s * ppart, pb = min(m, pa + ppart);
-    int ncols = (f_out + CONV_NR - 1) / CONV_NR * CONV_NR;
-    __local int base[CONV_CHUNK];
-    for (int e = 0; e < mb * ldd; e++)
-        acc[e] = 0.0f;
-    int row_stride = wp * c;
-    for (int p0 = pa; p0 < pb; p0 += CONV_CHUNK) {
-        int np = min(CONV_CHUNK, pb - p0);
-        conv_bases(p0, np, ow, ohw, hp, wp, c, sh, sw, base);
-        for (int r = r0; r < r1; r += CONV_MR) {
-            int last = kk - 1;
-            int o0 = (r / kwc) * row_stride + r % kwc;
-            int o1 = (min(r + 1, last) / kwc) * row_stride + min(r + 1, last) % kwc;
-            int o2 = (min(r + 2, last) / kwc) * row_stride + min(r + 2, last) % kwc;
-            int o3 = (min(r + 3, last) / kwc) * row_stride + min(r + 3, last) % kwc;
-            int o4 = (min(r + 4, last) / kwc) * row_stride + min(r + 4, last) % kwc;
-            int o5 = (min(r + 5, last) / kwc) * row_stride + min(r + 5, last) % kwc;
-            int o6 = (min(r + 6, last) / kwc) * row_stride + min(r + 6, last) % kwc;
-            int o7 = (min(r + 7, last) / kwc) * row_stride + min(r + 7, last) % kwc;
-            __local float *ar = acc + (size_t)(r - r0) * ldd;
-            for (int j0 = 0; j0 < ncols; j0 += CONV_NR) {
-                CONV_ACC_DECL;
-                __global const float *dr = dyp + (size_t)p0 * ldd + j0;
-                for (int t = 0; t < np; t++) {
-                    float16 b0 = vload16(0, dr), b1 = vload16(1, dr);
-                    CONV_STEP(xp + base[t]);
-                    dr += ldd;
-                }
-                int rows = min(CONV_MR, r1 - r);
-                CONV_LOCAL_ADD(0);
-                CONV_LOCAL_ADD(1);
-                CONV_LOCAL_ADD(2);
-                CONV_LOCAL_ADD(3);
-                CONV_LOCAL_ADD(4);
-                CONV_LOCAL_ADD(5);
-                CONV_LOCAL_ADD(6);
-                CONV_LOCAL_ADD(7);
-            }
-        }
+/* conv_dw's and conv_dw_pool's start: this group's rows [r0, r1) and pixels [pa, pb), the
+ * window-offset table, the partial sums cleared. */
+#define CONV_DW_BEGIN                                                                              \
+    __global float *scr = scr_buf + scr_off;                                                       \
+    int r0 = get_group_id(0) * mb, s = get_group_id(1);                                            \
+    int r1 = min(kk, r0 + mb);                                                                     \
+    int pa = s * ppart, pb = min(m, pa + ppart);                                                   \
+    int ncols = (f_out + CONV_NR - 1) / CONV_NR * CONV_NR;                                         \
+    __local int base[CONV_CHUNK];                                                                  \
+    for (int e = 0; e < mb * ldd; e++)                                                             \
+        acc[e] = 0.0f;                                                                             \
+    int row_stride = wp * c
+
+/* conv_dw's rows [r0, r1) of one chunk of np pixels from p0 (their window offsets in base): the
+ * register tiles over the chunk's dy rows, which start at dbase (ldd floats apart, SPACE memory),
+ * added into acc. */
+#define CONV_DW_CHUNK(SPACE, dbase)                                                                \
+    for (int r = r0; r < r1; r += CONV_MR) {                                                       \
+        int last = kk - 1;                                                                         \
+        int o0 = (r / kwc) * row_stride + r % kwc;                                                 \
+        int o1 = (min(r + 1, last) / kwc) * row_stride + min(r + 1, last) % kwc;                   \
+        int o2 = (min(r + 2, last) / kwc) * row_stride + min(r + 2, last) % kwc;                   \
+        int o3 = (min(r + 3, last) / kwc) * row_stride + min(r + 3, last) % kwc;                   \
+        int o4 = (min(r + 4, last) / kwc) * row_stride + min(r + 4, last) % kwc;                   \
+        int o5 = (min(r + 5, last) / kwc) * row_stride + min(r + 5, last) % kwc;                   \
+        int o6 = (min(r + 6, last) / kwc) * row_stride + min(r + 6, last) % kwc;                   \
+        int o7 = (min(r + 7, last) / kwc) * row_stride + min(r + 7, last) % kwc;                   \
+        __local float *ar = acc + (size_t)(r - r0) * ldd;                                          \
+        for (int j0 = 0; j0 < ncols; j0 += CONV_NR) {                                              \
+            CONV_ACC_DECL;                                                                         \
+            SPACE const float *dr = (dbase) + j0;                                                  \
+            for (int t = 0; t < np; t++) {                                                         \
+                float16 b0 = vload16(0, dr), b1 = vload16(1, dr);                                  \
+                CONV_STEP(xp + base[t]);                                                           \
+                dr += ldd;                                                                         \
+            }                                                                                      \
+            int rows = min(CONV_MR, r1 - r);                                                       \
+            CONV_LOCAL_ADD(0);                                                                     \
+            CONV_LOCAL_ADD(1);                                                                     \
+            CONV_LOCAL_ADD(2);                                                                     \
+            CONV_LOCAL_ADD(3);                                                                     \
+            CONV_LOCAL_ADD(4);                                                                     \
+            CONV_LOCAL_ADD(5);                                                                     \
+            CONV_LOCAL_ADD(6);                                                                     \
+            CONV_LOCAL_ADD(7);                                                                     \
+        }                                                                                          \
     }
+
+/* The partial sums of rows [r0, r1) of group (·, s) out of acc: into scr[s] with several parts,
+ * else into dw (adding when accumulate). */
+static void conv_dw_store(__local const float *acc, int ldd, int r0, int r1, int s, int kk,
+                          int f_out, __global float *scr, __global float *dw, int accumulate)
+{
     int parts = get_num_groups(1);
     for (int r = r0; r < r1; r++) {
         __local const float *ar = acc + (size_t)(r - r0) * ldd;
@@ -343,6 +341,70 @@ conv_dw(int m, int ow, int ohw, int hp, int wp, int c, int kwc, int kk, int sh, 
                 o[cc] = accumulate ? o[cc] + ar[cc] : ar[cc];
         }
     }
+}
+
+/* Partial weight gradient of part s (pixels [s·ppart, (s+1)·ppart) ∩ [0, m)) for rows
+ * [m0, m0 + mb) of kk = kh·kwc: out[row][f] = Σ_p xp[base(p) + off(row)]·dyp[p][f], with
+ * off((i, q)) = i·wp·c + q. dyp has ldd ≥ 32·ceil(f_out/32) columns (zero past f_out). Writes
+ * scr[s][kk][f_out] when parts > 1; with one part writes dw directly (adding when accumulate).
+ * acc holds mb × ldd floats. Global size (ceil(kk/mb), parts), local (1, 1). */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+conv_dw(int m, int ow, int ohw, int hp, int wp, int c, int kwc, int kk, int sh, int sw, int f_out,
+        int ldd, int ppart, __global const float *xp_buf, ulong xp_off,
+        __global const float *dyp_buf, ulong dyp_off, __global float *scr_buf, ulong scr_off,
+        __global float *dw, int accumulate, int mb, __local float *acc)
+{
+    __global const float *xp = xp_buf + xp_off, *dyp = dyp_buf + dyp_off;
+    CONV_DW_BEGIN;
+    for (int p0 = pa; p0 < pb; p0 += CONV_CHUNK) {
+        int np = min(CONV_CHUNK, pb - p0);
+        conv_bases(p0, np, ow, ohw, hp, wp, c, sh, sw, base);
+        CONV_DW_CHUNK(__global, dyp + (size_t)p0 * ldd)
+    }
+    conv_dw_store(acc, ldd, r0, r1, s, kk, f_out, scr, dw, accumulate);
+}
+
+/* conv_dw with the conv's dy given by the 2×2 stride-2 max pool after it: dyq (N·PH·PW·f_out,
+ * pw per row, phw per image) and the pool's argmax (flat conv-output indices). Each chunk's dy
+ * rows are expanded into dyc (CONV_CHUNK × ldd floats of __local) as pool_bwd would write them,
+ * 0 + dy where the argmax names the element and 0 elsewhere, so the sums are conv_dw's over
+ * pool_bwd's output, bit for bit, without that output. Same global and local sizes. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+conv_dw_pool(int m, int ow, int ohw, int hp, int wp, int c, int kwc, int kk, int sh, int sw,
+             int f_out, int ldd, int ppart, __global const float *xp_buf, ulong xp_off,
+             __global const float *dyq, __global const int *argq, int pw, int phw,
+             __global float *scr_buf, ulong scr_off, __global float *dw, int accumulate, int mb,
+             __local float *acc, __local float *dyc)
+{
+    __global const float *xp = xp_buf + xp_off;
+    CONV_DW_BEGIN;
+    int ph = phw / pw, f16 = f_out / 16 * 16;
+    for (int p0 = pa; p0 < pb; p0 += CONV_CHUNK) {
+        int np = min(CONV_CHUNK, pb - p0);
+        conv_bases(p0, np, ow, ohw, hp, wp, c, sh, sw, base);
+        for (int t = 0; t < np; t++) {
+            int p = p0 + t, n = p / ohw, rem = p % ohw, py = rem / ow / 2, px = rem % ow / 2;
+            __local float *d = dyc + t * ldd;
+            int ch = 0;
+            if (py < ph && px < pw) {
+                size_t q = ((size_t)n * phw + py * pw + px) * f_out;
+                int e = p * f_out;
+                for (; ch < f16; ch += 16) {
+                    int16 me = (int16)(e + ch) +
+                               (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+                    float16 g = select((float16)0.0f, vload16(0, dyq + q + ch),
+                                       vload16(0, argq + q + ch) == me);
+                    vstore16(0.0f + g, 0, d + ch);
+                }
+                for (; ch < f_out; ch++)
+                    d[ch] = 0.0f + (argq[q + ch] == e + ch ? dyq[q + ch] : 0.0f);
+            }
+            for (; ch < ldd; ch++)
+                d[ch] = 0.0f;
+        }
+        CONV_DW_CHUNK(__local, dyc)
+    }
+    conv_dw_store(acc, ldd, r0, r1, s, kk, f_out, scr, dw, accumulate);
 }
 
 /* dw[e] = (accumulate ? dw[e] : 0) + Σ_{s < parts} scr[s][e], the parts in order. Global n. */

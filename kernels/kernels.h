@@ -157,6 +157,13 @@ int kern_conv2d_bwd_data(kern *k, const kern_conv *g, cl_mem dy, cl_mem w, cl_me
 int kern_conv2d_bwd_weights(kern *k, const kern_conv *g, cl_mem x, cl_mem dy, cl_mem dw,
                             int accumulate, cl_mem work);
 
+/* kern_conv2d_bwd_weights with dy given by the 2×2 stride-2 max pool kern_conv2d_fwd_maxpool
+ * feeds: dy and argmax are the pool's (N·(OH/2)·(OW/2)·F), and dw is what kern_pool2d_bwd then
+ * kern_conv2d_bwd_weights give, bit for bit, without the conv-sized gradient. -EINVAL where
+ * kern_conv2d_fwd_maxpool_ok is 0. */
+int kern_conv2d_bwd_weights_maxpool(kern *k, const kern_conv *g, cl_mem x, cl_mem dy, cl_mem argmax,
+                                    cl_mem dw, int accumulate, cl_mem work);
+
 enum kern_pool_mode { KERN_POOL_MAX = 0, KERN_POOL_AVG = 1 };
 
 /* Pooling geometry, NHWC; a window with no cell inside the image gives 0 (and argmax −1). */

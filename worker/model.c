@@ -709,6 +709,15 @@ static int loss(model *m, int rows, cl_mem logits, cl_mem targets, cl_mem dlogit
     return rc < 0 ? kfail(m, err) : 0;
 }
 
+/* Whether conv layer i takes its weight gradient straight from the max pool's dy and argmax
+ * after it (kern_conv2d_bwd_weights_maxpool), so that the pool writes no conv-sized dx: the
+ * forward was fused, and the conv is the first layer with parameters (it needs no dx of its
+ * own, which would want the whole dy). */
+static int bwd_through_pool(const model *m, size_t i)
+{
+    return m->layers[i].fuse_pool && i == m->first_param;
+}
+
 /* One layer's backward: dy (the gradient of its output) in, its parameters' gradients out, and
  * the gradient of its input into dx, or into dy itself (*moved 0) for the layers that work in
  * place. The first layer with parameters computes no input gradient: nobody reads it. */
@@ -735,6 +744,9 @@ static int layer_backward(model *m, size_t n, int rows, cl_mem dy, cl_mem dx, in
         conv_geom(l, rows, &g);
         if (bias_act_needed(l) && !l->defer)
             rc = conv_bias_act_bwd(m, l, spatial_rows, l->y, dy);
+        if (rc == 0 && bwd_through_pool(m, n))
+            return kern_conv2d_bwd_weights_maxpool(k, &g, l->x_cur, dy, m->layers[n + 1].argmax,
+                                                   l->gw, 0, m->work);
         if (rc == 0)
             rc = kern_conv2d_bwd_weights(k, &g, l->x_cur, dy, l->gw, 0, m->work);
         if (rc == 0 && !first) {
@@ -751,7 +763,7 @@ static int layer_backward(model *m, size_t n, int rows, cl_mem dy, cl_mem dx, in
         int mode = l->type == JOB_LAYER_MAXPOOL2D ? KERN_POOL_MAX : KERN_POOL_AVG;
         if (deferred_from(m, n))
             rc = conv_bias_act_bwd(m, deferred_from(m, n), spatial_rows, l->y, dy);
-        if (rc == 0 && !first) {
+        if (rc == 0 && !first && !(n > 0 && bwd_through_pool(m, n - 1))) {
             rc = kern_pool2d_bwd(k, mode, &g, dy, mode == KERN_POOL_MAX ? l->argmax : NULL, dx);
             *moved = 1;
         }

@@ -9,7 +9,8 @@
  * Tolerances (relative, per element):
  * - conv: |got − ref| ≤ 2e-6·sqrt(K)·Σ|a||b| + 1e-30, the budget of a K-term float sum against
  *   the sum of magnitudes (ref run on |x|, |w|), K the reduction length of the call;
- * - conv + max pool in one kernel: bit-exact, argmax equal, against the conv and pool calls;
+ * - conv + max pool in one kernel, forward and weight gradient: bit-exact, argmax equal, against
+ *   the conv and pool calls;
  * - pooling: max forward bit-exact (it only selects) and argmax equal; avg forward 1e-6
  *   relative + 1e-7; backward (sums of dy shares) 1e-5 relative + 1e-6;
  * - batchnorm: y 1e-4 relative + 1e-4 (float statistics over up to 1.2·10⁵ rows against double
@@ -112,8 +113,9 @@ static kern_conv conv_geom(const struct conv_case *t)
 }
 
 /* kern_conv2d_fwd_maxpool against kern_conv2d_fwd + kern_pool2d_fwd on the same kern: the same
- * bits and argmax (with and without argmax), and y near the reference. Y holds the conv output
- * of x and w already. */
+ * bits and argmax (with and without argmax), and y near the reference; then
+ * kern_conv2d_bwd_weights_maxpool against kern_pool2d_bwd + kern_conv2d_bwd_weights, bit for bit. Y
+ * holds the conv output of x and w already. */
 static void test_conv_maxpool(const kern_conv *g, const char *what, cl_mem X, cl_mem W, cl_mem Y,
                               cl_mem WORK, const float *x, const float *w, const float *ax,
                               const float *aw)
@@ -143,6 +145,28 @@ static void test_conv_maxpool(const kern_conv *g, const char *what, cl_mem X, cl
     ref_conv2d_fwd_maxpool(g, x, w, tmp, want, NULL);
     ref_conv2d_fwd_maxpool(g, ax, aw, tmp, bound, NULL);
     near_bound(what, got, want, bound, np, 2e-6 * sqrt((double)g->kh * g->kw * g->c));
+
+    /* the weight gradient through the pool: pool_bwd + bwd_weights, the same bits */
+    size_t nw = (size_t)g->kh * g->kw * g->c * g->f;
+    float *dq = floats(np, -1, 1), *dw0 = floats(nw, -1, 1);
+    float *dw_want = xmalloc(nw * 4), *dw_got = xmalloc(nw * 4);
+    cl_mem DQ = cltest_buf(&T, np * 4, dq), DC = cltest_buf(&T, nc * 4, NULL);
+    cl_mem DW = cltest_buf(&T, nw * 4, dw0);
+    for (int acc = 0; acc < 2; acc++) {
+        cltest_ok(&T, kern_pool2d_bwd(T.k, KERN_POOL_MAX, &p, DQ, A, DC), what);
+        cltest_write(&T, DW, nw * 4, dw0);
+        cltest_ok(&T, kern_conv2d_bwd_weights(T.k, g, X, DC, DW, acc, WORK), what);
+        cltest_read(&T, DW, nw * 4, dw_want);
+        cltest_write(&T, DW, nw * 4, dw0);
+        cltest_ok(&T, kern_conv2d_bwd_weights_maxpool(T.k, g, X, DQ, A, DW, acc, WORK), what);
+        cltest_read(&T, DW, nw * 4, dw_got);
+        if (memcmp(dw_got, dw_want, nw * 4)) {
+            fprintf(stderr, "%s: the weight gradient through the pool differs (accumulate %d)\n",
+                    what, acc);
+            check_failures++;
+        }
+    }
+    free(dq), free(dw0), free(dw_want), free(dw_got);
     free(want), free(got), free(bound), free(tmp), free(arg_want), free(arg_got);
 }
 
@@ -238,6 +262,7 @@ static const struct conv_case conv_cases[] = {
      * count of pooled pixels, 33 filters (a partial 32-column tile) */
     {3, 9, 12, 3, 33, 3, 3, 1, 1, 0},
     {1, 7, 7, 4, 8, 2, 2, 1, 1, 1},
+    {1, 20, 19, 3, 16, 3, 3, 1, 1, 0},
 };
 
 /* Every geometry through both paths: the direct kernels (CPU devices) and im2col + kern_gemm
@@ -273,6 +298,8 @@ static void test_conv_args(void)
     kern_conv one = {1, 3, 3, 2, 3, 3, 3, 1, 1, 0, 0, 1, 1};
     CHECK_INT(kern_conv2d_fwd_maxpool(T.k, &one, small, small, small, NULL, small), -EINVAL);
     CHECK_INT(kern_conv2d_fwd_maxpool(T.k, &g, small, small, small, NULL, small), -EINVAL);
+    CHECK_INT(kern_conv2d_bwd_weights_maxpool(T.k, &one, small, small, small, small, 0, small),
+              -EINVAL);
     CHECK_INT(kern_batchnorm_fwd_infer(T.k, 10, 0, 1e-3f, small, small, small, small, small, small),
               -EINVAL);
     cltest_bufs_free(&T);
