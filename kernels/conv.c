@@ -453,8 +453,17 @@ static int conv_pool_args(kern *k, const char *who, const kern_conv *g, cl_mem x
 int kern_conv2d_fwd_maxpool(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y,
                             cl_mem argmax, cl_mem work)
 {
+    return kern_conv2d_fwd_maxpool_act(k, g, x, w, y, argmax, -1, NULL, work);
+}
+
+int kern_conv2d_fwd_maxpool_act(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y,
+                                cl_mem argmax, int act, cl_mem bias, cl_mem work)
+{
     const char *who = "kern_conv2d_fwd_maxpool";
     int rc = conv_pool_args(k, who, g, x, y, "y", argmax, w, work);
+    int has_act = act >= 0;
+    if (rc == 0 && has_act && g->n > 0)
+        rc = need_floats(k, who, "bias", bias, g->f);
     if (rc < 0 || g->n == 0)
         return rc;
     struct conv_kernels *ck = k->conv;
@@ -472,10 +481,12 @@ int kern_conv2d_fwd_maxpool(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_
     int mb = (int)((per + 1) / 2 * 2);
     mb = mb < 2 ? 2 : mb > CONV_MB_MAX / 4 ? CONV_MB_MAX / 4 : mb;
     cl_mem arg = has_arg ? argmax : y; /* never written when has_arg is 0 */
+    bias = has_act ? bias : y;         /* never read without an activation */
+    act = has_act ? act : 0;
     karg a[] = {ARG(mq),      ARG(pw),   ARG(phw),    ARG(g->ow),   ARG(g->oh), ARG(hp),
                 ARG(wp),      ARG(g->c), ARG(g->kh),  ARG(kwc),     ARG(g->sh), ARG(g->sw),
                 ARG(g->f),    ARG(ldw),  ARG_BUF(in), ARG_BUF(wpk), ARG_MEM(y), ARG(has_arg),
-                ARG_MEM(arg), ARG(mb),   ARG(nb)};
+                ARG_MEM(arg), ARG(mb),   ARG(nb),     ARG(has_act), ARG(act),   ARG_MEM(bias)};
     size_t global[2] = {(size_t)((ldw + nb - 1) / nb), (size_t)((mq + mb - 1) / mb)};
     size_t local[2] = {1, 1};
     return kern_launch(k, who, ck->fwd_pool, a, NARGS(a), 2, global, local);

@@ -490,7 +490,8 @@ __kernel void conv_col2im(int npix, int h, int w, int c, int kh, int kw, int sh,
 
 /* conv_fwd followed by a 2×2 max pool of stride 2 without padding, the conv output never
  * written: y[q][f] for pooled pixel q < mq (pw per row, phw per image) is the largest of the four
- * conv outputs of q's window, argmax[q][f] (when has_arg) its flat index in the conv output
+ * conv outputs of q's window (then act(y + bias[f]) when has_act, the conv's deferred bias and
+ * activation, computed as act_bias_fwd_cpu does), argmax[q][f] (when has_arg) its flat index in the conv output
  * (oh × ow × f_out per image), the first largest in window order as pool_fwd keeps it. The conv
  * sums are conv_fwd's, term for term, so y and argmax are the bits conv_fwd + pool_fwd give. A
  * register tile is two pooled pixels: rows 0–3 the first one's window, rows 4–7 the second's.
@@ -500,7 +501,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
 conv_fwd_pool(int mq, int pw, int phw, int ow, int oh, int hp, int wp, int c, int kh, int kwc,
               int sh, int sw, int f_out, int ldw, __global const float *xp_buf, ulong xp_off,
               __global const float *wpk_buf, ulong wpk_off, __global float *y, int has_arg,
-              __global int *argmax, int mb, int nb)
+              __global int *argmax, int mb, int nb, int has_act, int act,
+              __global const float *bias)
 {
     __global const float *xp = xp_buf + xp_off, *wpk = wpk_buf + wpk_off;
     int n0 = get_group_id(0) * nb, q0 = get_group_id(1) * mb;
@@ -532,6 +534,19 @@ conv_fwd_pool(int mq, int pw, int phw, int ow, int oh, int hp, int wp, int c, in
                            eb + e_down + e_right);
             CONV_POOL_PICK(best[3], arg[3], 4, 5, 6, 7, 1, eb, eb + e_right, eb + e_down,
                            eb + e_down + e_right);
+            if (has_act) /* act(max + b) as act_bias_fwd_cpu: float16 where it takes 16 */
+                for (int s = 0; s < 4; s++) {
+                    int c0 = j0 + (s & 1) * 16;
+                    if (c0 + 16 <= f_out) {
+                        best[s] = common_act16(act, best[s] + vload16(0, bias + c0));
+                    } else {
+                        float v[16];
+                        vstore16(best[s], 0, v);
+                        for (int l = 0; l < 16 && c0 + l < f_out; l++)
+                            v[l] = common_act(act, v[l] + bias[c0 + l]);
+                        best[s] = vload16(0, v);
+                    }
+                }
             for (int s = 0; s < pair; s++) {
                 size_t o = (size_t)(q + s) * f_out + j0;
                 if (cols == CONV_NR) {

@@ -148,6 +148,10 @@ int kern_conv2d_fwd_maxpool_ok(kern *k);
  * where kern_conv2d_fwd_maxpool_ok is 0. */
 int kern_conv2d_fwd_maxpool(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y,
                             cl_mem argmax, cl_mem work);
+/* The same, then y = act(y + bias[f]) (enum kern_act; bias F floats) as kern_bias_act_fwd gives
+ * it: a conv's bias and activation after its max pool. act < 0 applies nothing (bias unused). */
+int kern_conv2d_fwd_maxpool_act(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y,
+                                cl_mem argmax, int act, cl_mem bias, cl_mem work);
 
 /* dx = conv backward-data of dy (N·OH·OW × F) with w; overwrites dx (N·H·W·C). */
 int kern_conv2d_bwd_data(kern *k, const kern_conv *g, cl_mem dy, cl_mem w, cl_mem dx, cl_mem work);

@@ -5,8 +5,8 @@
  * kernel's row; kern_free prints the table to stderr: per kernel the launches, total and mean
  * milliseconds, sorted by total. Finishing around every launch removes the overlap of host
  * enqueueing and device work, so the sum is a little more than a step takes without it; off (the
- * default) it costs one branch per enqueue. Rows are keyed by cl_kernel; past KERN_PROF_ROWS
- * kernels the rest are not counted. */
+ * default) it costs one branch per enqueue. Rows are keyed by cl_kernel and global size (one row
+ * per shape); past KERN_PROF_ROWS of them the rest are not counted. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +18,7 @@
 
 struct kern_prof_row {
     cl_kernel kn;
+    size_t global[3]; /* the launch's global size, (n, 1, 1) for fewer dimensions */
     long calls;
     double ms;
 };
@@ -51,11 +52,13 @@ cl_int kern_enqueue(kern *k, cl_kernel kn, cl_uint dims, const size_t *global, c
     clFinish(k->c->queue);
     double dt = now_ms() - t0;
     struct kern_prof *p = k->prof;
-    size_t i = 0;
-    while (i < p->n && p->rows[i].kn != kn)
+    size_t g[3] = {1, 1, 1}, i = 0;
+    for (cl_uint d = 0; d < dims && d < 3; d++)
+        g[d] = global[d];
+    while (i < p->n && (p->rows[i].kn != kn || memcmp(p->rows[i].global, g, sizeof g)))
         i++;
     if (i == p->n && p->n < KERN_PROF_ROWS)
-        p->rows[p->n++] = (struct kern_prof_row){.kn = kn};
+        p->rows[p->n++] = (struct kern_prof_row){.kn = kn, .global = {g[0], g[1], g[2]}};
     if (i < p->n) {
         p->rows[i].calls++;
         p->rows[i].ms += dt;
@@ -79,13 +82,16 @@ void kern_prof_print(kern *k)
     for (size_t i = 0; i < p->n; i++)
         total += p->rows[i].ms;
     fprintf(stderr, "kernel profile (TRAINYARD_PROFILE): %.1f ms in all\n", total);
-    fprintf(stderr, "%-22s %8s %10s %9s %6s\n", "kernel", "launches", "total_ms", "mean_ms",
-            "share");
+    fprintf(stderr, "%-22s %-16s %8s %10s %9s %6s\n", "kernel", "global", "launches", "total_ms",
+            "mean_ms", "share");
     for (size_t i = 0; i < p->n; i++) {
         char name[64] = "?";
         clGetKernelInfo(p->rows[i].kn, CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL);
-        fprintf(stderr, "%-22s %8ld %10.1f %9.4f %5.1f%%\n", name, p->rows[i].calls, p->rows[i].ms,
-                p->rows[i].ms / (double)p->rows[i].calls,
+        char global[48];
+        snprintf(global, sizeof global, "%zux%zux%zu", p->rows[i].global[0], p->rows[i].global[1],
+                 p->rows[i].global[2]);
+        fprintf(stderr, "%-22s %-16s %8ld %10.1f %9.4f %5.1f%%\n", name, global, p->rows[i].calls,
+                p->rows[i].ms, p->rows[i].ms / (double)p->rows[i].calls,
                 total > 0.0 ? 100.0 * p->rows[i].ms / total : 0.0);
     }
     free(p);

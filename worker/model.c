@@ -624,10 +624,12 @@ static int layer_forward(model *m, size_t i, int rows, cl_mem x, int train, cl_m
         kern_conv g;
         conv_geom(l, rows, &g);
         if (l->fuse_pool) {
-            /* the pool's output and argmax straight from the conv; the pool only adds what the
-             * conv defers */
+            /* the pool's output and argmax straight from the conv, with the bias and activation
+             * the conv defers to the pool: the pool has nothing left to do */
             model_layer *p = &m->layers[i + 1];
-            return kern_conv2d_fwd_maxpool(k, &g, x, l->w, p->y, train ? p->argmax : NULL, m->work);
+            return kern_conv2d_fwd_maxpool_act(k, &g, x, l->w, p->y, train ? p->argmax : NULL,
+                                               l->defer ? l->act : -1,
+                                               l->use_bias ? l->b : m->zeros, m->work);
         }
         rc = kern_conv2d_fwd(k, &g, x, l->w, l->y, m->work);
         if (rc == 0 && bias_act_needed(l) && !l->defer)
@@ -640,9 +642,10 @@ static int layer_forward(model *m, size_t i, int rows, cl_mem x, int train, cl_m
         kern_pool g;
         pool_geom(l, rows, &g);
         int max = l->type == JOB_LAYER_MAXPOOL2D;
-        if (i == 0 || !m->layers[i - 1].fuse_pool)
-            rc = kern_pool2d_fwd(k, max ? KERN_POOL_MAX : KERN_POOL_AVG, &g, x, l->y,
-                                 max && train ? l->argmax : NULL);
+        if (i > 0 && m->layers[i - 1].fuse_pool)
+            break; /* the conv wrote y and argmax, and applied its bias and activation */
+        rc = kern_pool2d_fwd(k, max ? KERN_POOL_MAX : KERN_POOL_AVG, &g, x, l->y,
+                             max && train ? l->argmax : NULL);
         if (rc == 0 && deferred_from(m, i))
             rc = conv_bias_act_fwd(m, deferred_from(m, i), spatial_rows, l->y);
         break;

@@ -9,8 +9,8 @@
  * Tolerances (relative, per element):
  * - conv: |got − ref| ≤ 2e-6·sqrt(K)·Σ|a||b| + 1e-30, the budget of a K-term float sum against
  *   the sum of magnitudes (ref run on |x|, |w|), K the reduction length of the call;
- * - conv + max pool in one kernel, forward and weight gradient: bit-exact, argmax equal, against
- *   the conv and pool calls;
+ * - conv + max pool in one kernel, forward (with bias and each activation) and weight gradient:
+ *   bit-exact, argmax equal, against the conv, pool and bias-activation calls;
  * - pooling: max forward bit-exact (it only selects) and argmax equal; avg forward 1e-6
  *   relative + 1e-7; backward (sums of dy shares) 1e-5 relative + 1e-6;
  * - batchnorm: y 1e-4 relative + 1e-4 (float statistics over up to 1.2·10⁵ rows against double
@@ -145,6 +145,22 @@ static void test_conv_maxpool(const kern_conv *g, const char *what, cl_mem X, cl
     ref_conv2d_fwd_maxpool(g, x, w, tmp, want, NULL);
     ref_conv2d_fwd_maxpool(g, ax, aw, tmp, bound, NULL);
     near_bound(what, got, want, bound, np, 2e-6 * sqrt((double)g->kh * g->kw * g->c));
+    /* with the conv's bias and activation after the pool: kern_bias_act_fwd's bits */
+    float *b = floats((size_t)g->f, -1, 1);
+    cl_mem B = cltest_buf(&T, (size_t)g->f * 4, b);
+    for (int act = KERN_ACT_LINEAR; act <= KERN_ACT_SIGMOID; act++) {
+        cltest_ok(&T, kern_pool2d_fwd(T.k, KERN_POOL_MAX, &p, Y, P, NULL), what);
+        cltest_ok(&T, kern_bias_act_fwd(T.k, (int)(np / g->f), g->f, act, P, B), what);
+        cltest_read(&T, P, np * 4, want);
+        cltest_ok(&T, kern_conv2d_fwd_maxpool_act(T.k, g, X, W, P2, A2, act, B, WORK), what);
+        cltest_read(&T, P2, np * 4, got);
+        if (memcmp(got, want, np * 4)) {
+            fprintf(stderr, "%s: conv + pool + bias + activation %d differs\n", what, act);
+            check_failures++;
+        }
+    }
+    cltest_read(&T, A, np * 4, arg_want);
+    free(b);
 
     /* the weight gradient through the pool: pool_bwd + bwd_weights, the same bits */
     size_t nw = (size_t)g->kh * g->kw * g->c * g->f;
