@@ -32,12 +32,17 @@ enum gemm_variant { GEMM_CPU = 0, GEMM_TILED = 1 };
 #define GEMM_MB_MAX 512
 #define GEMM_NB_MAX 256
 #define GEMM_KC_MAX 256
+/* The narrow kernels: C with at most GEMM_NARROW columns (TN) or a K that short (NT), in about
+ * GEMM_NARROW_GROUPS work-groups per compute unit. */
+#define GEMM_NARROW        16
+#define GEMM_NARROW_GROUPS 4
 /* Split K only when a part still has this much work (M·N·K multiply-adds per call). */
 #define GEMM_SPLIT_MIN_WORK (1L << 22)
 
 struct gemm_kernels {
-    cl_kernel cpu, cpu_sum, tiled;
+    cl_kernel cpu, cpu_sum, tiled, tn_narrow, nt_narrow;
     enum gemm_variant variant;
+    int narrow;                 /* CPU variant: the narrow kernels take their shapes */
     int units;                  /* compute units: worker threads on a CPU device */
     int mb_max, nb_max, kc_max; /* gemm_cpu blocking that fits the device's local memory */
     cl_mem scratch;             /* split-K partial products, or NULL */
@@ -89,13 +94,21 @@ int gemm_kernels_new(kern *k, char *err)
         rc = gemm_kernel_create(k, "gemm_cpu_sum", &g->cpu_sum, err);
     if (rc == 0)
         rc = gemm_kernel_create(k, "gemm_tiled", &g->tiled, err);
+    if (rc == 0)
+        rc = gemm_kernel_create(k, "gemm_tn_narrow", &g->tn_narrow, err);
+    if (rc == 0)
+        rc = gemm_kernel_create(k, "gemm_nt_narrow", &g->nt_narrow, err);
     if (rc < 0)
         goto out;
     const ocl_device *d = &k->c->dev;
     g->variant = d->type & CL_DEVICE_TYPE_CPU ? GEMM_CPU : GEMM_TILED;
     g->units = d->compute_units ? (int)d->compute_units : 1;
     const char *force = getenv("TRAINYARD_GEMM");
-    if (force && strcmp(force, "cpu") == 0)
+    g->narrow = 1;
+    if (force && strcmp(force, "cpu-packed") == 0) {
+        g->variant = GEMM_CPU;
+        g->narrow = 0;
+    } else if (force && strcmp(force, "cpu") == 0)
         g->variant = GEMM_CPU;
     else if (force && strcmp(force, "tiled") == 0)
         g->variant = GEMM_TILED;
@@ -120,6 +133,10 @@ void gemm_kernels_free(struct gemm_kernels *g)
         clReleaseKernel(g->cpu_sum);
     if (g->tiled)
         clReleaseKernel(g->tiled);
+    if (g->tn_narrow)
+        clReleaseKernel(g->tn_narrow);
+    if (g->nt_narrow)
+        clReleaseKernel(g->nt_narrow);
     if (g->scratch)
         clReleaseMemObject(g->scratch);
     free(g);
@@ -289,6 +306,28 @@ static int gemm_cpu_enqueue(kern *k, int M, int N, int K, float alpha, float bet
     return gemm_enqueue(k, g->cpu_sum, 2, sum_global, NULL, M, N, K);
 }
 
+/* gemm_tn_narrow (ta) or gemm_nt_narrow: the long side of C (M for TN, N for NT) cut into a few
+ * runs of 16-multiples per compute unit. */
+static int gemm_narrow_enqueue(kern *k, int ta, int M, int N, int K, float alpha, cl_mem A, int lda,
+                               cl_mem B, int ldb, float beta, cl_mem C, int ldc)
+{
+    struct gemm_kernels *g = k->gemm;
+    int len = ta ? M : N;
+    int per = round_up(ceil_div(len, GEMM_NARROW_GROUPS * g->units), GEMM_NARROW);
+    cl_kernel kl = ta ? g->tn_narrow : g->nt_narrow;
+    int tb = !ta;
+    int rc = gemm_args(k, kl, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (rc < 0)
+        return rc;
+    cl_int crc = clSetKernelArg(kl, 13, sizeof(int), &per);
+    if (ta)
+        crc |= clSetKernelArg(kl, 14, (size_t)K * GEMM_NARROW * sizeof(float), NULL);
+    if (crc != CL_SUCCESS)
+        return err_set(k->err, -EIO, "gemm: clSetKernelArg (narrow) failed");
+    size_t global = (size_t)ceil_div(len, per), local = 1;
+    return gemm_enqueue(k, kl, 1, &global, &local, M, N, K);
+}
+
 int kern_gemm(kern *k, int ta, int tb, int M, int N, int K, float alpha, cl_mem A, int lda,
               cl_mem B, int ldb, float beta, cl_mem C, int ldc)
 {
@@ -312,6 +351,9 @@ int kern_gemm(kern *k, int ta, int tb, int M, int N, int K, float alpha, cl_mem 
     if (rc < 0)
         return rc;
 
+    if (g->variant == GEMM_CPU && g->narrow && K > 0 && g->tn_narrow &&
+        ((ta && !tb && N <= GEMM_NARROW && K <= g->kc_max) || (!ta && tb && K <= GEMM_NARROW)))
+        return gemm_narrow_enqueue(k, ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     cl_kernel kl = g->variant == GEMM_CPU ? g->cpu : g->tiled;
     if (!kl)
         return err_set(k->err, -EIO, "gemm: this kern was made without the gemm family");

@@ -442,3 +442,128 @@ gemm_tiled(int ta, int tb, int M, int N, int K, float alpha, __global const floa
         }
     }
 }
+
+/* Narrow shapes on CPU devices, where gemm_cpu's 8×32 tile is mostly padding (kernels/gemm.c picks
+ * them): a dense layer's weight gradient Xᵀ·dZ with few outputs (N ≤ 16, K one of gemm_cpu's K
+ * blocks) and its input gradient dZ·Wᵀ (K ≤ 16). Each C element is the same chain as gemm_cpu's:
+ * fma over k = 0..K−1 from 0, then alpha·acc, then fma(beta, C, ·) when beta != 0, so the results
+ * are gemm_cpu's bits (tests/unit/kernels/test_gemm.c compares them). One work-item per
+ * work-group, 16 C rows (TN) or columns (NT) per float16; ta and tb are there so that the first 13
+ * arguments are gemm_cpu's (the host sets them alike). */
+
+#define GEMM_N16_DECL                                                                              \
+    float16 a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0, a8 = 0, a9 = 0,        \
+            a10 = 0, a11 = 0, a12 = 0, a13 = 0, a14 = 0, a15 = 0
+
+#define GEMM_N16_FMA(j) a##j = fma(xv, (float16)bp[j], a##j)
+
+/* Column j of the 16-row block at row i: alpha·a_j (+ beta·C) into C[i + l][j]. */
+#define GEMM_N16_STORE(j)                                                                          \
+    do {                                                                                           \
+        if ((j) < N) {                                                                             \
+            float t_[16];                                                                          \
+            vstore16(alpha * a##j, 0, t_);                                                         \
+            for (int l = 0; l < 16; l++) {                                                         \
+                __global float *c_ = C + (size_t)(i + l) * ldc + (j);                              \
+                *c_ = beta != 0.0f ? fma(beta, *c_, t_[l]) : t_[l];                                \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+/* C = alpha·Aᵀ·B + beta·C with A K×M (lda), B K×N (ldb), N ≤ 16: rows [g·per, (g+1)·per) of C.
+ * bl (__local, K·16 floats) holds B padded to 16 columns. Global size ceil(M/per), local 1. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+gemm_tn_narrow(int ta, int tb, int M, int N, int K, float alpha, __global const float *A, int lda,
+               __global const float *B, int ldb, float beta, __global float *C, int ldc, int per,
+               __local float *bl)
+{
+    int i0 = get_group_id(0) * per, i1 = min(M, i0 + per);
+    for (int p = 0; p < K; p++)
+        for (int j = 0; j < 16; j++)
+            bl[p * 16 + j] = j < N ? B[(size_t)p * ldb + j] : 0.0f;
+    int i = i0;
+    for (; i + 16 <= i1; i += 16) {
+        GEMM_N16_DECL;
+        for (int p = 0; p < K; p++) {
+            float16 xv = vload16(0, A + (size_t)p * lda + i);
+            __local const float *bp = bl + p * 16;
+            GEMM_N16_FMA(0);
+            GEMM_N16_FMA(1);
+            GEMM_N16_FMA(2);
+            GEMM_N16_FMA(3);
+            GEMM_N16_FMA(4);
+            GEMM_N16_FMA(5);
+            GEMM_N16_FMA(6);
+            GEMM_N16_FMA(7);
+            GEMM_N16_FMA(8);
+            GEMM_N16_FMA(9);
+            GEMM_N16_FMA(10);
+            GEMM_N16_FMA(11);
+            GEMM_N16_FMA(12);
+            GEMM_N16_FMA(13);
+            GEMM_N16_FMA(14);
+            GEMM_N16_FMA(15);
+        }
+        GEMM_N16_STORE(0);
+        GEMM_N16_STORE(1);
+        GEMM_N16_STORE(2);
+        GEMM_N16_STORE(3);
+        GEMM_N16_STORE(4);
+        GEMM_N16_STORE(5);
+        GEMM_N16_STORE(6);
+        GEMM_N16_STORE(7);
+        GEMM_N16_STORE(8);
+        GEMM_N16_STORE(9);
+        GEMM_N16_STORE(10);
+        GEMM_N16_STORE(11);
+        GEMM_N16_STORE(12);
+        GEMM_N16_STORE(13);
+        GEMM_N16_STORE(14);
+        GEMM_N16_STORE(15);
+    }
+    for (; i < i1; i++)
+        for (int j = 0; j < N; j++) {
+            float acc = 0.0f;
+            for (int p = 0; p < K; p++)
+                acc = fma(A[(size_t)p * lda + i], bl[p * 16 + j], acc);
+            __global float *c = C + (size_t)i * ldc + j;
+            float v = alpha * acc;
+            *c = beta != 0.0f ? fma(beta, *c, v) : v;
+        }
+}
+
+/* C = alpha·A·Bᵀ + beta·C with A M×K (lda), B N×K (ldb), K ≤ 16: columns [g·per, (g+1)·per) of
+ * C, 16 at a time from a private transpose of B's 16 rows. Global size ceil(N/per), local 1. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+gemm_nt_narrow(int ta, int tb, int M, int N, int K, float alpha, __global const float *A, int lda,
+               __global const float *B, int ldb, float beta, __global float *C, int ldc, int per)
+{
+    int j0 = get_group_id(0) * per, j1 = min(N, j0 + per);
+    int j = j0;
+    for (; j + 16 <= j1; j += 16) {
+        float bt[16 * 16];
+        for (int l = 0; l < 16; l++)
+            for (int p = 0; p < K; p++)
+                bt[p * 16 + l] = B[(size_t)(j + l) * ldb + p];
+        for (int m = 0; m < M; m++) {
+            float16 acc = 0.0f;
+            __global const float *ar = A + (size_t)m * lda;
+            for (int p = 0; p < K; p++)
+                acc = fma((float16)ar[p], vload16(p, bt), acc);
+            __global float *cr = C + (size_t)m * ldc + j;
+            float16 v = alpha * acc;
+            if (beta != 0.0f)
+                v = fma((float16)beta, vload16(0, cr), v);
+            vstore16(v, 0, cr);
+        }
+    }
+    for (; j < j1; j++)
+        for (int m = 0; m < M; m++) {
+            float acc = 0.0f;
+            for (int p = 0; p < K; p++)
+                acc = fma(A[(size_t)m * lda + p], B[(size_t)j * ldb + p], acc);
+            __global float *c = C + (size_t)m * ldc + j;
+            float v = alpha * acc;
+            *c = beta != 0.0f ? fma(beta, *c, v) : v;
+        }
+}
