@@ -45,6 +45,7 @@ struct gemm_kernels {
     int narrow;                 /* CPU variant: the narrow kernels take their shapes */
     int units;                  /* compute units: worker threads on a CPU device */
     int mb_max, nb_max, kc_max; /* gemm_cpu blocking that fits the device's local memory */
+    uint64_t local_mem;         /* bytes of __local memory a work-group may use */
     cl_mem scratch;             /* split-K partial products, or NULL */
     size_t scratch_bytes;
 };
@@ -112,6 +113,7 @@ int gemm_kernels_new(kern *k, char *err)
         g->variant = GEMM_CPU;
     else if (force && strcmp(force, "tiled") == 0)
         g->variant = GEMM_TILED;
+    g->local_mem = d->local_mem;
     if (!gemm_cpu_fit(g, d->local_mem))
         g->variant = GEMM_TILED;
 out:
@@ -314,14 +316,16 @@ static int gemm_narrow_enqueue(kern *k, int ta, int M, int N, int K, float alpha
     struct gemm_kernels *g = k->gemm;
     int len = ta ? M : N;
     int per = round_up(ceil_div(len, GEMM_NARROW_GROUPS * g->units), GEMM_NARROW);
+    /* NT holds its run of B transposed in local memory: at most half of it */
+    while (!ta && per > GEMM_NARROW && (size_t)K * per * sizeof(float) > g->local_mem / 2)
+        per = round_up(per / 2, GEMM_NARROW);
     cl_kernel kl = ta ? g->tn_narrow : g->nt_narrow;
     int tb = !ta;
     int rc = gemm_args(k, kl, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (rc < 0)
         return rc;
     cl_int crc = clSetKernelArg(kl, 13, sizeof(int), &per);
-    if (ta)
-        crc |= clSetKernelArg(kl, 14, (size_t)K * GEMM_NARROW * sizeof(float), NULL);
+    crc |= clSetKernelArg(kl, 14, (size_t)K * (ta ? GEMM_NARROW : per) * sizeof(float), NULL);
     if (crc != CL_SUCCESS)
         return err_set(k->err, -EIO, "gemm: clSetKernelArg (narrow) failed");
     size_t global = (size_t)ceil_div(len, per), local = 1;

@@ -533,37 +533,35 @@ gemm_tn_narrow(int ta, int tb, int M, int N, int K, float alpha, __global const 
 }
 
 /* C = alpha·A·Bᵀ + beta·C with A M×K (lda), B N×K (ldb), K ≤ 16: columns [g·per, (g+1)·per) of
- * C, 16 at a time from a private transpose of B's 16 rows. Global size ceil(N/per), local 1. */
+ * C. The run's B is transposed once into bl (__local, K·per floats), then each row of C is
+ * written in order, 16 columns at a time. Global size ceil(N/per), local 1. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
 gemm_nt_narrow(int ta, int tb, int M, int N, int K, float alpha, __global const float *A, int lda,
-               __global const float *B, int ldb, float beta, __global float *C, int ldc, int per)
+               __global const float *B, int ldb, float beta, __global float *C, int ldc, int per,
+               __local float *bl)
 {
-    int j0 = get_group_id(0) * per, j1 = min(N, j0 + per);
-    int j = j0;
-    for (; j + 16 <= j1; j += 16) {
-        float bt[16 * 16];
-        for (int l = 0; l < 16; l++)
-            for (int p = 0; p < K; p++)
-                bt[p * 16 + l] = B[(size_t)(j + l) * ldb + p];
-        for (int m = 0; m < M; m++) {
+    int j0 = get_group_id(0) * per, j1 = min(N, j0 + per), w = j1 - j0, w16 = w / 16 * 16;
+    for (int l = 0; l < w; l++)
+        for (int p = 0; p < K; p++)
+            bl[p * per + l] = B[(size_t)(j0 + l) * ldb + p];
+    for (int m = 0; m < M; m++) {
+        __global const float *ar = A + (size_t)m * lda;
+        __global float *cr = C + (size_t)m * ldc + j0;
+        for (int j = 0; j < w16; j += 16) {
             float16 acc = 0.0f;
-            __global const float *ar = A + (size_t)m * lda;
             for (int p = 0; p < K; p++)
-                acc = fma((float16)ar[p], vload16(p, bt), acc);
-            __global float *cr = C + (size_t)m * ldc + j;
+                acc = fma((float16)ar[p], vload16(0, bl + p * per + j), acc);
             float16 v = alpha * acc;
             if (beta != 0.0f)
-                v = fma((float16)beta, vload16(0, cr), v);
-            vstore16(v, 0, cr);
+                v = fma((float16)beta, vload16(0, cr + j), v);
+            vstore16(v, 0, cr + j);
         }
-    }
-    for (; j < j1; j++)
-        for (int m = 0; m < M; m++) {
+        for (int j = w16; j < w; j++) {
             float acc = 0.0f;
             for (int p = 0; p < K; p++)
-                acc = fma(A[(size_t)m * lda + p], B[(size_t)j * ldb + p], acc);
-            __global float *c = C + (size_t)m * ldc + j;
+                acc = fma(ar[p], bl[p * per + j], acc);
             float v = alpha * acc;
-            *c = beta != 0.0f ? fma(beta, *c, v) : v;
+            cr[j] = beta != 0.0f ? fma(beta, cr[j], v) : v;
         }
+    }
 }
