@@ -382,12 +382,20 @@ conv_dw_pool(int m, int ow, int ohw, int hp, int wp, int c, int kwc, int kk, int
     for (int p0 = pa; p0 < pb; p0 += CONV_CHUNK) {
         int np = min(CONV_CHUNK, pb - p0);
         conv_bases(p0, np, ow, ohw, hp, wp, c, sh, sw, base);
+        int n = p0 / ohw, oy = p0 % ohw / ow, ox = p0 % ow; /* then walked, no division */
         for (int t = 0; t < np; t++) {
-            int p = p0 + t, n = p / ohw, rem = p % ohw, py = rem / ow / 2, px = rem % ow / 2;
+            int p = p0 + t, img = n, py = oy >> 1, px = ox >> 1;
+            if (++ox == ow) {
+                ox = 0;
+                if (++oy == ohw / ow) {
+                    oy = 0;
+                    n++;
+                }
+            }
             __local float *d = dyc + t * ldd;
             int ch = 0;
             if (py < ph && px < pw) {
-                size_t q = ((size_t)n * phw + py * pw + px) * f_out;
+                size_t q = ((size_t)img * phw + py * pw + px) * f_out;
                 int e = p * f_out;
                 for (; ch < f16; ch += 16) {
                     int16 me = (int16)(e + ch) +
