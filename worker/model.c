@@ -4,15 +4,20 @@
  * A step for layers L0..Ln (Ln the output layer) enqueues:
  *   forward   dense: gemm NN (y = x·W) + bias_act_fwd; conv2d: conv2d_fwd + bias_act_fwd (skipped
  *             when there is neither bias nor activation, and moved after the pool when a max
- *             pool follows: 4× fewer elements for a 2×2 pool, the same numbers); pools: pool2d_fwd
- * (max records its argmax while training); batchnorm: batchnorm_fwd_train (batch statistics, moving
+ *             pool follows: 4× fewer elements for a 2×2 pool, the same numbers); a conv before
+ *             a 2×2 stride-2 valid max pool on the direct conv path (fuse_pool): one
+ *             conv2d_fwd_maxpool_act writes the pool's y and argmax with the bias and activation
+ *             applied, and the pool enqueues nothing; pools: pool2d_fwd (max records its argmax
+ *             while training); batchnorm: batchnorm_fwd_train (batch statistics, moving
  *             statistics updated) or _infer; dropout: dropout; flatten: nothing
  *   loss      softmax_xent | bce | mse, then two reduce_sum into the totals
  *   backward  last to first: dense: bias_act_bwd (dZ, db), gemm TN (dW = xᵀ·dZ) and gemm NT
  *             (dx = dZ·Wᵀ); conv2d: bias_act_bwd, conv2d_bwd_weights and conv2d_bwd_data; pools:
- *             pool2d_bwd; batchnorm: batchnorm_bwd (dx in place, dgamma, dbeta); dropout:
- *             dropout on dy in place. Backward stops at the first layer with parameters,
- *             which computes no dx: nothing reads it (a leading pool costs nothing).
+ *             pool2d_bwd, except after a fused conv that is the first layer with parameters:
+ *             its conv2d_bwd_weights_maxpool reads the pool's dy and argmax; batchnorm:
+ *             batchnorm_bwd (dx in place, dgamma, dbeta); dropout: dropout on dy in place.
+ *             Backward stops at the first layer with parameters, which computes no dx:
+ *             nothing reads it (a leading pool costs nothing).
  *   update    one sgd or adam over the whole parameter buffer (not the stats buffer)
  * Nothing in a step reads back from the device. Each layer remembers the buffers its last
  * forward read and wrote (x_cur, y_cur): flatten, and dropout outside training, pass their
