@@ -40,7 +40,7 @@ enum gemm_variant { GEMM_CPU = 0, GEMM_TILED = 1 };
 #define GEMM_SPLIT_MIN_WORK (1L << 22)
 
 struct gemm_kernels {
-    cl_kernel cpu, cpu_sum, tiled, tn_narrow, nt_narrow;
+    cl_kernel cpu, cpu_sum, tiled, tn_narrow, nt_narrow, nn_narrow;
     enum gemm_variant variant;
     int narrow;                 /* CPU variant: the narrow kernels take their shapes */
     int units;                  /* compute units: worker threads on a CPU device */
@@ -99,6 +99,8 @@ int gemm_kernels_new(kern *k, char *err)
         rc = gemm_kernel_create(k, "gemm_tn_narrow", &g->tn_narrow, err);
     if (rc == 0)
         rc = gemm_kernel_create(k, "gemm_nt_narrow", &g->nt_narrow, err);
+    if (rc == 0)
+        rc = gemm_kernel_create(k, "gemm_nn_narrow", &g->nn_narrow, err);
     if (rc < 0)
         goto out;
     const ocl_device *d = &k->c->dev;
@@ -139,6 +141,8 @@ void gemm_kernels_free(struct gemm_kernels *g)
         clReleaseKernel(g->tn_narrow);
     if (g->nt_narrow)
         clReleaseKernel(g->nt_narrow);
+    if (g->nn_narrow)
+        clReleaseKernel(g->nn_narrow);
     if (g->scratch)
         clReleaseMemObject(g->scratch);
     free(g);
@@ -265,11 +269,21 @@ static int gemm_enqueue(kern *k, cl_kernel kl, cl_uint dims, const size_t *globa
 
 /* Sets gemm_cpu's blocking arguments (its first 13 are set) and enqueues it, then gemm_cpu_sum
  * when K is split. */
-static int gemm_cpu_enqueue(kern *k, int M, int N, int K, float alpha, float beta, cl_mem C,
-                            int ldc)
+static int gemm_cpu_enqueue(kern *k, int narrow, int M, int N, int K, float alpha, float beta,
+                            cl_mem C, int ldc)
 {
     struct gemm_kernels *g = k->gemm;
     struct gemm_plan p = gemm_cpu_plan(g, M, N, K);
+    cl_kernel kl = g->cpu;
+    size_t ap_bytes = (size_t)p.mb * p.kc * sizeof(float), bp_bytes = (size_t)p.kc * p.nb * 4;
+    if (narrow) { /* gemm_nn_narrow: the same plan but for its tiles, 16 columns, a few rows */
+        kl = g->nn_narrow;
+        p.nb = GEMM_NARROW;
+        p.mb = round_up(ceil_div(M, GEMM_NARROW_GROUPS * g->units), GEMM_MR);
+        p.mb = p.mb < 8 * GEMM_MR ? 8 * GEMM_MR : p.mb;
+        ap_bytes = sizeof(float);
+        bp_bytes = (size_t)p.kc * GEMM_NARROW * sizeof(float);
+    }
     cl_mem W = C; /* unused with one part, but the argument must be a buffer */
     if (p.parts > 1) {
         int rc = gemm_scratch_reserve(k, (size_t)p.parts * M * N * sizeof(float));
@@ -278,18 +292,18 @@ static int gemm_cpu_enqueue(kern *k, int M, int N, int K, float alpha, float bet
         W = g->scratch;
     }
     cl_int crc = 0;
-    crc |= clSetKernelArg(g->cpu, 13, sizeof(int), &p.mb);
-    crc |= clSetKernelArg(g->cpu, 14, sizeof(int), &p.nb);
-    crc |= clSetKernelArg(g->cpu, 15, sizeof(int), &p.kc);
-    crc |= clSetKernelArg(g->cpu, 16, sizeof(int), &p.kpart);
-    crc |= clSetKernelArg(g->cpu, 17, sizeof(cl_mem), &W);
-    crc |= clSetKernelArg(g->cpu, 18, (size_t)p.mb * p.kc * sizeof(float), NULL);
-    crc |= clSetKernelArg(g->cpu, 19, (size_t)p.kc * p.nb * sizeof(float), NULL);
+    crc |= clSetKernelArg(kl, 13, sizeof(int), &p.mb);
+    crc |= clSetKernelArg(kl, 14, sizeof(int), &p.nb);
+    crc |= clSetKernelArg(kl, 15, sizeof(int), &p.kc);
+    crc |= clSetKernelArg(kl, 16, sizeof(int), &p.kpart);
+    crc |= clSetKernelArg(kl, 17, sizeof(cl_mem), &W);
+    crc |= clSetKernelArg(kl, 18, ap_bytes, NULL);
+    crc |= clSetKernelArg(kl, 19, bp_bytes, NULL);
     if (crc != CL_SUCCESS)
         return err_set(k->err, -EIO, "gemm: clSetKernelArg (blocking) failed");
     size_t global[3] = {(size_t)ceil_div(N, p.nb), (size_t)ceil_div(M, p.mb), (size_t)p.parts};
     size_t local[3] = {1, 1, 1};
-    int rc = gemm_enqueue(k, g->cpu, 3, global, local, M, N, K);
+    int rc = gemm_enqueue(k, kl, 3, global, local, M, N, K);
     if (rc < 0 || p.parts == 1)
         return rc;
 
@@ -364,8 +378,12 @@ int kern_gemm(kern *k, int ta, int tb, int M, int N, int K, float alpha, cl_mem 
     rc = gemm_args(k, kl, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (rc < 0)
         return rc;
-    if (g->variant == GEMM_CPU)
-        return gemm_cpu_enqueue(k, M, N, K, alpha, beta, C, ldc);
+    if (g->variant == GEMM_CPU) {
+        int narrow = g->narrow && !ta && !tb && N <= GEMM_NARROW && K > 0;
+        if (narrow)
+            rc = gemm_args(k, g->nn_narrow, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return rc < 0 ? rc : gemm_cpu_enqueue(k, narrow, M, N, K, alpha, beta, C, ldc);
+    }
     size_t global[2] = {(size_t)ceil_div(N, GEMM_TS) * GEMM_RTS,
                         (size_t)ceil_div(M, GEMM_TS) * GEMM_RTS};
     size_t local[2] = {GEMM_RTS, GEMM_RTS};

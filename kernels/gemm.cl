@@ -565,3 +565,77 @@ gemm_nt_narrow(int ta, int tb, int M, int N, int K, float alpha, __global const 
         }
     }
 }
+
+/* C = alpha·A·B + beta·C with N ≤ 16 (a dense layer's forward to few outputs): gemm_cpu with its
+ * arguments, plan and split-K scratch (W, then gemm_cpu_sum), but 8×16 register tiles over B
+ * padded to 16 columns in bl (__local, kc·16 floats) instead of 8×32 over 32, and A read in
+ * place. Per element the same chain per K block and the same merge as GEMM_TILE_STORE's
+ * element path, so the bits are gemm_cpu's. Global size (1, ceil(M/mb), parts), local 1; ap is
+ * unused. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+gemm_nn_narrow(int ta, int tb, int M, int N, int K, float alpha, __global const float *A, int lda,
+               __global const float *B, int ldb, float beta, __global float *C, int ldc, int mb,
+               int nb, int kc, int kpart, __global float *W, __local float *ap, __local float *bl)
+{
+    int m0 = get_group_id(1) * mb, m1 = min(M, m0 + mb);
+    int kbeg = get_group_id(2) * kpart, kend = min(K, kbeg + kpart);
+    __global float *out = C;
+    int ldo = ldc;
+    if (get_num_groups(2) > 1) {
+        out = W + get_group_id(2) * (size_t)M * N;
+        ldo = N;
+        alpha = 1.0f;
+        beta = 0.0f;
+    }
+    int k0 = kbeg;
+    do {
+        int kb = min(kc, kend - k0), first = k0 == kbeg;
+        for (int p = 0; p < kb; p++)
+            for (int j = 0; j < 16; j++)
+                bl[p * 16 + j] = j < N ? B[(size_t)(k0 + p) * ldb + j] : 0.0f;
+        for (int r0 = m0; r0 < m1; r0 += 8) {
+            int rows = min(8, m1 - r0), l = rows - 1;
+            __global const float *a0 = A + (size_t)r0 * lda + k0;
+            __global const float *a1 = a0 + (size_t)min(1, l) * lda;
+            __global const float *a2 = a0 + (size_t)min(2, l) * lda;
+            __global const float *a3 = a0 + (size_t)min(3, l) * lda;
+            __global const float *a4 = a0 + (size_t)min(4, l) * lda;
+            __global const float *a5 = a0 + (size_t)min(5, l) * lda;
+            __global const float *a6 = a0 + (size_t)min(6, l) * lda;
+            __global const float *a7 = a0 + (size_t)min(7, l) * lda;
+            float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, c7 = 0;
+            for (int p = 0; p < kb; p++) {
+                float16 b = vload16(p, bl);
+                c0 = fma((float16)a0[p], b, c0);
+                c1 = fma((float16)a1[p], b, c1);
+                c2 = fma((float16)a2[p], b, c2);
+                c3 = fma((float16)a3[p], b, c3);
+                c4 = fma((float16)a4[p], b, c4);
+                c5 = fma((float16)a5[p], b, c5);
+                c6 = fma((float16)a6[p], b, c6);
+                c7 = fma((float16)a7[p], b, c7);
+            }
+            float tile[8 * 16];
+            vstore16(c0, 0, tile);
+            vstore16(c1, 1, tile);
+            vstore16(c2, 2, tile);
+            vstore16(c3, 3, tile);
+            vstore16(c4, 4, tile);
+            vstore16(c5, 5, tile);
+            vstore16(c6, 6, tile);
+            vstore16(c7, 7, tile);
+            for (int r = 0; r < rows; r++) {
+                __global float *cr = out + (size_t)(r0 + r) * ldo;
+                for (int c = 0; c < N; c++) {
+                    float v = alpha * tile[r * 16 + c];
+                    if (!first)
+                        v += cr[c];
+                    else if (beta != 0.0f)
+                        v = fma(beta, cr[c], v);
+                    cr[c] = v;
+                }
+            }
+        }
+        k0 += kc;
+    } while (k0 < kend);
+}

@@ -172,8 +172,8 @@ static void gemm_check_args(kern *k)
     clReleaseMemObject(small);
 }
 
-/* The narrow CPU kernels (TN with N ≤ 16, NT with K ≤ 16) give gemm_cpu's bits: each shape on k
- * (narrow kernels on) and on packed (TRAINYARD_GEMM=cpu-packed, gemm_cpu only), compared. */
+/* The narrow CPU kernels (NN and TN with N ≤ 16, NT with K ≤ 16) give gemm_cpu's bits: each shape
+ * on k (narrow kernels on) and on packed (TRAINYARD_GEMM=cpu-packed, gemm_cpu only), compared. */
 static void gemm_check_narrow(kern *k, kern *packed)
 {
     static const struct gemm_case cases[] = {
@@ -181,6 +181,9 @@ static void gemm_check_narrow(kern *k, kern *packed)
         {1, 0, 37, 16, 7, -0.75f, 1.5f, 3},   {1, 0, 15, 1, 256, 1.0f, 0.0f, 0},
         {0, 1, 5, 33, 16, 0.5f, -1.0f, 2},    {0, 1, 1, 7, 1, 1.0f, 0.0f, 0},
         {1, 0, 128, 10, 64, 1.0f, 1.0f, 0},   {0, 1, 64, 128, 10, 1.0f, 0.0f, 1},
+        {0, 0, 32, 10, 30752, 1.0f, 0.0f, 0}, {0, 0, 64, 10, 128, 1.0f, 0.0f, 0},
+        {0, 0, 7, 16, 600, -0.75f, 1.5f, 3},  {0, 0, 100, 3, 300, 0.5f, 0.0f, 1},
+        {0, 0, 1000, 1, 1, 1.0f, 0.0f, 0},    {0, 0, 33, 9, 20000, 2.0f, -1.0f, 0},
     };
     int ok = 0, n = (int)(sizeof cases / sizeof *cases);
     for (int e = 0; e < n; e++) {
