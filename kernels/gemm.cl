@@ -303,6 +303,18 @@ static void gemm_micro_direct(__local const float *a, __global const float *b, i
     GEMM_TILE_STORE;
 }
 
+/* Where a group of gemm_cpu (or gemm_nn_narrow) writes: C, or with K split into parts its own
+ * scratch slice W[part] (M×N dense), plainly (alpha 1, beta 0); declares out and ldo. */
+#define GEMM_PART_OUT                                                                              \
+    __global float *out = C;                                                                       \
+    int ldo = ldc;                                                                                 \
+    if (get_num_groups(2) > 1) {                                                                   \
+        out = W + get_group_id(2) * (size_t)M * N;                                                 \
+        ldo = N;                                                                                   \
+        alpha = 1.0f;                                                                              \
+        beta = 0.0f;                                                                               \
+    }
+
 /* Global size (tiles across N, tiles down M, parts), local size (1, 1, 1). Ap holds mb·kc
  * floats, Bp kc·nb; mb is a multiple of GEMM_MR and nb of GEMM_NR. With one part the group
  * writes C. With several (split K, for long reductions onto a small C), part s covers
@@ -317,14 +329,7 @@ gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, __global const float 
     int mh = min(mb, M - m0), nw = min(nb, N - n0);
     int mpanels = (mh + GEMM_MR - 1) / GEMM_MR, npanels = (nw + GEMM_NR - 1) / GEMM_NR;
     int kbeg = get_group_id(2) * kpart, kend = min(K, kbeg + kpart);
-    __global float *out = C;
-    int ldo = ldc;
-    if (get_num_groups(2) > 1) {
-        out = W + get_group_id(2) * (size_t)M * N;
-        ldo = N;
-        alpha = 1.0f;
-        beta = 0.0f;
-    }
+    GEMM_PART_OUT;
     /* A short tile uses each B panel once or twice: packing it would only add a pass over B
      * that cannot overlap the arithmetic. Its full panels are then read in place. */
     int direct = !tb && mpanels <= GEMM_DIRECT_B_PANELS ? nw / GEMM_NR : 0;
@@ -579,14 +584,7 @@ gemm_nn_narrow(int ta, int tb, int M, int N, int K, float alpha, __global const 
 {
     int m0 = get_group_id(1) * mb, m1 = min(M, m0 + mb);
     int kbeg = get_group_id(2) * kpart, kend = min(K, kbeg + kpart);
-    __global float *out = C;
-    int ldo = ldc;
-    if (get_num_groups(2) > 1) {
-        out = W + get_group_id(2) * (size_t)M * N;
-        ldo = N;
-        alpha = 1.0f;
-        beta = 0.0f;
-    }
+    GEMM_PART_OUT;
     int k0 = kbeg;
     do {
         int kb = min(kc, kend - k0), first = k0 == kbeg;
