@@ -23,7 +23,7 @@ struct kern {
     /* Second passes of the two-pass reductions (reduce_sum is the first pass of the sum). */
     cl_kernel bias_act_bwd_sum, reduce_sum_final;
     /* CPU forms of bias + activation (activation.cl), used when cpu is set. */
-    cl_kernel bias_act_fwd_cpu, bias_act_bwd_cpu;
+    cl_kernel bias_act_fwd_cpu, bias_act_bwd_cpu, adam_cpu;
     int cpu;            /* a CPU device: the *_cpu kernels run */
     int units;          /* compute units */
     size_t local_1d;    /* local size of the element-wise kernels */
