@@ -397,7 +397,11 @@ static int conv_fwd_prepare(kern *k, const char *who, const kern_conv *g, cl_mem
     *ldw = round32(g->f);
     *wpk = conv_region(work, ws.w_off);
     *in = pad ? xp : conv_whole(x);
-    int rc = conv_pack_w(k, who, g, 0, *ldw, w, *wpk);
+    int rc = 0;
+    if (g->f == 32) /* one panel of 32 columns: the packed layout is w's own */
+        *wpk = conv_whole(w);
+    else
+        rc = conv_pack_w(k, who, g, 0, *ldw, w, *wpk);
     if (rc == 0 && pad)
         rc = conv_pad(k, who, g->n, g->h, g->w, g->c, 1, 1, g->pt, g->pl, *hp, *wp, g->c, x, xp);
     return rc;
