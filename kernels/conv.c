@@ -45,6 +45,7 @@
 #define CONV_NB_MAX          128  /* output columns per conv_fwd work-group, at most */
 #define CONV_GROUPS_PER_UNIT 8    /* conv_fwd work-groups per compute unit, at least */
 #define CONV_DW_MIN_PART     1024 /* pixels in one part of the weight-gradient sum, at least */
+#define CONV_DW_CHUNK        64   /* pixels conv_dw walks per pass: CONV_CHUNK in conv.cl */
 #define CONV_NARROW_C        8 /* backward-data through dy·Wᵀ and a gather up to this many c */
 
 enum conv_variant { CONV_DIRECT = 0, CONV_GEMM = 1 };
@@ -53,8 +54,8 @@ struct conv_kernels {
     enum conv_variant variant;
     int units;          /* compute units */
     uint64_t local_mem; /* bytes of __local memory a work-group may use */
-    cl_kernel pad, pack_w, fwd, dw, dw_sum, col2im_rows, im2col, col2im, pool_fwd, pool_bwd,
-        bn_part, bn_stats, bn_grads, bn_apply, bn_bwd_apply, image;
+    cl_kernel pad, pack_w, fwd, fwd_pool, dw, dw_pool, dw_sum, col2im_rows, im2col, col2im,
+        pool_fwd, pool_bwd, bn_part, bn_stats, bn_grads, bn_apply, bn_bwd_apply, image;
 };
 
 static const struct {
@@ -64,7 +65,9 @@ static const struct {
     {"conv_pad", offsetof(struct conv_kernels, pad)},
     {"conv_pack_w", offsetof(struct conv_kernels, pack_w)},
     {"conv_fwd", offsetof(struct conv_kernels, fwd)},
+    {"conv_fwd_pool", offsetof(struct conv_kernels, fwd_pool)},
     {"conv_dw", offsetof(struct conv_kernels, dw)},
+    {"conv_dw_pool", offsetof(struct conv_kernels, dw_pool)},
     {"conv_dw_sum", offsetof(struct conv_kernels, dw_sum)},
     {"conv_col2im_rows", offsetof(struct conv_kernels, col2im_rows)},
     {"conv_im2col", offsetof(struct conv_kernels, im2col)},
@@ -382,6 +385,28 @@ static int conv_patches(kern *k, const char *who, const kern_conv *g, cl_mem x, 
     return rc;
 }
 
+/* The direct forward's operands: w packed into the workspace (*wpk, *ldw columns) and the input
+ * *in, x itself or its padded copy (*hp × *wp per image) in the workspace. */
+static int conv_fwd_prepare(kern *k, const char *who, const kern_conv *g, cl_mem x, cl_mem w,
+                            cl_mem work, struct conv_buf *wpk, struct conv_buf *in, int *hp,
+                            int *wp, int *ldw)
+{
+    struct conv_ws ws = conv_ws_plan(k->conv, g, CONV_OP_FWD);
+    struct conv_buf xp = conv_region(work, ws.in_off);
+    int pad = conv_fwd_pad(g, hp, wp);
+    *ldw = round32(g->f);
+    *wpk = conv_region(work, ws.w_off);
+    *in = pad ? xp : conv_whole(x);
+    int rc = 0;
+    if (g->f == 32) /* one panel of 32 columns: the packed layout is w's own */
+        *wpk = conv_whole(w);
+    else
+        rc = conv_pack_w(k, who, g, 0, *ldw, w, *wpk);
+    if (rc == 0 && pad)
+        rc = conv_pad(k, who, g->n, g->h, g->w, g->c, 1, 1, g->pt, g->pl, *hp, *wp, g->c, x, xp);
+    return rc;
+}
+
 int kern_conv2d_fwd(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y, cl_mem work)
 {
     const char *who = "kern_conv2d_fwd";
@@ -397,17 +422,78 @@ int kern_conv2d_fwd(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y, c
             return rc;
         return kern_gemm(k, 0, 0, rows, g->f, kkc, 1.0f, col, kkc, w, g->f, 0.0f, y, g->f);
     }
-    struct conv_ws ws = conv_ws_plan(k->conv, g, CONV_OP_FWD);
-    struct conv_buf wpk = conv_region(work, ws.w_off), xp = conv_region(work, ws.in_off);
-    int hp, wp, ldw = round32(g->f);
-    int pad = conv_fwd_pad(g, &hp, &wp);
-    rc = conv_pack_w(k, who, g, 0, ldw, w, wpk);
-    if (rc == 0 && pad)
-        rc = conv_pad(k, who, g->n, g->h, g->w, g->c, 1, 1, g->pt, g->pl, hp, wp, g->c, x, xp);
+    struct conv_buf wpk, in;
+    int hp, wp, ldw;
+    rc = conv_fwd_prepare(k, who, g, x, w, work, &wpk, &in, &hp, &wp, &ldw);
     if (rc == 0)
         rc = conv_fwd_run(k, who, rows, g->ow, g->oh * g->ow, hp, wp, g->c, g->kh, g->kw, g->sh,
-                          g->sw, g->f, ldw, pad ? xp : conv_whole(x), wpk, conv_whole(y));
+                          g->sw, g->f, ldw, in, wpk, conv_whole(y));
     return rc;
+}
+
+int kern_conv2d_fwd_maxpool_ok(kern *k)
+{
+    return k->conv->variant == CONV_DIRECT && k->conv->fwd_pool != NULL;
+}
+
+/* conv_args for the calls fused with a 2×2/2 max pool: the path, a conv output with a window,
+ * and the pool-sized tensor q (and argmax, unless NULL) of N·(OH/2)·(OW/2)·F. */
+static int conv_pool_args(kern *k, const char *who, const kern_conv *g, cl_mem x, cl_mem q,
+                          const char *q_name, cl_mem argmax, cl_mem wt, cl_mem work)
+{
+    if (!kern_conv2d_fwd_maxpool_ok(k))
+        return err_set(k->err, -EINVAL, "%s: only the direct conv path pools in place", who);
+    if (g->oh < 2 || g->ow < 2)
+        return err_set(k->err, -EINVAL, "%s: a %dx%d conv output has no 2x2 window", who, g->oh,
+                       g->ow);
+    long long nq = tensor_elems(g->n, g->oh / 2, g->ow / 2, g->f);
+    int rc =
+        conv_args(k, who, g, x, tensor_elems(g->n, g->h, g->w, g->c), "x", q, nq, q_name, wt, work);
+    if (rc == 0 && argmax && g->n > 0)
+        rc = need_floats(k, who, "argmax", argmax, nq);
+    return rc;
+}
+
+int kern_conv2d_fwd_maxpool(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y,
+                            cl_mem argmax, cl_mem work)
+{
+    return kern_conv2d_fwd_maxpool_act(k, g, x, w, y, argmax, -1, NULL, work);
+}
+
+int kern_conv2d_fwd_maxpool_act(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y,
+                                cl_mem argmax, int act, cl_mem bias, cl_mem work)
+{
+    const char *who = "kern_conv2d_fwd_maxpool";
+    int rc = conv_pool_args(k, who, g, x, y, "y", argmax, w, work);
+    int has_act = act >= 0;
+    if (rc == 0 && has_act && g->n > 0)
+        rc = need_floats(k, who, "bias", bias, g->f);
+    if (rc < 0 || g->n == 0)
+        return rc;
+    struct conv_kernels *ck = k->conv;
+    struct conv_buf wpk, in;
+    int hp, wp, ldw;
+    rc = conv_fwd_prepare(k, who, g, x, w, work, &wpk, &in, &hp, &wp, &ldw);
+    if (rc < 0)
+        return rc;
+    int pw = g->ow / 2, phw = g->oh / 2 * pw, mq = g->n * phw, kwc = g->kw * g->c;
+    int nb = ldw <= CONV_NB_MAX ? ldw : CONV_NB_MAX, has_arg = argmax != NULL;
+    /* pooled pixels per group: even, at most CONV_MB_MAX / 4 (four conv pixels each), as many as
+     * leaves CONV_GROUPS_PER_UNIT groups per compute unit */
+    long long per =
+        ((long long)mq + CONV_GROUPS_PER_UNIT * ck->units - 1) / (CONV_GROUPS_PER_UNIT * ck->units);
+    int mb = (int)((per + 1) / 2 * 2);
+    mb = mb < 2 ? 2 : mb > CONV_MB_MAX / 4 ? CONV_MB_MAX / 4 : mb;
+    cl_mem arg = has_arg ? argmax : y; /* never written when has_arg is 0 */
+    bias = has_act ? bias : y;         /* never read without an activation */
+    act = has_act ? act : 0;
+    karg a[] = {ARG(mq),      ARG(pw),   ARG(phw),    ARG(g->ow),   ARG(g->oh), ARG(hp),
+                ARG(wp),      ARG(g->c), ARG(g->kh),  ARG(kwc),     ARG(g->sh), ARG(g->sw),
+                ARG(g->f),    ARG(ldw),  ARG_BUF(in), ARG_BUF(wpk), ARG_MEM(y), ARG(has_arg),
+                ARG_MEM(arg), ARG(mb),   ARG(nb),     ARG(has_act), ARG(act),   ARG_MEM(bias)};
+    size_t global[2] = {(size_t)((ldw + nb - 1) / nb), (size_t)((mq + mb - 1) / mb)};
+    size_t local[2] = {1, 1};
+    return kern_launch(k, who, ck->fwd_pool, a, NARGS(a), 2, global, local);
 }
 
 int kern_conv2d_bwd_data(kern *k, const kern_conv *g, cl_mem dy, cl_mem w, cl_mem dx, cl_mem work)
@@ -461,6 +547,9 @@ int kern_conv2d_bwd_data(kern *k, const kern_conv *g, cl_mem dy, cl_mem w, cl_me
     return rc;
 }
 
+static int conv_dw_launch(kern *k, const char *who, const kern_conv *g, cl_mem x, cl_mem dy,
+                          cl_mem argq, cl_mem dw, int accumulate, cl_mem work);
+
 int kern_conv2d_bwd_weights(kern *k, const kern_conv *g, cl_mem x, cl_mem dy, cl_mem dw,
                             int accumulate, cl_mem work)
 {
@@ -480,40 +569,102 @@ int kern_conv2d_bwd_weights(kern *k, const kern_conv *g, cl_mem x, cl_mem dy, cl
             return rc;
         return kern_gemm(k, 1, 0, kkc, g->f, rows, 1.0f, col, kkc, dy, g->f, beta, dw, g->f);
     }
+    return conv_dw_launch(k, who, g, x, dy, NULL, dw, accumulate, work);
+}
+
+/* The direct path's weight gradient: conv_dw over dy, or conv_dw_pool over a 2×2/2 max pool's
+ * dy and argmax when argq is not NULL (then dy is the pool's N·(OH/2)·(OW/2)·F), then
+ * conv_dw_sum when the pixel sum is split. */
+static int conv_dw_launch(kern *k, const char *who, const kern_conv *g, cl_mem x, cl_mem dy,
+                          cl_mem argq, cl_mem dw, int accumulate, cl_mem work)
+{
     struct conv_kernels *ck = k->conv;
     struct conv_ws ws = conv_ws_plan(ck, g, CONV_OP_BWD_WEIGHTS);
+    int rows = g->n * g->oh * g->ow, kkc = g->kh * g->kw * g->c, rc = 0;
     int hp, wp, ldd = round32(g->f), parts = conv_dw_parts(ck, g);
-    int pad = conv_fwd_pad(g, &hp, &wp);
+    int pad = conv_fwd_pad(g, &hp, &wp), pad_dy = ws.dy_bytes && !argq;
     struct conv_buf xp = pad ? conv_region(work, ws.in_off) : conv_whole(x);
-    struct conv_buf dyp = ws.dy_bytes ? conv_region(work, ws.dy_off) : conv_whole(dy);
+    struct conv_buf dyp = pad_dy ? conv_region(work, ws.dy_off) : conv_whole(dy);
     struct conv_buf scr = parts > 1 ? conv_region(work, ws.scr_off) : conv_whole(dw);
     if (pad)
         rc = conv_pad(k, who, g->n, g->h, g->w, g->c, 1, 1, g->pt, g->pl, hp, wp, g->c, x, xp);
-    if (rc == 0 && ws.dy_bytes)
+    if (rc == 0 && pad_dy)
         rc = conv_pad(k, who, g->n, g->oh, g->ow, g->f, 1, 1, 0, 0, g->oh, g->ow, ldd, dy, dyp);
     if (rc < 0)
         return rc;
-    /* Rows of dw per group: all of them when their partial sums fit local memory. */
-    int mb = (int)(ck->local_mem / 2 / ((size_t)ldd * sizeof(float))) / 8 * 8;
+    /* Rows of dw per group: all of them when their partial sums fit local memory (beside the
+     * expanded dy chunk of conv_dw_pool). */
+    size_t chunk_bytes = argq ? (size_t)CONV_DW_CHUNK * ldd * sizeof(float) : 0;
+    size_t avail = ck->local_mem / 2;
+    if (argq && ck->local_mem - avail < chunk_bytes)
+        avail = ck->local_mem > chunk_bytes ? ck->local_mem - chunk_bytes : 0;
+    int mb = (int)(avail / ((size_t)ldd * sizeof(float))) / 8 * 8;
     mb = mb > (kkc + 7) / 8 * 8 ? (kkc + 7) / 8 * 8 : mb;
     if (mb < 8)
         return err_set(k->err, -EINVAL, "%s: %d filters are more than local memory holds", who,
                        g->f);
     int ppart = (rows + parts - 1) / parts, kwc = g->kw * g->c, ohw = g->oh * g->ow;
-    karg a[] = {
-        ARG(rows),   ARG(g->ow),      ARG(ohw),     ARG(hp),
-        ARG(wp),     ARG(g->c),       ARG(kwc),     ARG(kkc),
-        ARG(g->sh),  ARG(g->sw),      ARG(g->f),    ARG(ldd),
-        ARG(ppart),  ARG_BUF(xp),     ARG_BUF(dyp), ARG_BUF(scr),
-        ARG_MEM(dw), ARG(accumulate), ARG(mb),      ARG_LOCAL((size_t)mb * ldd * sizeof(float))};
+    int pw = g->ow / 2, phw = g->oh / 2 * pw;
     size_t global[2] = {(size_t)((kkc + mb - 1) / mb), (size_t)parts}, local[2] = {1, 1};
-    rc = kern_launch(k, who, ck->dw, a, NARGS(a), 2, global, local);
+    if (argq) {
+        karg a[] = {ARG(rows),
+                    ARG(g->ow),
+                    ARG(ohw),
+                    ARG(hp),
+                    ARG(wp),
+                    ARG(g->c),
+                    ARG(kwc),
+                    ARG(kkc),
+                    ARG(g->sh),
+                    ARG(g->sw),
+                    ARG(g->f),
+                    ARG(ldd),
+                    ARG(ppart),
+                    ARG_BUF(xp),
+                    ARG_MEM(dy),
+                    ARG_MEM(argq),
+                    ARG(pw),
+                    ARG(phw),
+                    ARG_BUF(scr),
+                    ARG_MEM(dw),
+                    ARG(accumulate),
+                    ARG(mb),
+                    ARG_LOCAL((size_t)mb * ldd * sizeof(float)),
+                    ARG_LOCAL(chunk_bytes)};
+        rc = kern_launch(k, who, ck->dw_pool, a, NARGS(a), 2, global, local);
+    } else {
+        karg a[] = {ARG(rows),    ARG(g->ow),
+                    ARG(ohw),     ARG(hp),
+                    ARG(wp),      ARG(g->c),
+                    ARG(kwc),     ARG(kkc),
+                    ARG(g->sh),   ARG(g->sw),
+                    ARG(g->f),    ARG(ldd),
+                    ARG(ppart),   ARG_BUF(xp),
+                    ARG_BUF(dyp), ARG_BUF(scr),
+                    ARG_MEM(dw),  ARG(accumulate),
+                    ARG(mb),      ARG_LOCAL((size_t)mb * ldd * sizeof(float))};
+        rc = kern_launch(k, who, ck->dw, a, NARGS(a), 2, global, local);
+    }
     if (rc == 0 && parts > 1) {
         int n = kkc * g->f;
         karg b[] = {ARG(n), ARG(parts), ARG(accumulate), ARG_BUF(scr), ARG_MEM(dw)};
         rc = kern_launch_1d(k, who, ck->dw_sum, b, NARGS(b), (size_t)n);
     }
     return rc;
+}
+
+int kern_conv2d_bwd_weights_maxpool(kern *k, const kern_conv *g, cl_mem x, cl_mem dy, cl_mem argmax,
+                                    cl_mem dw, int accumulate, cl_mem work)
+{
+    const char *who = "kern_conv2d_bwd_weights_maxpool";
+    if (!argmax)
+        return err_set(k->err, -EINVAL, "%s: the pool's argmax is needed", who);
+    int rc = conv_pool_args(k, who, g, x, dy, "dy", argmax, dw, work);
+    if (rc < 0)
+        return rc;
+    if (g->n == 0)
+        return kern_conv2d_bwd_weights(k, g, x, dy, dw, accumulate, work);
+    return conv_dw_launch(k, who, g, x, dy, argmax, dw, accumulate, work);
 }
 
 /* Pooling: a known mode, a geometry whose tensors stay int-indexable, and buffers that hold them:

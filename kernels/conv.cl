@@ -145,6 +145,22 @@ conv_col2im_rows(int h, int w, int c, int kh, int kw, int sh, int sw, int pt, in
     CONV_FMA(6, (xr)[o6]);                                                                         \
     CONV_FMA(7, (xr)[o7])
 
+/* The implicit GEMM of one 8×32 tile: the accumulators += the windows at o0..o7 of xp (kh rows of
+ * kwc floats, row_stride apart) times the packed weights of columns j0.. (conv_fwd, conv_fwd_pool;
+ * the same terms in the same order in both). */
+#define CONV_WINDOW_SUM                                                                            \
+    do {                                                                                           \
+        __global const float *wr = wpk + (size_t)j0 * kh * kwc;                                    \
+        for (int i = 0; i < kh; i++) {                                                             \
+            __global const float *xr = xp + i * row_stride;                                        \
+            for (int q_ = 0; q_ < kwc; q_++) {                                                     \
+                float16 b0 = vload16(0, wr), b1 = vload16(1, wr);                                  \
+                CONV_STEP(xr + q_);                                                                \
+                wr += CONV_NR;                                                                     \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
 #define CONV_SPILL(r)                                                                              \
     do {                                                                                           \
         vstore16(c##r##0, 2 * (r), tile);                                                          \
@@ -239,15 +255,7 @@ conv_fwd(int m, int ow, int ohw, int hp, int wp, int c, int kh, int kwc, int sh,
             int o3 = base[t + min(3, l)], o4 = base[t + min(4, l)], o5 = base[t + min(5, l)];
             int o6 = base[t + min(6, l)], o7 = base[t + min(7, l)];
             CONV_ACC_DECL;
-            __global const float *wr = wpk + (size_t)j0 * kh * kwc;
-            for (int i = 0; i < kh; i++) {
-                __global const float *xr = xp + i * row_stride;
-                for (int q = 0; q < kwc; q++) {
-                    float16 b0 = vload16(0, wr), b1 = vload16(1, wr);
-                    CONV_STEP(xr + q);
-                    wr += CONV_NR;
-                }
-            }
+            CONV_WINDOW_SUM;
             __global float *out = y + (size_t)p * f_out + j0;
             if (rows == CONV_MR && cols == CONV_NR) {
                 CONV_ROW_STORE(0);
@@ -267,61 +275,59 @@ conv_fwd(int m, int ow, int ohw, int hp, int wp, int c, int kh, int kwc, int sh,
     }
 }
 
-/* Partial weight gradient of part s (pixels [s·ppart, (s+1)·ppart) ∩ [0, m)) for rows
- * [m0, m0 + mb) of kk = kh·kwc: out[row][f] = Σ_p xp[base(p) + off(row)]·dyp[p][f], with
- * off((i, q)) = i·wp·c + q. dyp has ldd ≥ 32·ceil(f_out/32) columns (zero past f_out). Writes
- * scr[s][kk][f_out] when parts > 1; with one part writes dw directly (adding when accumulate).
- * acc holds mb × ldd floats. Global size (ceil(kk/mb), parts), local (1, 1). */
-__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
-conv_dw(int m, int ow, int ohw, int hp, int wp, int c, int kwc, int kk, int sh, int sw, int f_out,
-        int ldd, int ppart, __global const float *xp_buf, ulong xp_off,
-        __global const float *dyp_buf, ulong dyp_off, __global float *scr_buf, ulong scr_off,
-        __global float *dw, int accumulate, int mb, __local float *acc)
-{
-    __global const float *xp = xp_buf + xp_off, *dyp = dyp_buf + dyp_off;
-    __global float *scr = scr_buf + scr_off;
-    int r0 = get_group_id(0) * mb, s = get_group_id(1);
-    int r1 = min(kk, r0 + mb);
-    int pa = s * ppart, pb = min(m, pa + ppart);
-    int ncols = (f_out + CONV_NR - 1) / CONV_NR * CONV_NR;
-    __local int base[CONV_CHUNK];
-    for (int e = 0; e < mb * ldd; e++)
-        acc[e] = 0.0f;
-    int row_stride = wp * c;
-    for (int p0 = pa; p0 < pb; p0 += CONV_CHUNK) {
-        int np = min(CONV_CHUNK, pb - p0);
-        conv_bases(p0, np, ow, ohw, hp, wp, c, sh, sw, base);
-        for (int r = r0; r < r1; r += CONV_MR) {
-            int last = kk - 1;
-            int o0 = (r / kwc) * row_stride + r % kwc;
-            int o1 = (min(r + 1, last) / kwc) * row_stride + min(r + 1, last) % kwc;
-            int o2 = (min(r + 2, last) / kwc) * row_stride + min(r + 2, last) % kwc;
-            int o3 = (min(r + 3, last) / kwc) * row_stride + min(r + 3, last) % kwc;
-            int o4 = (min(r + 4, last) / kwc) * row_stride + min(r + 4, last) % kwc;
-            int o5 = (min(r + 5, last) / kwc) * row_stride + min(r + 5, last) % kwc;
-            int o6 = (min(r + 6, last) / kwc) * row_stride + min(r + 6, last) % kwc;
-            int o7 = (min(r + 7, last) / kwc) * row_stride + min(r + 7, last) % kwc;
-            __local float *ar = acc + (size_t)(r - r0) * ldd;
-            for (int j0 = 0; j0 < ncols; j0 += CONV_NR) {
-                CONV_ACC_DECL;
-                __global const float *dr = dyp + (size_t)p0 * ldd + j0;
-                for (int t = 0; t < np; t++) {
-                    float16 b0 = vload16(0, dr), b1 = vload16(1, dr);
-                    CONV_STEP(xp + base[t]);
-                    dr += ldd;
-                }
-                int rows = min(CONV_MR, r1 - r);
-                CONV_LOCAL_ADD(0);
-                CONV_LOCAL_ADD(1);
-                CONV_LOCAL_ADD(2);
-                CONV_LOCAL_ADD(3);
-                CONV_LOCAL_ADD(4);
-                CONV_LOCAL_ADD(5);
-                CONV_LOCAL_ADD(6);
-                CONV_LOCAL_ADD(7);
-            }
-        }
+/* conv_dw's and conv_dw_pool's start: this group's rows [r0, r1) and pixels [pa, pb), the
+ * window-offset table, the partial sums cleared. */
+#define CONV_DW_BEGIN                                                                              \
+    __global float *scr = scr_buf + scr_off;                                                       \
+    int r0 = get_group_id(0) * mb, s = get_group_id(1);                                            \
+    int r1 = min(kk, r0 + mb);                                                                     \
+    int pa = s * ppart, pb = min(m, pa + ppart);                                                   \
+    int ncols = (f_out + CONV_NR - 1) / CONV_NR * CONV_NR;                                         \
+    __local int base[CONV_CHUNK];                                                                  \
+    for (int e = 0; e < mb * ldd; e++)                                                             \
+        acc[e] = 0.0f;                                                                             \
+    int row_stride = wp * c
+
+/* conv_dw's rows [r0, r1) of one chunk of np pixels from p0 (their window offsets in base): the
+ * register tiles over the chunk's dy rows, which start at dbase (ldd floats apart, SPACE memory),
+ * added into acc. */
+#define CONV_DW_CHUNK(SPACE, dbase)                                                                \
+    for (int r = r0; r < r1; r += CONV_MR) {                                                       \
+        int last = kk - 1;                                                                         \
+        int o0 = (r / kwc) * row_stride + r % kwc;                                                 \
+        int o1 = (min(r + 1, last) / kwc) * row_stride + min(r + 1, last) % kwc;                   \
+        int o2 = (min(r + 2, last) / kwc) * row_stride + min(r + 2, last) % kwc;                   \
+        int o3 = (min(r + 3, last) / kwc) * row_stride + min(r + 3, last) % kwc;                   \
+        int o4 = (min(r + 4, last) / kwc) * row_stride + min(r + 4, last) % kwc;                   \
+        int o5 = (min(r + 5, last) / kwc) * row_stride + min(r + 5, last) % kwc;                   \
+        int o6 = (min(r + 6, last) / kwc) * row_stride + min(r + 6, last) % kwc;                   \
+        int o7 = (min(r + 7, last) / kwc) * row_stride + min(r + 7, last) % kwc;                   \
+        __local float *ar = acc + (size_t)(r - r0) * ldd;                                          \
+        for (int j0 = 0; j0 < ncols; j0 += CONV_NR) {                                              \
+            CONV_ACC_DECL;                                                                         \
+            SPACE const float *dr = (dbase) + j0;                                                  \
+            for (int t = 0; t < np; t++) {                                                         \
+                float16 b0 = vload16(0, dr), b1 = vload16(1, dr);                                  \
+                CONV_STEP(xp + base[t]);                                                           \
+                dr += ldd;                                                                         \
+            }                                                                                      \
+            int rows = min(CONV_MR, r1 - r);                                                       \
+            CONV_LOCAL_ADD(0);                                                                     \
+            CONV_LOCAL_ADD(1);                                                                     \
+            CONV_LOCAL_ADD(2);                                                                     \
+            CONV_LOCAL_ADD(3);                                                                     \
+            CONV_LOCAL_ADD(4);                                                                     \
+            CONV_LOCAL_ADD(5);                                                                     \
+            CONV_LOCAL_ADD(6);                                                                     \
+            CONV_LOCAL_ADD(7);                                                                     \
+        }                                                                                          \
     }
+
+/* The partial sums of rows [r0, r1) of group (·, s) out of acc: into scr[s] with several parts,
+ * else into dw (adding when accumulate). */
+static void conv_dw_store(__local const float *acc, int ldd, int r0, int r1, int s, int kk,
+                          int f_out, __global float *scr, __global float *dw, int accumulate)
+{
     int parts = get_num_groups(1);
     for (int r = r0; r < r1; r++) {
         __local const float *ar = acc + (size_t)(r - r0) * ldd;
@@ -335,6 +341,78 @@ conv_dw(int m, int ow, int ohw, int hp, int wp, int c, int kwc, int kk, int sh, 
                 o[cc] = accumulate ? o[cc] + ar[cc] : ar[cc];
         }
     }
+}
+
+/* Partial weight gradient of part s (pixels [s·ppart, (s+1)·ppart) ∩ [0, m)) for rows
+ * [m0, m0 + mb) of kk = kh·kwc: out[row][f] = Σ_p xp[base(p) + off(row)]·dyp[p][f], with
+ * off((i, q)) = i·wp·c + q. dyp has ldd ≥ 32·ceil(f_out/32) columns (zero past f_out). Writes
+ * scr[s][kk][f_out] when parts > 1; with one part writes dw directly (adding when accumulate).
+ * acc holds mb × ldd floats. Global size (ceil(kk/mb), parts), local (1, 1). */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+conv_dw(int m, int ow, int ohw, int hp, int wp, int c, int kwc, int kk, int sh, int sw, int f_out,
+        int ldd, int ppart, __global const float *xp_buf, ulong xp_off,
+        __global const float *dyp_buf, ulong dyp_off, __global float *scr_buf, ulong scr_off,
+        __global float *dw, int accumulate, int mb, __local float *acc)
+{
+    __global const float *xp = xp_buf + xp_off, *dyp = dyp_buf + dyp_off;
+    CONV_DW_BEGIN;
+    for (int p0 = pa; p0 < pb; p0 += CONV_CHUNK) {
+        int np = min(CONV_CHUNK, pb - p0);
+        conv_bases(p0, np, ow, ohw, hp, wp, c, sh, sw, base);
+        CONV_DW_CHUNK(__global, dyp + (size_t)p0 * ldd)
+    }
+    conv_dw_store(acc, ldd, r0, r1, s, kk, f_out, scr, dw, accumulate);
+}
+
+/* conv_dw with the conv's dy given by the 2×2 stride-2 max pool after it: dyq (N·PH·PW·f_out,
+ * pw per row, phw per image) and the pool's argmax (flat conv-output indices). Each chunk's dy
+ * rows are expanded into dyc (CONV_CHUNK × ldd floats of __local) as pool_bwd would write them,
+ * 0 + dy where the argmax names the element and 0 elsewhere, so the sums are conv_dw's over
+ * pool_bwd's output, bit for bit, without that output. Same global and local sizes. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+conv_dw_pool(int m, int ow, int ohw, int hp, int wp, int c, int kwc, int kk, int sh, int sw,
+             int f_out, int ldd, int ppart, __global const float *xp_buf, ulong xp_off,
+             __global const float *dyq, __global const int *argq, int pw, int phw,
+             __global float *scr_buf, ulong scr_off, __global float *dw, int accumulate, int mb,
+             __local float *acc, __local float *dyc)
+{
+    __global const float *xp = xp_buf + xp_off;
+    CONV_DW_BEGIN;
+    int ph = phw / pw, f16 = f_out / 16 * 16;
+    for (int p0 = pa; p0 < pb; p0 += CONV_CHUNK) {
+        int np = min(CONV_CHUNK, pb - p0);
+        conv_bases(p0, np, ow, ohw, hp, wp, c, sh, sw, base);
+        int n = p0 / ohw, oy = p0 % ohw / ow, ox = p0 % ow; /* then walked, no division */
+        for (int t = 0; t < np; t++) {
+            int p = p0 + t, img = n, py = oy >> 1, px = ox >> 1;
+            if (++ox == ow) {
+                ox = 0;
+                if (++oy == ohw / ow) {
+                    oy = 0;
+                    n++;
+                }
+            }
+            __local float *d = dyc + t * ldd;
+            int ch = 0;
+            if (py < ph && px < pw) {
+                size_t q = ((size_t)img * phw + py * pw + px) * f_out;
+                int e = p * f_out;
+                for (; ch < f16; ch += 16) {
+                    int16 me = (int16)(e + ch) +
+                               (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+                    float16 g = select((float16)0.0f, vload16(0, dyq + q + ch),
+                                       vload16(0, argq + q + ch) == me);
+                    vstore16(0.0f + g, 0, d + ch);
+                }
+                for (; ch < f_out; ch++)
+                    d[ch] = 0.0f + (argq[q + ch] == e + ch ? dyq[q + ch] : 0.0f);
+            }
+            for (; ch < ldd; ch++)
+                d[ch] = 0.0f;
+        }
+        CONV_DW_CHUNK(__local, dyc)
+    }
+    conv_dw_store(acc, ldd, r0, r1, s, kk, f_out, scr, dw, accumulate);
 }
 
 /* dw[e] = (accumulate ? dw[e] : 0) + Σ_{s < parts} scr[s][e], the parts in order. Global n. */
@@ -396,4 +474,110 @@ __kernel void conv_col2im(int npix, int h, int w, int c, int kh, int kw, int sh,
         }
     }
     dx[(size_t)p * c + ch] = s;
+}
+
+/* One float16 half (h = 0 or 1) of two pooled pixels' 2×2 windows, rows 4a..4a+3 of the tile in
+ * window order (0,0), (0,1), (1,0), (1,1): the first largest value and its flat index in the conv
+ * output, as pool_fwd picks them. */
+#define CONV_POOL_PICK(best, arg, r0, r1, r2, r3, h, e0, e1, e2, e3)                               \
+    do {                                                                                           \
+        int16 lane_ = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15) + (h)*16;     \
+        int16 t_;                                                                                  \
+        best = c##r0##h;                                                                           \
+        arg = (int16)(e0) + lane_;                                                                 \
+        t_ = c##r1##h > best;                                                                      \
+        best = select(best, c##r1##h, t_);                                                         \
+        arg = select(arg, (int16)(e1) + lane_, t_);                                                \
+        t_ = c##r2##h > best;                                                                      \
+        best = select(best, c##r2##h, t_);                                                         \
+        arg = select(arg, (int16)(e2) + lane_, t_);                                                \
+        t_ = c##r3##h > best;                                                                      \
+        best = select(best, c##r3##h, t_);                                                         \
+        arg = select(arg, (int16)(e3) + lane_, t_);                                                \
+    } while (0)
+
+/* conv_fwd followed by a 2×2 max pool of stride 2 without padding, the conv output never
+ * written: y[q][f] for pooled pixel q < mq (pw per row, phw per image) is the largest of the four
+ * conv outputs of q's window (then act(y + bias[f]) when has_act, the conv's deferred bias and
+ * activation, computed as act_bias_fwd_cpu does), argmax[q][f] (when has_arg) its flat index in the conv output
+ * (oh × ow × f_out per image), the first largest in window order as pool_fwd keeps it. The conv
+ * sums are conv_fwd's, term for term, so y and argmax are the bits conv_fwd + pool_fwd give. A
+ * register tile is two pooled pixels: rows 0–3 the first one's window, rows 4–7 the second's.
+ * Global size (ceil(ldw/nb), ceil(mq/mb)), local (1, 1); mb (pooled pixels) even, at most
+ * CONV_MB_MAX / 4; nb a multiple of 32. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+conv_fwd_pool(int mq, int pw, int phw, int ow, int oh, int hp, int wp, int c, int kh, int kwc,
+              int sh, int sw, int f_out, int ldw, __global const float *xp_buf, ulong xp_off,
+              __global const float *wpk_buf, ulong wpk_off, __global float *y, int has_arg,
+              __global int *argmax, int mb, int nb, int has_act, int act,
+              __global const float *bias)
+{
+    __global const float *xp = xp_buf + xp_off, *wpk = wpk_buf + wpk_off;
+    int n0 = get_group_id(0) * nb, q0 = get_group_id(1) * mb;
+    int q1 = min(mq, q0 + mb), n1 = min(ldw, n0 + nb);
+    int row_stride = wp * c, right = sw * c, down = sh * row_stride;
+    __local int base[CONV_MB_MAX / 4], ebase[CONV_MB_MAX / 4];
+    for (int q = q0; q < q1; q++) {
+        int n = q / phw, r = q % phw, py = r / pw, px = r % pw;
+        base[q - q0] = ((n * hp + 2 * py * sh) * wp + 2 * px * sw) * c;
+        ebase[q - q0] = ((n * oh + 2 * py) * ow + 2 * px) * f_out;
+    }
+    int e_right = f_out, e_down = ow * f_out;
+    for (int j0 = n0; j0 < n1 && j0 < f_out; j0 += CONV_NR) {
+        int cols = min(CONV_NR, f_out - j0);
+        for (int q = q0; q < q1; q += 2) {
+            int pair = min(2, q1 - q), t = q - q0, u = t + pair - 1;
+            int o0 = base[t], o1 = o0 + right, o2 = o0 + down, o3 = o2 + right;
+            int o4 = base[u], o5 = o4 + right, o6 = o4 + down, o7 = o6 + right;
+            CONV_ACC_DECL;
+            CONV_WINDOW_SUM;
+            float16 best[4];
+            int16 arg[4];
+            int ea = ebase[t] + j0, eb = ebase[u] + j0;
+            CONV_POOL_PICK(best[0], arg[0], 0, 1, 2, 3, 0, ea, ea + e_right, ea + e_down,
+                           ea + e_down + e_right);
+            CONV_POOL_PICK(best[1], arg[1], 0, 1, 2, 3, 1, ea, ea + e_right, ea + e_down,
+                           ea + e_down + e_right);
+            CONV_POOL_PICK(best[2], arg[2], 4, 5, 6, 7, 0, eb, eb + e_right, eb + e_down,
+                           eb + e_down + e_right);
+            CONV_POOL_PICK(best[3], arg[3], 4, 5, 6, 7, 1, eb, eb + e_right, eb + e_down,
+                           eb + e_down + e_right);
+            if (has_act) /* act(max + b) as act_bias_fwd_cpu: float16 where it takes 16 */
+                for (int s = 0; s < 4; s++) {
+                    int c0 = j0 + (s & 1) * 16;
+                    if (c0 + 16 <= f_out) {
+                        best[s] = common_act16(act, best[s] + vload16(0, bias + c0));
+                    } else {
+                        float v[16];
+                        vstore16(best[s], 0, v);
+                        for (int l = 0; l < 16 && c0 + l < f_out; l++)
+                            v[l] = common_act(act, v[l] + bias[c0 + l]);
+                        best[s] = vload16(0, v);
+                    }
+                }
+            for (int s = 0; s < pair; s++) {
+                size_t o = (size_t)(q + s) * f_out + j0;
+                if (cols == CONV_NR) {
+                    vstore16(best[2 * s], 0, y + o);
+                    vstore16(best[2 * s + 1], 1, y + o);
+                    if (has_arg) {
+                        vstore16(arg[2 * s], 0, argmax + o);
+                        vstore16(arg[2 * s + 1], 1, argmax + o);
+                    }
+                } else {
+                    float vb[CONV_NR];
+                    int va[CONV_NR];
+                    vstore16(best[2 * s], 0, vb);
+                    vstore16(best[2 * s + 1], 1, vb);
+                    vstore16(arg[2 * s], 0, va);
+                    vstore16(arg[2 * s + 1], 1, va);
+                    for (int cc = 0; cc < cols; cc++) {
+                        y[o + cc] = vb[cc];
+                        if (has_arg)
+                            argmax[o + cc] = va[cc];
+                    }
+                }
+            }
+        }
+    }
 }

@@ -32,14 +32,20 @@ enum gemm_variant { GEMM_CPU = 0, GEMM_TILED = 1 };
 #define GEMM_MB_MAX 512
 #define GEMM_NB_MAX 256
 #define GEMM_KC_MAX 256
+/* The narrow kernels: C with at most GEMM_NARROW columns (TN) or a K that short (NT), in about
+ * GEMM_NARROW_GROUPS work-groups per compute unit. */
+#define GEMM_NARROW        16
+#define GEMM_NARROW_GROUPS 4
 /* Split K only when a part still has this much work (M·N·K multiply-adds per call). */
 #define GEMM_SPLIT_MIN_WORK (1L << 22)
 
 struct gemm_kernels {
-    cl_kernel cpu, cpu_sum, tiled;
+    cl_kernel cpu, cpu_sum, tiled, tn_narrow, nt_narrow, nn_narrow;
     enum gemm_variant variant;
+    int narrow;                 /* CPU variant: the narrow kernels take their shapes */
     int units;                  /* compute units: worker threads on a CPU device */
     int mb_max, nb_max, kc_max; /* gemm_cpu blocking that fits the device's local memory */
+    uint64_t local_mem;         /* bytes of __local memory a work-group may use */
     cl_mem scratch;             /* split-K partial products, or NULL */
     size_t scratch_bytes;
 };
@@ -89,16 +95,27 @@ int gemm_kernels_new(kern *k, char *err)
         rc = gemm_kernel_create(k, "gemm_cpu_sum", &g->cpu_sum, err);
     if (rc == 0)
         rc = gemm_kernel_create(k, "gemm_tiled", &g->tiled, err);
+    if (rc == 0)
+        rc = gemm_kernel_create(k, "gemm_tn_narrow", &g->tn_narrow, err);
+    if (rc == 0)
+        rc = gemm_kernel_create(k, "gemm_nt_narrow", &g->nt_narrow, err);
+    if (rc == 0)
+        rc = gemm_kernel_create(k, "gemm_nn_narrow", &g->nn_narrow, err);
     if (rc < 0)
         goto out;
     const ocl_device *d = &k->c->dev;
     g->variant = d->type & CL_DEVICE_TYPE_CPU ? GEMM_CPU : GEMM_TILED;
     g->units = d->compute_units ? (int)d->compute_units : 1;
     const char *force = getenv("TRAINYARD_GEMM");
-    if (force && strcmp(force, "cpu") == 0)
+    g->narrow = 1;
+    if (force && strcmp(force, "cpu-packed") == 0) {
+        g->variant = GEMM_CPU;
+        g->narrow = 0;
+    } else if (force && strcmp(force, "cpu") == 0)
         g->variant = GEMM_CPU;
     else if (force && strcmp(force, "tiled") == 0)
         g->variant = GEMM_TILED;
+    g->local_mem = d->local_mem;
     if (!gemm_cpu_fit(g, d->local_mem))
         g->variant = GEMM_TILED;
 out:
@@ -120,6 +137,12 @@ void gemm_kernels_free(struct gemm_kernels *g)
         clReleaseKernel(g->cpu_sum);
     if (g->tiled)
         clReleaseKernel(g->tiled);
+    if (g->tn_narrow)
+        clReleaseKernel(g->tn_narrow);
+    if (g->nt_narrow)
+        clReleaseKernel(g->nt_narrow);
+    if (g->nn_narrow)
+        clReleaseKernel(g->nn_narrow);
     if (g->scratch)
         clReleaseMemObject(g->scratch);
     free(g);
@@ -237,7 +260,7 @@ static int gemm_args(kern *k, cl_kernel kl, int ta, int tb, int M, int N, int K,
 static int gemm_enqueue(kern *k, cl_kernel kl, cl_uint dims, const size_t *global,
                         const size_t *local, int M, int N, int K)
 {
-    cl_int rc = clEnqueueNDRangeKernel(k->c->queue, kl, dims, NULL, global, local, 0, NULL, NULL);
+    cl_int rc = kern_enqueue(k, kl, dims, global, local);
     if (rc != CL_SUCCESS)
         return err_set(k->err, -EIO, "gemm %dx%dx%d: clEnqueueNDRangeKernel: %s", M, N, K,
                        ocl_strerror(rc));
@@ -246,11 +269,21 @@ static int gemm_enqueue(kern *k, cl_kernel kl, cl_uint dims, const size_t *globa
 
 /* Sets gemm_cpu's blocking arguments (its first 13 are set) and enqueues it, then gemm_cpu_sum
  * when K is split. */
-static int gemm_cpu_enqueue(kern *k, int M, int N, int K, float alpha, float beta, cl_mem C,
-                            int ldc)
+static int gemm_cpu_enqueue(kern *k, int narrow, int M, int N, int K, float alpha, float beta,
+                            cl_mem C, int ldc)
 {
     struct gemm_kernels *g = k->gemm;
     struct gemm_plan p = gemm_cpu_plan(g, M, N, K);
+    cl_kernel kl = g->cpu;
+    size_t ap_bytes = (size_t)p.mb * p.kc * sizeof(float), bp_bytes = (size_t)p.kc * p.nb * 4;
+    if (narrow) { /* gemm_nn_narrow: the same plan but for its tiles, 16 columns, a few rows */
+        kl = g->nn_narrow;
+        p.nb = GEMM_NARROW;
+        p.mb = round_up(ceil_div(M, GEMM_NARROW_GROUPS * g->units), GEMM_MR);
+        p.mb = p.mb < 8 * GEMM_MR ? 8 * GEMM_MR : p.mb;
+        ap_bytes = sizeof(float);
+        bp_bytes = (size_t)p.kc * GEMM_NARROW * sizeof(float);
+    }
     cl_mem W = C; /* unused with one part, but the argument must be a buffer */
     if (p.parts > 1) {
         int rc = gemm_scratch_reserve(k, (size_t)p.parts * M * N * sizeof(float));
@@ -259,18 +292,18 @@ static int gemm_cpu_enqueue(kern *k, int M, int N, int K, float alpha, float bet
         W = g->scratch;
     }
     cl_int crc = 0;
-    crc |= clSetKernelArg(g->cpu, 13, sizeof(int), &p.mb);
-    crc |= clSetKernelArg(g->cpu, 14, sizeof(int), &p.nb);
-    crc |= clSetKernelArg(g->cpu, 15, sizeof(int), &p.kc);
-    crc |= clSetKernelArg(g->cpu, 16, sizeof(int), &p.kpart);
-    crc |= clSetKernelArg(g->cpu, 17, sizeof(cl_mem), &W);
-    crc |= clSetKernelArg(g->cpu, 18, (size_t)p.mb * p.kc * sizeof(float), NULL);
-    crc |= clSetKernelArg(g->cpu, 19, (size_t)p.kc * p.nb * sizeof(float), NULL);
+    crc |= clSetKernelArg(kl, 13, sizeof(int), &p.mb);
+    crc |= clSetKernelArg(kl, 14, sizeof(int), &p.nb);
+    crc |= clSetKernelArg(kl, 15, sizeof(int), &p.kc);
+    crc |= clSetKernelArg(kl, 16, sizeof(int), &p.kpart);
+    crc |= clSetKernelArg(kl, 17, sizeof(cl_mem), &W);
+    crc |= clSetKernelArg(kl, 18, ap_bytes, NULL);
+    crc |= clSetKernelArg(kl, 19, bp_bytes, NULL);
     if (crc != CL_SUCCESS)
         return err_set(k->err, -EIO, "gemm: clSetKernelArg (blocking) failed");
     size_t global[3] = {(size_t)ceil_div(N, p.nb), (size_t)ceil_div(M, p.mb), (size_t)p.parts};
     size_t local[3] = {1, 1, 1};
-    int rc = gemm_enqueue(k, g->cpu, 3, global, local, M, N, K);
+    int rc = gemm_enqueue(k, kl, 3, global, local, M, N, K);
     if (rc < 0 || p.parts == 1)
         return rc;
 
@@ -287,6 +320,30 @@ static int gemm_cpu_enqueue(kern *k, int M, int N, int K, float alpha, float bet
         return err_set(k->err, -EIO, "gemm: clSetKernelArg (split-K sum) failed");
     size_t sum_global[2] = {(size_t)N, (size_t)M};
     return gemm_enqueue(k, g->cpu_sum, 2, sum_global, NULL, M, N, K);
+}
+
+/* gemm_tn_narrow (ta) or gemm_nt_narrow: the long side of C (M for TN, N for NT) cut into a few
+ * runs of 16-multiples per compute unit. */
+static int gemm_narrow_enqueue(kern *k, int ta, int M, int N, int K, float alpha, cl_mem A, int lda,
+                               cl_mem B, int ldb, float beta, cl_mem C, int ldc)
+{
+    struct gemm_kernels *g = k->gemm;
+    int len = ta ? M : N;
+    int per = round_up(ceil_div(len, GEMM_NARROW_GROUPS * g->units), GEMM_NARROW);
+    /* NT holds its run of B transposed in local memory: at most half of it */
+    while (!ta && per > GEMM_NARROW && (size_t)K * per * sizeof(float) > g->local_mem / 2)
+        per = round_up(per / 2, GEMM_NARROW);
+    cl_kernel kl = ta ? g->tn_narrow : g->nt_narrow;
+    int tb = !ta;
+    int rc = gemm_args(k, kl, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (rc < 0)
+        return rc;
+    cl_int crc = clSetKernelArg(kl, 13, sizeof(int), &per);
+    crc |= clSetKernelArg(kl, 14, (size_t)K * (ta ? GEMM_NARROW : per) * sizeof(float), NULL);
+    if (crc != CL_SUCCESS)
+        return err_set(k->err, -EIO, "gemm: clSetKernelArg (narrow) failed");
+    size_t global = (size_t)ceil_div(len, per), local = 1;
+    return gemm_enqueue(k, kl, 1, &global, &local, M, N, K);
 }
 
 int kern_gemm(kern *k, int ta, int tb, int M, int N, int K, float alpha, cl_mem A, int lda,
@@ -312,14 +369,21 @@ int kern_gemm(kern *k, int ta, int tb, int M, int N, int K, float alpha, cl_mem 
     if (rc < 0)
         return rc;
 
+    if (g->variant == GEMM_CPU && g->narrow && K > 0 && g->tn_narrow &&
+        ((ta && !tb && N <= GEMM_NARROW && K <= g->kc_max) || (!ta && tb && K <= GEMM_NARROW)))
+        return gemm_narrow_enqueue(k, ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     cl_kernel kl = g->variant == GEMM_CPU ? g->cpu : g->tiled;
     if (!kl)
         return err_set(k->err, -EIO, "gemm: this kern was made without the gemm family");
     rc = gemm_args(k, kl, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (rc < 0)
         return rc;
-    if (g->variant == GEMM_CPU)
-        return gemm_cpu_enqueue(k, M, N, K, alpha, beta, C, ldc);
+    if (g->variant == GEMM_CPU) {
+        int narrow = g->narrow && !ta && !tb && N <= GEMM_NARROW && K > 0;
+        if (narrow)
+            rc = gemm_args(k, g->nn_narrow, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return rc < 0 ? rc : gemm_cpu_enqueue(k, narrow, M, N, K, alpha, beta, C, ldc);
+    }
     size_t global[2] = {(size_t)ceil_div(N, GEMM_TS) * GEMM_RTS,
                         (size_t)ceil_div(M, GEMM_TS) * GEMM_RTS};
     size_t local[2] = {GEMM_RTS, GEMM_RTS};

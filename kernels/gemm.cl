@@ -303,6 +303,18 @@ static void gemm_micro_direct(__local const float *a, __global const float *b, i
     GEMM_TILE_STORE;
 }
 
+/* Where a group of gemm_cpu (or gemm_nn_narrow) writes: C, or with K split into parts its own
+ * scratch slice W[part] (M×N dense), plainly (alpha 1, beta 0); declares out and ldo. */
+#define GEMM_PART_OUT                                                                              \
+    __global float *out = C;                                                                       \
+    int ldo = ldc;                                                                                 \
+    if (get_num_groups(2) > 1) {                                                                   \
+        out = W + get_group_id(2) * (size_t)M * N;                                                 \
+        ldo = N;                                                                                   \
+        alpha = 1.0f;                                                                              \
+        beta = 0.0f;                                                                               \
+    }
+
 /* Global size (tiles across N, tiles down M, parts), local size (1, 1, 1). Ap holds mb·kc
  * floats, Bp kc·nb; mb is a multiple of GEMM_MR and nb of GEMM_NR. With one part the group
  * writes C. With several (split K, for long reductions onto a small C), part s covers
@@ -317,14 +329,7 @@ gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, __global const float 
     int mh = min(mb, M - m0), nw = min(nb, N - n0);
     int mpanels = (mh + GEMM_MR - 1) / GEMM_MR, npanels = (nw + GEMM_NR - 1) / GEMM_NR;
     int kbeg = get_group_id(2) * kpart, kend = min(K, kbeg + kpart);
-    __global float *out = C;
-    int ldo = ldc;
-    if (get_num_groups(2) > 1) {
-        out = W + get_group_id(2) * (size_t)M * N;
-        ldo = N;
-        alpha = 1.0f;
-        beta = 0.0f;
-    }
+    GEMM_PART_OUT;
     /* A short tile uses each B panel once or twice: packing it would only add a pass over B
      * that cannot overlap the arithmetic. Its full panels are then read in place. */
     int direct = !tb && mpanels <= GEMM_DIRECT_B_PANELS ? nw / GEMM_NR : 0;
@@ -441,4 +446,194 @@ gemm_tiled(int ta, int tb, int M, int N, int K, float alpha, __global const floa
             *c = beta != 0.0f ? fma(beta, *c, v) : v;
         }
     }
+}
+
+/* Narrow shapes on CPU devices, where gemm_cpu's 8×32 tile is mostly padding (kernels/gemm.c picks
+ * them): a dense layer's weight gradient Xᵀ·dZ with few outputs (N ≤ 16, K one of gemm_cpu's K
+ * blocks) and its input gradient dZ·Wᵀ (K ≤ 16). Each C element is the same chain as gemm_cpu's:
+ * fma over k = 0..K−1 from 0, then alpha·acc, then fma(beta, C, ·) when beta != 0, so the results
+ * are gemm_cpu's bits (tests/unit/kernels/test_gemm.c compares them). One work-item per
+ * work-group, 16 C rows (TN) or columns (NT) per float16; ta and tb are there so that the first 13
+ * arguments are gemm_cpu's (the host sets them alike). */
+
+#define GEMM_N16_DECL                                                                              \
+    float16 a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0, a8 = 0, a9 = 0,        \
+            a10 = 0, a11 = 0, a12 = 0, a13 = 0, a14 = 0, a15 = 0
+
+#define GEMM_N16_FMA(j) a##j = fma(xv, (float16)bp[j], a##j)
+
+/* Column j of the 16-row block at row i: alpha·a_j (+ beta·C) into C[i + l][j]. */
+#define GEMM_N16_STORE(j)                                                                          \
+    do {                                                                                           \
+        if ((j) < N) {                                                                             \
+            float t_[16];                                                                          \
+            vstore16(alpha * a##j, 0, t_);                                                         \
+            for (int l = 0; l < 16; l++) {                                                         \
+                __global float *c_ = C + (size_t)(i + l) * ldc + (j);                              \
+                *c_ = beta != 0.0f ? fma(beta, *c_, t_[l]) : t_[l];                                \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+/* C = alpha·Aᵀ·B + beta·C with A K×M (lda), B K×N (ldb), N ≤ 16: rows [g·per, (g+1)·per) of C.
+ * bl (__local, K·16 floats) holds B padded to 16 columns. Global size ceil(M/per), local 1. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+gemm_tn_narrow(int ta, int tb, int M, int N, int K, float alpha, __global const float *A, int lda,
+               __global const float *B, int ldb, float beta, __global float *C, int ldc, int per,
+               __local float *bl)
+{
+    int i0 = get_group_id(0) * per, i1 = min(M, i0 + per);
+    for (int p = 0; p < K; p++)
+        for (int j = 0; j < 16; j++)
+            bl[p * 16 + j] = j < N ? B[(size_t)p * ldb + j] : 0.0f;
+    int i = i0;
+    for (; i + 16 <= i1; i += 16) {
+        GEMM_N16_DECL;
+        for (int p = 0; p < K; p++) {
+            float16 xv = vload16(0, A + (size_t)p * lda + i);
+            __local const float *bp = bl + p * 16;
+            GEMM_N16_FMA(0);
+            GEMM_N16_FMA(1);
+            GEMM_N16_FMA(2);
+            GEMM_N16_FMA(3);
+            GEMM_N16_FMA(4);
+            GEMM_N16_FMA(5);
+            GEMM_N16_FMA(6);
+            GEMM_N16_FMA(7);
+            GEMM_N16_FMA(8);
+            GEMM_N16_FMA(9);
+            GEMM_N16_FMA(10);
+            GEMM_N16_FMA(11);
+            GEMM_N16_FMA(12);
+            GEMM_N16_FMA(13);
+            GEMM_N16_FMA(14);
+            GEMM_N16_FMA(15);
+        }
+        GEMM_N16_STORE(0);
+        GEMM_N16_STORE(1);
+        GEMM_N16_STORE(2);
+        GEMM_N16_STORE(3);
+        GEMM_N16_STORE(4);
+        GEMM_N16_STORE(5);
+        GEMM_N16_STORE(6);
+        GEMM_N16_STORE(7);
+        GEMM_N16_STORE(8);
+        GEMM_N16_STORE(9);
+        GEMM_N16_STORE(10);
+        GEMM_N16_STORE(11);
+        GEMM_N16_STORE(12);
+        GEMM_N16_STORE(13);
+        GEMM_N16_STORE(14);
+        GEMM_N16_STORE(15);
+    }
+    for (; i < i1; i++)
+        for (int j = 0; j < N; j++) {
+            float acc = 0.0f;
+            for (int p = 0; p < K; p++)
+                acc = fma(A[(size_t)p * lda + i], bl[p * 16 + j], acc);
+            __global float *c = C + (size_t)i * ldc + j;
+            float v = alpha * acc;
+            *c = beta != 0.0f ? fma(beta, *c, v) : v;
+        }
+}
+
+/* C = alpha·A·Bᵀ + beta·C with A M×K (lda), B N×K (ldb), K ≤ 16: columns [g·per, (g+1)·per) of
+ * C. The run's B is transposed once into bl (__local, K·per floats), then each row of C is
+ * written in order, 16 columns at a time. Global size ceil(N/per), local 1. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+gemm_nt_narrow(int ta, int tb, int M, int N, int K, float alpha, __global const float *A, int lda,
+               __global const float *B, int ldb, float beta, __global float *C, int ldc, int per,
+               __local float *bl)
+{
+    int j0 = get_group_id(0) * per, j1 = min(N, j0 + per), w = j1 - j0, w16 = w / 16 * 16;
+    for (int l = 0; l < w; l++)
+        for (int p = 0; p < K; p++)
+            bl[p * per + l] = B[(size_t)(j0 + l) * ldb + p];
+    for (int m = 0; m < M; m++) {
+        __global const float *ar = A + (size_t)m * lda;
+        __global float *cr = C + (size_t)m * ldc + j0;
+        for (int j = 0; j < w16; j += 16) {
+            float16 acc = 0.0f;
+            for (int p = 0; p < K; p++)
+                acc = fma((float16)ar[p], vload16(0, bl + p * per + j), acc);
+            float16 v = alpha * acc;
+            if (beta != 0.0f)
+                v = fma((float16)beta, vload16(0, cr + j), v);
+            vstore16(v, 0, cr + j);
+        }
+        for (int j = w16; j < w; j++) {
+            float acc = 0.0f;
+            for (int p = 0; p < K; p++)
+                acc = fma(ar[p], bl[p * per + j], acc);
+            float v = alpha * acc;
+            cr[j] = beta != 0.0f ? fma(beta, cr[j], v) : v;
+        }
+    }
+}
+
+/* C = alpha·A·B + beta·C with N ≤ 16 (a dense layer's forward to few outputs): gemm_cpu with its
+ * arguments, plan and split-K scratch (W, then gemm_cpu_sum), but 8×16 register tiles over B
+ * padded to 16 columns in bl (__local, kc·16 floats) instead of 8×32 over 32, and A read in
+ * place. Per element the same chain per K block and the same merge as GEMM_TILE_STORE's
+ * element path, so the bits are gemm_cpu's. Global size (1, ceil(M/mb), parts), local 1; ap is
+ * unused. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+gemm_nn_narrow(int ta, int tb, int M, int N, int K, float alpha, __global const float *A, int lda,
+               __global const float *B, int ldb, float beta, __global float *C, int ldc, int mb,
+               int nb, int kc, int kpart, __global float *W, __local float *ap, __local float *bl)
+{
+    int m0 = get_group_id(1) * mb, m1 = min(M, m0 + mb);
+    int kbeg = get_group_id(2) * kpart, kend = min(K, kbeg + kpart);
+    GEMM_PART_OUT;
+    int k0 = kbeg;
+    do {
+        int kb = min(kc, kend - k0), first = k0 == kbeg;
+        for (int p = 0; p < kb; p++)
+            for (int j = 0; j < 16; j++)
+                bl[p * 16 + j] = j < N ? B[(size_t)(k0 + p) * ldb + j] : 0.0f;
+        for (int r0 = m0; r0 < m1; r0 += 8) {
+            int rows = min(8, m1 - r0), l = rows - 1;
+            __global const float *a0 = A + (size_t)r0 * lda + k0;
+            __global const float *a1 = a0 + (size_t)min(1, l) * lda;
+            __global const float *a2 = a0 + (size_t)min(2, l) * lda;
+            __global const float *a3 = a0 + (size_t)min(3, l) * lda;
+            __global const float *a4 = a0 + (size_t)min(4, l) * lda;
+            __global const float *a5 = a0 + (size_t)min(5, l) * lda;
+            __global const float *a6 = a0 + (size_t)min(6, l) * lda;
+            __global const float *a7 = a0 + (size_t)min(7, l) * lda;
+            float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, c7 = 0;
+            for (int p = 0; p < kb; p++) {
+                float16 b = vload16(p, bl);
+                c0 = fma((float16)a0[p], b, c0);
+                c1 = fma((float16)a1[p], b, c1);
+                c2 = fma((float16)a2[p], b, c2);
+                c3 = fma((float16)a3[p], b, c3);
+                c4 = fma((float16)a4[p], b, c4);
+                c5 = fma((float16)a5[p], b, c5);
+                c6 = fma((float16)a6[p], b, c6);
+                c7 = fma((float16)a7[p], b, c7);
+            }
+            float tile[8 * 16];
+            vstore16(c0, 0, tile);
+            vstore16(c1, 1, tile);
+            vstore16(c2, 2, tile);
+            vstore16(c3, 3, tile);
+            vstore16(c4, 4, tile);
+            vstore16(c5, 5, tile);
+            vstore16(c6, 6, tile);
+            vstore16(c7, 7, tile);
+            for (int r = 0; r < rows; r++) {
+                __global float *cr = out + (size_t)(r0 + r) * ldo;
+                for (int c = 0; c < N; c++) {
+                    float v = alpha * tile[r * 16 + c];
+                    if (!first)
+                        v += cr[c];
+                    else if (beta != 0.0f)
+                        v = fma(beta, cr[c], v);
+                    cr[c] = v;
+                }
+            }
+        }
+        k0 += kc;
+    } while (k0 < kend);
 }

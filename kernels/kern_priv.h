@@ -9,6 +9,7 @@
 
 struct gemm_kernels; /* owned by gemm.c */
 struct conv_kernels; /* owned by conv.c */
+struct kern_prof;    /* owned by prof.c */
 
 struct kern {
     ocl_ctx *c;
@@ -22,7 +23,7 @@ struct kern {
     /* Second passes of the two-pass reductions (reduce_sum is the first pass of the sum). */
     cl_kernel bias_act_bwd_sum, reduce_sum_final;
     /* CPU forms of bias + activation (activation.cl), used when cpu is set. */
-    cl_kernel bias_act_fwd_cpu, bias_act_bwd_cpu;
+    cl_kernel bias_act_fwd_cpu, bias_act_bwd_cpu, adam_cpu;
     int cpu;            /* a CPU device: the *_cpu kernels run */
     int units;          /* compute units */
     size_t local_1d;    /* local size of the element-wise kernels */
@@ -32,6 +33,7 @@ struct kern {
      * to reuse across calls because the context's queue is in order. */
     cl_mem scratch;
     size_t scratch_bytes;
+    struct kern_prof *prof; /* TRAINYARD_PROFILE's per-kernel times, or NULL (prof.c) */
 };
 
 /* Creates kernel `name` from the program of the family that defines it, as clCreateKernel does;
@@ -60,6 +62,13 @@ typedef struct karg {
 #define ARG_MEM(m)       ((karg){sizeof(cl_mem), (m) ? (const void *)&(m) : NULL})
 #define ARG_LOCAL(bytes) ((karg){(bytes), NULL})
 #define NARGS(a)         ((cl_uint)(sizeof(a) / sizeof((a)[0])))
+
+/* Reads TRAINYARD_PROFILE: when set, k->prof counts every launch (prof.c). */
+void kern_prof_init(kern *k);
+/* Prints the per-kernel times to stderr and frees them; nothing when profiling is off. */
+void kern_prof_print(kern *k);
+/* clEnqueueNDRangeKernel of kn on k's queue, timed when profiling. */
+cl_int kern_enqueue(kern *k, cl_kernel kn, cl_uint dims, const size_t *global, const size_t *local);
 
 /* Sets the arguments of kn and enqueues it; who names the wrapper in the error sentence. */
 int kern_launch(kern *k, const char *who, cl_kernel kn, const karg *a, cl_uint na, cl_uint dims,

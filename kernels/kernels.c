@@ -56,6 +56,7 @@ static const struct {
     {"reduce_sum_final", offsetof(struct kern, reduce_sum_final)},
     {"optim_sgd", offsetof(struct kern, sgd)},
     {"optim_adam", offsetof(struct kern, adam)},
+    {"optim_adam_cpu", offsetof(struct kern, adam_cpu)},
     {"gather_rows", offsetof(struct kern, gather_rows)},
 };
 #define KERNEL_COUNT (sizeof kernel_table / sizeof kernel_table[0])
@@ -119,6 +120,7 @@ int kern_new_for(ocl_ctx *c, unsigned families, kern **out, char *err)
     if (!k)
         return err_set(err, -ENOMEM, "out of memory creating the kernels");
     k->c = c;
+    kern_prof_init(k);
     k->families = families & KERN_FAM_ALL;
     int want[sizeof family_files / sizeof family_files[0]];
     size_t n = 0;
@@ -189,6 +191,7 @@ void kern_free(kern *k)
 {
     if (!k)
         return;
+    kern_prof_print(k);
     gemm_kernels_free(k->gemm);
     conv_kernels_free(k->conv);
     for (size_t i = 0; i < KERNEL_COUNT; i++)
@@ -219,7 +222,7 @@ int kern_launch(kern *k, const char *who, cl_kernel kn, const karg *a, cl_uint n
             return err_set(k->err, -EIO, "%s: clSetKernelArg(%u) failed: %s (%d)", who, i,
                            ocl_strerror(rc), rc);
     }
-    cl_int rc = clEnqueueNDRangeKernel(k->c->queue, kn, dims, NULL, global, local, 0, NULL, NULL);
+    cl_int rc = kern_enqueue(k, kn, dims, global, local);
     if (rc != CL_SUCCESS)
         return err_set(k->err, -EIO, "%s: clEnqueueNDRangeKernel failed: %s (%d)", who,
                        ocl_strerror(rc), rc);
@@ -285,6 +288,8 @@ int kern_scratch_need(kern *k, const char *who, size_t bytes)
 
 /* Rows per work-group of a *_cpu kernel: CPU_GROUPS_PER_UNIT groups per compute unit, between
  * CPU_CHUNK_MIN and CPU_CHUNK_MAX rows. */
+#define ADAM_GROUPS_PER_UNIT 4 /* optim_adam_cpu work-groups per compute unit */
+
 static int cpu_chunk(kern *k, int rows)
 {
     long long per =
@@ -494,6 +499,15 @@ int kern_adam(kern *k, int n, float lr, float beta1, float beta2, float eps, flo
         return rc;
     if (n == 0)
         return 0;
+    if (k->cpu) { /* chunks of whole float16 runs, a few per compute unit */
+        int chunk = (int)kern_round_up((size_t)(n + ADAM_GROUPS_PER_UNIT * k->units - 1) /
+                                           (size_t)(ADAM_GROUPS_PER_UNIT * k->units),
+                                       16);
+        karg a[] = {ARG(n),   ARG(chunk), ARG(lr),    ARG(beta1), ARG(beta2), ARG(eps),
+                    ARG(bc1), ARG(bc2),   ARG_MEM(w), ARG_MEM(g), ARG_MEM(m), ARG_MEM(v)};
+        size_t global = (size_t)((n + chunk - 1) / chunk), local = 1;
+        return kern_launch(k, "kern_adam", k->adam_cpu, a, NARGS(a), 1, &global, &local);
+    }
     karg a[] = {ARG(n),   ARG(lr),    ARG(beta1), ARG(beta2), ARG(eps),  ARG(bc1),
                 ARG(bc2), ARG_MEM(w), ARG_MEM(g), ARG_MEM(m), ARG_MEM(v)};
     return kern_launch_1d(k, "kern_adam", k->adam, a, NARGS(a), (size_t)n);

@@ -139,6 +139,20 @@ size_t kern_conv_workspace(kern *k, const kern_conv *g);
  * overwriting y. Bias and activation are NOT applied (kern_bias_act_fwd does). */
 int kern_conv2d_fwd(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y, cl_mem work);
 
+/* Whether kern_conv2d_fwd_maxpool runs on this kern (the direct conv path, CPU devices): 1 or 0. */
+int kern_conv2d_fwd_maxpool_ok(kern *k);
+
+/* kern_conv2d_fwd followed by kern_pool2d_fwd(KERN_POOL_MAX) with a 2×2 window, stride 2 and no
+ * padding over its output, without writing that output: y (N·(OH/2)·(OW/2)·F) and argmax (may
+ * be NULL; flat indices into the N·OH·OW·F conv output) are the bits the two calls give. -EINVAL
+ * where kern_conv2d_fwd_maxpool_ok is 0. */
+int kern_conv2d_fwd_maxpool(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y,
+                            cl_mem argmax, cl_mem work);
+/* The same, then y = act(y + bias[f]) (enum kern_act; bias F floats) as kern_bias_act_fwd gives
+ * it: a conv's bias and activation after its max pool. act < 0 applies nothing (bias unused). */
+int kern_conv2d_fwd_maxpool_act(kern *k, const kern_conv *g, cl_mem x, cl_mem w, cl_mem y,
+                                cl_mem argmax, int act, cl_mem bias, cl_mem work);
+
 /* dx = conv backward-data of dy (N·OH·OW × F) with w; overwrites dx (N·H·W·C). */
 int kern_conv2d_bwd_data(kern *k, const kern_conv *g, cl_mem dy, cl_mem w, cl_mem dx, cl_mem work);
 
@@ -146,6 +160,13 @@ int kern_conv2d_bwd_data(kern *k, const kern_conv *g, cl_mem dy, cl_mem w, cl_me
  * accumulate. Deterministic: the long sum is split in a fixed way and added in a fixed order. */
 int kern_conv2d_bwd_weights(kern *k, const kern_conv *g, cl_mem x, cl_mem dy, cl_mem dw,
                             int accumulate, cl_mem work);
+
+/* kern_conv2d_bwd_weights with dy given by the 2×2 stride-2 max pool kern_conv2d_fwd_maxpool
+ * feeds: dy and argmax are the pool's (N·(OH/2)·(OW/2)·F), and dw is what kern_pool2d_bwd then
+ * kern_conv2d_bwd_weights give, bit for bit, without the conv-sized gradient. -EINVAL where
+ * kern_conv2d_fwd_maxpool_ok is 0. */
+int kern_conv2d_bwd_weights_maxpool(kern *k, const kern_conv *g, cl_mem x, cl_mem dy, cl_mem argmax,
+                                    cl_mem dw, int accumulate, cl_mem work);
 
 enum kern_pool_mode { KERN_POOL_MAX = 0, KERN_POOL_AVG = 1 };
 

@@ -1,4 +1,5 @@
-/* optim.cl: the optimiser updates, one work-item per parameter (kern_sgd, kern_adam).
+/* optim.cl: the optimiser updates, one work-item per parameter (kern_sgd, kern_adam), and
+ * optim_adam_cpu, Adam as CPU devices run it (float16 runs per work-group).
  *
  * SGD uses the Keras form of momentum (v = μ·v − lr·g; w += v); with μ = 0 the velocity buffer
  * is neither read nor written (the host passes has_v = 0 and may pass NULL). Adam takes its bias
@@ -33,4 +34,31 @@ __kernel void optim_adam(int n, float lr, float beta1, float beta2, float eps, f
     m[i] = mi;
     v[i] = vi;
     w[i] -= lr * (mi / bc1) / (sqrt(vi / bc2) + eps);
+}
+
+/* optim_adam for CPU devices: one work-item per work-group walking [g·chunk, (g+1)·chunk) 16
+ * parameters at a time, the same expressions lane by lane (so the same bits as optim_adam), the
+ * rest one by one. Global size ceil(n/chunk), local 1. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+optim_adam_cpu(int n, int chunk, float lr, float beta1, float beta2, float eps, float bc1,
+               float bc2, __global float *w, __global const float *g, __global float *m,
+               __global float *v)
+{
+    int i = get_global_id(0) * chunk, i1 = min(n, i + chunk);
+    for (; i + 16 <= i1; i += 16) {
+        float16 gi = vload16(0, g + i);
+        float16 mi = beta1 * vload16(0, m + i) + (1.0f - beta1) * gi;
+        float16 vi = beta2 * vload16(0, v + i) + (1.0f - beta2) * gi * gi;
+        vstore16(mi, 0, m + i);
+        vstore16(vi, 0, v + i);
+        vstore16(vload16(0, w + i) - lr * (mi / bc1) / (sqrt(vi / bc2) + eps), 0, w + i);
+    }
+    for (; i < i1; i++) {
+        float gi = g[i];
+        float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+        float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        w[i] -= lr * (mi / bc1) / (sqrt(vi / bc2) + eps);
+    }
 }

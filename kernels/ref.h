@@ -31,6 +31,10 @@ void ref_gather_rows(int rows, int cols, const uint32_t *src, const int32_t *idx
 
 /* Image families (ref_conv.c): the same structs and meaning as their kern_ twins, host arrays. */
 void ref_conv2d_fwd(const kern_conv *g, const float *x, const float *w, float *y);
+/* kern_conv2d_fwd_maxpool: ref_conv2d_fwd, then a 2×2 max pool of stride 2 over its output; ytmp
+ * holds the N·OH·OW·F conv output, argmax may be NULL. */
+void ref_conv2d_fwd_maxpool(const kern_conv *g, const float *x, const float *w, float *ytmp,
+                            float *y, int32_t *argmax);
 void ref_conv2d_bwd_data(const kern_conv *g, const float *dy, const float *w, float *dx);
 void ref_conv2d_bwd_weights(const kern_conv *g, const float *x, const float *dy, float *dw,
                             int accumulate);

@@ -283,3 +283,11 @@ void ref_image_batch(const kern_image *g, int rows, const void *src, const int32
                 }
     }
 }
+
+void ref_conv2d_fwd_maxpool(const kern_conv *g, const float *x, const float *w, float *ytmp,
+                            float *y, int32_t *argmax)
+{
+    kern_pool p = {g->n, g->oh, g->ow, g->f, 2, 2, 2, 2, 0, 0, g->oh / 2, g->ow / 2};
+    ref_conv2d_fwd(g, x, w, ytmp);
+    ref_pool2d_fwd(KERN_POOL_MAX, &p, ytmp, y, argmax);
+}

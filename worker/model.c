@@ -4,15 +4,20 @@
  * A step for layers L0..Ln (Ln the output layer) enqueues:
  *   forward   dense: gemm NN (y = x·W) + bias_act_fwd; conv2d: conv2d_fwd + bias_act_fwd (skipped
  *             when there is neither bias nor activation, and moved after the pool when a max
- *             pool follows: 4× fewer elements for a 2×2 pool, the same numbers); pools: pool2d_fwd
- * (max records its argmax while training); batchnorm: batchnorm_fwd_train (batch statistics, moving
+ *             pool follows: 4× fewer elements for a 2×2 pool, the same numbers); a conv before
+ *             a 2×2 stride-2 valid max pool on the direct conv path (fuse_pool): one
+ *             conv2d_fwd_maxpool_act writes the pool's y and argmax with the bias and activation
+ *             applied, and the pool enqueues nothing; pools: pool2d_fwd (max records its argmax
+ *             while training); batchnorm: batchnorm_fwd_train (batch statistics, moving
  *             statistics updated) or _infer; dropout: dropout; flatten: nothing
  *   loss      softmax_xent | bce | mse, then two reduce_sum into the totals
  *   backward  last to first: dense: bias_act_bwd (dZ, db), gemm TN (dW = xᵀ·dZ) and gemm NT
  *             (dx = dZ·Wᵀ); conv2d: bias_act_bwd, conv2d_bwd_weights and conv2d_bwd_data; pools:
- *             pool2d_bwd; batchnorm: batchnorm_bwd (dx in place, dgamma, dbeta); dropout:
- *             dropout on dy in place. Backward stops at the first layer with parameters,
- *             which computes no dx: nothing reads it (a leading pool costs nothing).
+ *             pool2d_bwd, except after a fused conv that is the first layer with parameters:
+ *             its conv2d_bwd_weights_maxpool reads the pool's dy and argmax; batchnorm:
+ *             batchnorm_bwd (dx in place, dgamma, dbeta); dropout: dropout on dy in place.
+ *             Backward stops at the first layer with parameters, which computes no dx:
+ *             nothing reads it (a leading pool costs nothing).
  *   update    one sgd or adam over the whole parameter buffer (not the stats buffer)
  * Nothing in a step reads back from the device. Each layer remembers the buffers its last
  * forward read and wrote (x_cur, y_cur): flatten, and dropout outside training, pass their
@@ -213,6 +218,10 @@ static int layers_plan(model *m, const job_spec *job, int inputs, int outputs, c
         model_layer *l = &m->layers[i];
         l->defer = l->type == JOB_LAYER_CONV2D && m->layers[i + 1].type == JOB_LAYER_MAXPOOL2D &&
                    (l->use_bias || l->job_act != JOB_ACT_LINEAR);
+        const model_layer *p = &m->layers[i + 1];
+        l->fuse_pool = l->type == JOB_LAYER_CONV2D && p->type == JOB_LAYER_MAXPOOL2D &&
+                       p->kh == 2 && p->kw == 2 && p->sh == 2 && p->sw == 2 && p->pt == 0 &&
+                       p->pl == 0 && p->oh == l->oh / 2 && p->ow == l->ow / 2;
     }
     if (job->output_given && job->output_units != outputs)
         return err_set(err, -EINVAL,
@@ -483,6 +492,8 @@ int model_new(ocl_ctx *c, kern *k, const job_spec *job, int inputs, int outputs,
     rc = layers_plan(m, job, inputs, outputs, err);
     if (rc < 0)
         goto fail;
+    for (size_t i = 0; i < m->n_layers; i++)
+        m->layers[i].fuse_pool = m->layers[i].fuse_pool && kern_conv2d_fwd_maxpool_ok(k);
     /* Parameter layout: each tensor starts on the device's sub-buffer alignment. */
     size_t align = c->dev.base_align_bytes / sizeof(float);
     layers_layout(m, align < 1 ? 1 : align);
@@ -617,6 +628,14 @@ static int layer_forward(model *m, size_t i, int rows, cl_mem x, int train, cl_m
     case JOB_LAYER_CONV2D: {
         kern_conv g;
         conv_geom(l, rows, &g);
+        if (l->fuse_pool) {
+            /* the pool's output and argmax straight from the conv, with the bias and activation
+             * the conv defers to the pool: the pool has nothing left to do */
+            model_layer *p = &m->layers[i + 1];
+            return kern_conv2d_fwd_maxpool_act(k, &g, x, l->w, p->y, train ? p->argmax : NULL,
+                                               l->defer ? l->act : -1,
+                                               l->use_bias ? l->b : m->zeros, m->work);
+        }
         rc = kern_conv2d_fwd(k, &g, x, l->w, l->y, m->work);
         if (rc == 0 && bias_act_needed(l) && !l->defer)
             rc = conv_bias_act_fwd(m, l, spatial_rows, l->y);
@@ -628,6 +647,8 @@ static int layer_forward(model *m, size_t i, int rows, cl_mem x, int train, cl_m
         kern_pool g;
         pool_geom(l, rows, &g);
         int max = l->type == JOB_LAYER_MAXPOOL2D;
+        if (i > 0 && m->layers[i - 1].fuse_pool)
+            break; /* the conv wrote y and argmax, and applied its bias and activation */
         rc = kern_pool2d_fwd(k, max ? KERN_POOL_MAX : KERN_POOL_AVG, &g, x, l->y,
                              max && train ? l->argmax : NULL);
         if (rc == 0 && deferred_from(m, i))
@@ -696,6 +717,15 @@ static int loss(model *m, int rows, cl_mem logits, cl_mem targets, cl_mem dlogit
     return rc < 0 ? kfail(m, err) : 0;
 }
 
+/* Whether conv layer i takes its weight gradient straight from the max pool's dy and argmax
+ * after it (kern_conv2d_bwd_weights_maxpool), so that the pool writes no conv-sized dx: the
+ * forward was fused, and the conv is the first layer with parameters (it needs no dx of its
+ * own, which would want the whole dy). */
+static int bwd_through_pool(const model *m, size_t i)
+{
+    return m->layers[i].fuse_pool && i == m->first_param;
+}
+
 /* One layer's backward: dy (the gradient of its output) in, its parameters' gradients out, and
  * the gradient of its input into dx, or into dy itself (*moved 0) for the layers that work in
  * place. The first layer with parameters computes no input gradient: nobody reads it. */
@@ -722,6 +752,9 @@ static int layer_backward(model *m, size_t n, int rows, cl_mem dy, cl_mem dx, in
         conv_geom(l, rows, &g);
         if (bias_act_needed(l) && !l->defer)
             rc = conv_bias_act_bwd(m, l, spatial_rows, l->y, dy);
+        if (rc == 0 && bwd_through_pool(m, n))
+            return kern_conv2d_bwd_weights_maxpool(k, &g, l->x_cur, dy, m->layers[n + 1].argmax,
+                                                   l->gw, 0, m->work);
         if (rc == 0)
             rc = kern_conv2d_bwd_weights(k, &g, l->x_cur, dy, l->gw, 0, m->work);
         if (rc == 0 && !first) {
@@ -738,7 +771,7 @@ static int layer_backward(model *m, size_t n, int rows, cl_mem dy, cl_mem dx, in
         int mode = l->type == JOB_LAYER_MAXPOOL2D ? KERN_POOL_MAX : KERN_POOL_AVG;
         if (deferred_from(m, n))
             rc = conv_bias_act_bwd(m, deferred_from(m, n), spatial_rows, l->y, dy);
-        if (rc == 0 && !first) {
+        if (rc == 0 && !first && !(n > 0 && bwd_through_pool(m, n - 1))) {
             rc = kern_pool2d_bwd(k, mode, &g, dy, mode == KERN_POOL_MAX ? l->argmax : NULL, dx);
             *moved = 1;
         }

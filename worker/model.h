@@ -62,6 +62,7 @@ typedef struct model_layer {
     int same;           /* conv2d and pools: padding "same" (else valid) */
     int use_bias;       /* dense: 1; conv2d: the job's use_bias */
     int defer;          /* conv2d before a max pool: the pool applies bias and activation */
+    int fuse_pool;      /* conv2d before a 2×2/2 valid max pool: one kernel writes the pool's y */
     float bn_momentum, bn_eps;
     int src_h, src_w, src_c; /* flat layers: the spatial shape their features were flattened
                                 from, in (h, w, c) order; 1, 1, width when not flattened */

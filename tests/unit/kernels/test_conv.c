@@ -9,6 +9,8 @@
  * Tolerances (relative, per element):
  * - conv: |got − ref| ≤ 2e-6·sqrt(K)·Σ|a||b| + 1e-30, the budget of a K-term float sum against
  *   the sum of magnitudes (ref run on |x|, |w|), K the reduction length of the call;
+ * - conv + max pool in one kernel, forward (with bias and each activation) and weight gradient:
+ *   bit-exact, argmax equal, against the conv, pool and bias-activation calls;
  * - pooling: max forward bit-exact (it only selects) and argmax equal; avg forward 1e-6
  *   relative + 1e-7; backward (sums of dy shares) 1e-5 relative + 1e-6;
  * - batchnorm: y 1e-4 relative + 1e-4 (float statistics over up to 1.2·10⁵ rows against double
@@ -110,6 +112,80 @@ static kern_conv conv_geom(const struct conv_case *t)
     return g;
 }
 
+/* kern_conv2d_fwd_maxpool against kern_conv2d_fwd + kern_pool2d_fwd on the same kern: the same
+ * bits and argmax (with and without argmax), and y near the reference; then
+ * kern_conv2d_bwd_weights_maxpool against kern_pool2d_bwd + kern_conv2d_bwd_weights, bit for bit. Y
+ * holds the conv output of x and w already. */
+static void test_conv_maxpool(const kern_conv *g, const char *what, cl_mem X, cl_mem W, cl_mem Y,
+                              cl_mem WORK, const float *x, const float *w, const float *ax,
+                              const float *aw)
+{
+    if (!kern_conv2d_fwd_maxpool_ok(T.k) || g->oh < 2 || g->ow < 2 || g->n == 0)
+        return;
+    kern_pool p = {g->n, g->oh, g->ow, g->f, 2, 2, 2, 2, 0, 0, g->oh / 2, g->ow / 2};
+    size_t nc = (size_t)g->n * g->oh * g->ow * g->f, np = (size_t)g->n * p.oh * p.ow * g->f;
+    float *want = xmalloc(np * 4), *got = xmalloc(np * 4), *bound = xmalloc(np * 4);
+    float *tmp = xmalloc(nc * 4);
+    int32_t *arg_want = xmalloc(np * 4), *arg_got = xmalloc(np * 4);
+    cl_mem P = cltest_buf(&T, np * 4, NULL), A = cltest_buf(&T, np * 4, NULL);
+    cl_mem P2 = cltest_buf(&T, np * 4, NULL), A2 = cltest_buf(&T, np * 4, NULL);
+    cltest_ok(&T, kern_pool2d_fwd(T.k, KERN_POOL_MAX, &p, Y, P, A), what);
+    cltest_read(&T, P, np * 4, want);
+    cltest_read(&T, A, np * 4, arg_want);
+    cltest_ok(&T, kern_conv2d_fwd_maxpool(T.k, g, X, W, P2, A2, WORK), what);
+    cltest_read(&T, P2, np * 4, got);
+    cltest_read(&T, A2, np * 4, arg_got);
+    if (memcmp(got, want, np * 4) || memcmp(arg_got, arg_want, np * 4)) {
+        fprintf(stderr, "%s: conv + 2x2 max pool in one kernel differs from the two calls\n", what);
+        check_failures++;
+    }
+    cltest_ok(&T, kern_conv2d_fwd_maxpool(T.k, g, X, W, P2, NULL, WORK), what);
+    cltest_read(&T, P2, np * 4, got);
+    CHECK(memcmp(got, want, np * 4) == 0);
+    ref_conv2d_fwd_maxpool(g, x, w, tmp, want, NULL);
+    ref_conv2d_fwd_maxpool(g, ax, aw, tmp, bound, NULL);
+    near_bound(what, got, want, bound, np, 2e-6 * sqrt((double)g->kh * g->kw * g->c));
+    /* with the conv's bias and activation after the pool: kern_bias_act_fwd's bits */
+    float *b = floats((size_t)g->f, -1, 1);
+    cl_mem B = cltest_buf(&T, (size_t)g->f * 4, b);
+    for (int act = KERN_ACT_LINEAR; act <= KERN_ACT_SIGMOID; act++) {
+        cltest_ok(&T, kern_pool2d_fwd(T.k, KERN_POOL_MAX, &p, Y, P, NULL), what);
+        cltest_ok(&T, kern_bias_act_fwd(T.k, (int)(np / g->f), g->f, act, P, B), what);
+        cltest_read(&T, P, np * 4, want);
+        cltest_ok(&T, kern_conv2d_fwd_maxpool_act(T.k, g, X, W, P2, A2, act, B, WORK), what);
+        cltest_read(&T, P2, np * 4, got);
+        if (memcmp(got, want, np * 4)) {
+            fprintf(stderr, "%s: conv + pool + bias + activation %d differs\n", what, act);
+            check_failures++;
+        }
+    }
+    cltest_read(&T, A, np * 4, arg_want);
+    free(b);
+
+    /* the weight gradient through the pool: pool_bwd + bwd_weights, the same bits */
+    size_t nw = (size_t)g->kh * g->kw * g->c * g->f;
+    float *dq = floats(np, -1, 1), *dw0 = floats(nw, -1, 1);
+    float *dw_want = xmalloc(nw * 4), *dw_got = xmalloc(nw * 4);
+    cl_mem DQ = cltest_buf(&T, np * 4, dq), DC = cltest_buf(&T, nc * 4, NULL);
+    cl_mem DW = cltest_buf(&T, nw * 4, dw0);
+    for (int acc = 0; acc < 2; acc++) {
+        cltest_ok(&T, kern_pool2d_bwd(T.k, KERN_POOL_MAX, &p, DQ, A, DC), what);
+        cltest_write(&T, DW, nw * 4, dw0);
+        cltest_ok(&T, kern_conv2d_bwd_weights(T.k, g, X, DC, DW, acc, WORK), what);
+        cltest_read(&T, DW, nw * 4, dw_want);
+        cltest_write(&T, DW, nw * 4, dw0);
+        cltest_ok(&T, kern_conv2d_bwd_weights_maxpool(T.k, g, X, DQ, A, DW, acc, WORK), what);
+        cltest_read(&T, DW, nw * 4, dw_got);
+        if (memcmp(dw_got, dw_want, nw * 4)) {
+            fprintf(stderr, "%s: the weight gradient through the pool differs (accumulate %d)\n",
+                    what, acc);
+            check_failures++;
+        }
+    }
+    free(dq), free(dw0), free(dw_want), free(dw_got);
+    free(want), free(got), free(bound), free(tmp), free(arg_want), free(arg_got);
+}
+
 static void test_conv_case(const struct conv_case *t)
 {
     kern_conv g = conv_geom(t);
@@ -147,6 +223,7 @@ static void test_conv_case(const struct conv_case *t)
     cltest_ok(&T, kern_conv2d_fwd(T.k, &g, X, W, Y, WORK), what);
     cltest_read(&T, Y, ny * 4, again);
     CHECK(memcmp(got, again, ny * 4) == 0);
+    test_conv_maxpool(&g, what, X, W, Y, WORK, x, w, ax, aw);
 
     cltest_ok(&T, kern_conv2d_bwd_data(T.k, &g, DY, W, DX, WORK), what);
     cltest_read(&T, DX, nx * 4, got);
@@ -197,6 +274,11 @@ static const struct conv_case conv_cases[] = {
     {0, 5, 5, 3, 4, 3, 3, 1, 1, 0},
     /* a weight gradient too tall for one work-group's local memory: conv_dw splits its rows */
     {1, 6, 6, 64, 256, 3, 3, 1, 1, 1},
+    /* conv + max pool in one kernel: odd outputs (a row and a column no window takes), an odd
+     * count of pooled pixels, 33 filters (a partial 32-column tile) */
+    {3, 9, 12, 3, 33, 3, 3, 1, 1, 0},
+    {1, 7, 7, 4, 8, 2, 2, 1, 1, 1},
+    {1, 20, 19, 3, 16, 3, 3, 1, 1, 0},
 };
 
 /* Every geometry through both paths: the direct kernels (CPU devices) and im2col + kern_gemm
@@ -229,6 +311,11 @@ static void test_conv_args(void)
     CHECK(strlen(kern_last_error(T.k)) > 0);
     kern_pool p = {1, 4, 4, 2, 2, 2, 2, 2, 0, 0, 2, 2};
     CHECK_INT(kern_pool2d_fwd(T.k, 7, &p, small, small, NULL), -EINVAL);
+    kern_conv one = {1, 3, 3, 2, 3, 3, 3, 1, 1, 0, 0, 1, 1};
+    CHECK_INT(kern_conv2d_fwd_maxpool(T.k, &one, small, small, small, NULL, small), -EINVAL);
+    CHECK_INT(kern_conv2d_fwd_maxpool(T.k, &g, small, small, small, NULL, small), -EINVAL);
+    CHECK_INT(kern_conv2d_bwd_weights_maxpool(T.k, &one, small, small, small, small, 0, small),
+              -EINVAL);
     CHECK_INT(kern_batchnorm_fwd_infer(T.k, 10, 0, 1e-3f, small, small, small, small, small, small),
               -EINVAL);
     cltest_bufs_free(&T);

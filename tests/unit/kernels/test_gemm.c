@@ -1,7 +1,9 @@
 /* Unit tests of kern_gemm against ref_gemm, for both kernels (gemm_cpu, gemm_tiled) whatever the
  * device: every transpose combination over a cube of awkward sizes, alpha/beta other than 1/0,
  * beta 0 over a NaN-filled C, row strides longer than the rows, K = 0, the trainer's shapes, and
- * argument checks; some shapes (small C, long K) make gemm_cpu split K.
+ * argument checks; some shapes (small C, long K) make gemm_cpu split K. TRAINYARD_GEMM=cpu-packed
+ * runs gemm_cpu alone; with plain cpu the narrow kernels take their shapes, and those must give
+ * gemm_cpu's bits exactly.
  * An element passes when |got − ref| ≤ 1e-4·sqrt(K)·(|alpha|·Σ|a||b| + |beta·c|), plus a hair
  * for exact zeros: the error budget of a K-term float sum, relative to its size.
  * Exits 77 without an OpenCL device. */
@@ -170,6 +172,59 @@ static void gemm_check_args(kern *k)
     clReleaseMemObject(small);
 }
 
+/* The narrow CPU kernels (NN and TN with N ≤ 16, NT with K ≤ 16) give gemm_cpu's bits: each shape
+ * on k (narrow kernels on) and on packed (TRAINYARD_GEMM=cpu-packed, gemm_cpu only), compared. */
+static void gemm_check_narrow(kern *k, kern *packed)
+{
+    static const struct gemm_case cases[] = {
+        {1, 0, 30752, 10, 32, 1.0f, 0.0f, 0}, {0, 1, 32, 30752, 10, 1.0f, 0.0f, 0},
+        {1, 0, 37, 16, 7, -0.75f, 1.5f, 3},   {1, 0, 15, 1, 256, 1.0f, 0.0f, 0},
+        {0, 1, 5, 33, 16, 0.5f, -1.0f, 2},    {0, 1, 1, 7, 1, 1.0f, 0.0f, 0},
+        {1, 0, 128, 10, 64, 1.0f, 1.0f, 0},   {0, 1, 64, 128, 10, 1.0f, 0.0f, 1},
+        {0, 0, 32, 10, 30752, 1.0f, 0.0f, 0}, {0, 0, 64, 10, 128, 1.0f, 0.0f, 0},
+        {0, 0, 7, 16, 600, -0.75f, 1.5f, 3},  {0, 0, 100, 3, 300, 0.5f, 0.0f, 1},
+        {0, 0, 1000, 1, 1, 1.0f, 0.0f, 0},    {0, 0, 33, 9, 20000, 2.0f, -1.0f, 0},
+    };
+    int ok = 0, n = (int)(sizeof cases / sizeof *cases);
+    for (int e = 0; e < n; e++) {
+        const struct gemm_case *t = &cases[e];
+        int ar = t->ta ? t->K : t->M, ac = t->ta ? t->M : t->K;
+        int br = t->tb ? t->N : t->K, bc = t->tb ? t->K : t->N;
+        int lda = ac + t->pad, ldb = bc + t->pad, ldc = t->N + t->pad;
+        size_t na = (size_t)ar * lda, nb = (size_t)br * ldb, nc = (size_t)t->M * ldc;
+        float *a = malloc(na * 4), *b = malloc(nb * 4), *c0 = malloc(nc * 4);
+        float *got = malloc(nc * 4), *want = malloc(nc * 4);
+        unsigned seed = (unsigned)(e * 977 + 5);
+        fill(a, na, &seed);
+        fill(b, nb, &seed);
+        fill(c0, nc, &seed);
+        cl_mem A = upload(a, na), B = upload(b, nb), C = upload(c0, nc);
+        char err[ERR_LEN];
+        int rc = kern_gemm(packed, t->ta, t->tb, t->M, t->N, t->K, t->alpha, A, lda, B, ldb,
+                           t->beta, C, ldc);
+        if (rc == 0)
+            rc = ocl_read(ctx, C, 0, nc * 4, want, err);
+        if (rc == 0)
+            rc = ocl_write(ctx, C, 0, nc * 4, c0, err);
+        if (rc == 0)
+            rc = kern_gemm(k, t->ta, t->tb, t->M, t->N, t->K, t->alpha, A, lda, B, ldb, t->beta, C,
+                           ldc);
+        if (rc == 0)
+            rc = ocl_read(ctx, C, 0, nc * 4, got, err);
+        if (rc == 0 && memcmp(got, want, nc * 4) == 0)
+            ok++;
+        else
+            fprintf(stderr, "narrow %c%c %dx%dx%d: not gemm_cpu's bits (rc %d)\n",
+                    t->ta ? 'T' : 'N', t->tb ? 'T' : 'N', t->M, t->N, t->K, rc);
+        clReleaseMemObject(A);
+        clReleaseMemObject(B);
+        clReleaseMemObject(C);
+        free(a), free(b), free(c0), free(got), free(want);
+    }
+    CHECK(ok == n);
+    printf("narrow = gemm_cpu: %d/%d shapes\n", ok, n);
+}
+
 int main(void)
 {
     char err[ERR_LEN];
@@ -181,8 +236,8 @@ int main(void)
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    static const char *variants[] = {"cpu", "tiled"};
-    for (int v = 0; v < 2; v++) {
+    static const char *variants[] = {"cpu", "tiled", "cpu-packed"};
+    for (int v = 0; v < 3; v++) {
         kern *k = NULL;
         setenv("TRAINYARD_GEMM", variants[v], 1);
         if (kern_new(ctx, &k, err) < 0) {
@@ -194,7 +249,19 @@ int main(void)
             gemm_check_args(k);
         kern_free(k);
     }
+    kern *k = NULL, *packed = NULL;
+    setenv("TRAINYARD_GEMM", "cpu-packed", 1);
+    rc = kern_new(ctx, &packed, err);
     unsetenv("TRAINYARD_GEMM");
+    if (rc == 0)
+        rc = kern_new(ctx, &k, err);
+    if (rc < 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    gemm_check_narrow(k, packed);
+    kern_free(k);
+    kern_free(packed);
     ocl_ctx_free(ctx);
     return check_exit();
 }

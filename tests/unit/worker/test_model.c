@@ -330,6 +330,19 @@ static void cnn_gradchecks(cltest *t)
                      conv(2, 3, 1, JOB_PAD_SAME, JOB_ACT_TANH, 1), plain(JOB_LAYER_FLATTEN)};
     cnn_gradcheck(t, "avgpool/batchnorm/conv-same/flatten",
                   cnn_job(8, 8, 2, d, sizeof d / sizeof d[0]));
+    /* The seed's shape: conv + 2×2 max pool as one kernel forward and backward (an odd conv
+     * output: a row and a column no window takes). */
+    job_layer e[] = {conv(3, 3, 1, JOB_PAD_VALID, JOB_ACT_RELU, 1),
+                     pool(JOB_LAYER_MAXPOOL2D, 2, 2, JOB_PAD_VALID), plain(JOB_LAYER_FLATTEN),
+                     (job_layer){.type = JOB_LAYER_DENSE, .units = 4, .activation = JOB_ACT_TANH}};
+    cnn_gradcheck(t, "conv-valid/maxpool-fused/flatten/dense",
+                  cnn_job(9, 8, 2, e, sizeof e / sizeof e[0]));
+    /* A fused conv + pool that is not the first layer: the pool's backward writes dx again. */
+    job_layer f[] = {conv(2, 3, 1, JOB_PAD_SAME, JOB_ACT_TANH, 1),
+                     conv(3, 3, 1, JOB_PAD_SAME, JOB_ACT_LINEAR, 0),
+                     pool(JOB_LAYER_MAXPOOL2D, 2, 2, JOB_PAD_VALID), plain(JOB_LAYER_FLATTEN)};
+    cnn_gradcheck(t, "conv-same/conv-nobias/maxpool-fused/flatten",
+                  cnn_job(6, 6, 1, f, sizeof f / sizeof f[0]));
 }
 
 /* Shapes follow Keras's rules, and a layer that does not fit is refused with both shapes. */
