@@ -159,14 +159,13 @@ static int dry_step(ocl_ctx *c, kern *k, const job_spec *job, const kbuild_shape
     size_t sizes[5] = {xbytes, ybytes, ybytes, src_bytes, ybytes};
     for (int i = 0; i < 5 && rc == 0; i++)
         rc = zeros(c, sizes[i], &buf[i], err);
-    int krc = 0;
+    int krc = 0; /* the inputs as imagedata_batch or the trainer's gather, then the labels */
     if (rc == 0 && s->image)
         krc = kern_image_batch(k, &g, s->batch, buf[3], buf[2], 0, NULL, NULL, buf[0]);
-    else if (rc == 0) {
+    else if (rc == 0)
         krc = kern_gather_rows(k, s->batch, s->inputs, buf[3], buf[2], 0, buf[0]);
-        if (krc == 0)
-            krc = kern_gather_rows(k, s->batch, 1, buf[4], buf[2], 0, buf[1]);
-    }
+    if (rc == 0 && krc == 0)
+        krc = kern_gather_rows(k, s->batch, 1, buf[4], buf[2], 0, buf[1]);
     if (krc < 0)
         rc = err_set(err, krc, "%s", kern_last_error(k));
     if (rc == 0)
@@ -297,6 +296,18 @@ static int helper_dry(ocl_ctx *c, kern *k, const char *line, char *err)
     return rc;
 }
 
+/* One small product: compiles the GEMM kernel a step uses, before its shapes are known. */
+static void warm_gemm(ocl_ctx *c, kern *k)
+{
+    char err[ERR_LEN];
+    cl_mem a = NULL;
+    if (zeros(c, 64 * sizeof(float), &a, err) == 0) {
+        kern_gemm(k, 0, 0, 8, 8, 8, 1.0f, a, 8, a, 8, 0.0f, a, 8);
+        ocl_finish(c, err);
+        clReleaseMemObject(a);
+    }
+}
+
 /* The context of the device at `index` of this process's listing (the parent's, since the
  * listing is stable on one machine), with cache_dir. */
 static int ctx_at(const char *index, const char *cache_dir, ocl_ctx **out, char *err)
@@ -330,6 +341,10 @@ int kbuild_helper_main(int argc, char **argv)
         rc = kern_new_for(c, families, &k, err);
     if (rc == 0) {
         kern_set_dry(k, 1);
+        /* While the parent loads the data: gemm_cpu's work-group function, the longest compile
+         * of all and the same for every shape (one work-item per group, a small grid). */
+        if (families & KERN_FAM_GEMM)
+            warm_gemm(c, k);
         line = read_line(0);
         rc = line ? helper_dry(c, k, line, err) : -ECANCELED;
     }
