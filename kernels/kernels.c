@@ -118,6 +118,17 @@ unsigned kern_families_cached(ocl_ctx *c, unsigned families)
     return have;
 }
 
+unsigned kern_families_unsaved(ocl_ctx *c, unsigned families)
+{
+    unsigned mask = 0;
+    for (size_t i = 0; i < sizeof family_files / sizeof family_files[0]; i++) {
+        int f = (families & (1u << i)) ? ocl_family_find(family_files[i]) : -ENOENT;
+        if (f > 0 && c->programs[f] && c->unsaved[f])
+            mask |= 1u << i;
+    }
+    return mask;
+}
+
 void kern_set_dry(kern *k, int on)
 {
     k->dry = on != 0;

@@ -9,12 +9,18 @@
  * asks the kernel to kill it should this process die (PR_SET_PDEATHSIG). It never writes
  * trainyard's cache: this process saves every family it built when its context is freed.
  *
+ * This process's share builds on a thread started by kbuild_start, so that it overlaps the
+ * caller's fetch and parse of the dataset (host work: PoCL's one-compile-at-a-time limit is
+ * about compiles, not threads); kbuild_dry joins it before anything else touches the context.
+ *
  * Invariants: a kbuild with a helper owns its pid until kbuild_finish or kbuild_free reaps it;
- * b->k is a kern of this process's share in dry mode until kbuild_finish replaces it. */
+ * b->k is a kern of this process's share in dry mode until kbuild_finish replaces it; nothing
+ * but the build thread touches b->c between kbuild_start and the join. */
 #include "worker/kbuild.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -43,6 +49,10 @@ struct kbuild {
     kern *k;                   /* this process's share (dry), or every family when not split */
     pid_t pid;                 /* the helper, 0 when none (or reaped) */
     int fd;                    /* our end of the helper's stdin, -1 when closed */
+    pthread_t thread;          /* builds this process's share while the caller loads data */
+    int threaded;              /* thread started and not yet joined */
+    int build_rc;              /* the thread's result, with its sentence in build_err */
+    char build_err[ERR_LEN];
 };
 
 /* A PoCL platform whose kernel cache is on: what the helper compiles, this process finds; and
@@ -104,6 +114,27 @@ static int helper_reap(kbuild *b, int stop)
     return got > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
 }
 
+static void *build_share(void *arg)
+{
+    kbuild *b = arg;
+    b->build_rc = kern_new_for(b->c, b->families & ~b->theirs, &b->k, b->build_err);
+    if (b->build_rc == 0)
+        kern_set_dry(b->k, 1);
+    return NULL;
+}
+
+/* Waits for the build thread; its result. */
+static int build_join(kbuild *b, char *err)
+{
+    if (!b->threaded)
+        return 0;
+    pthread_join(b->thread, NULL);
+    b->threaded = 0;
+    if (b->build_rc < 0 && err)
+        snprintf(err, ERR_LEN, "%s", b->build_err);
+    return b->build_rc;
+}
+
 int kbuild_start(ocl_ctx *c, const job_spec *job, unsigned families, kbuild **out, char *err)
 {
     kbuild *b = calloc(1, sizeof *b);
@@ -118,6 +149,13 @@ int kbuild_start(ocl_ctx *c, const job_spec *job, unsigned families, kbuild **ou
         b->theirs = missing & KBUILD_HELPER_FAMILIES;
     if (b->theirs && (b->theirs == families || helper_spawn(b) < 0))
         b->theirs = 0; /* nothing left here to overlap with, or no helper: build it all here */
+    /* Split: this process's share builds on a thread while the caller loads the data (which
+     * touches no OpenCL object until kbuild_dry); else in line, as before. */
+    if (b->theirs && pthread_create(&b->thread, NULL, build_share, b) == 0) {
+        b->threaded = 1;
+        *out = b;
+        return 0;
+    }
     int rc = kern_new_for(c, families & ~b->theirs, &b->k, err);
     if (rc < 0) {
         kbuild_free(b);
@@ -213,16 +251,20 @@ int kbuild_dry(kbuild *b, const kbuild_shape *s, char *err)
         free(line);
     }
     shutdown(b->fd, SHUT_WR);
-    return dry_step(b->c, b->k, b->job, s, err);
+    int rc = build_join(b, err);
+    return rc < 0 ? rc : dry_step(b->c, b->k, b->job, s, err);
 }
 
 int kbuild_finish(kbuild *b, kern **out, char *err)
 {
+    int rc = build_join(b, err); /* when kbuild_dry was skipped */
+    if (rc < 0)
+        return rc;
     if (b->theirs) {
         helper_reap(b, 0); /* whatever it did not compile, the build below does */
         kern_free(b->k);
         b->k = NULL;
-        int rc = kern_new_for(b->c, b->families, &b->k, err);
+        rc = kern_new_for(b->c, b->families, &b->k, err);
         if (rc < 0)
             return rc;
     }
@@ -235,6 +277,7 @@ void kbuild_free(kbuild *b)
 {
     if (!b)
         return;
+    build_join(b, NULL);
     if (b->pid > 0)
         helper_reap(b, 1);
     kern_free(b->k);
@@ -358,10 +401,8 @@ int kbuild_helper_main(int argc, char **argv)
 
 void kbuild_save_detached(ocl_ctx *c, unsigned families)
 {
-    int any = 0;
-    for (int f = 0; f < OCL_MAX_FAMILIES; f++)
-        any |= c->unsaved[f];
-    if (!any || !c->cache_dir[0] || !pocl_cache_shared(&c->dev))
+    families = kern_families_unsaved(c, families); /* what this process compiled */
+    if (!families || !c->cache_dir[0] || !pocl_cache_shared(&c->dev))
         return;
     char lock[4200], dev[24], fam[24];
     snprintf(lock, sizeof lock, "%s/.save.lock", c->cache_dir);

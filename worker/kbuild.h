@@ -16,7 +16,8 @@
  * Anything that fails on the helper's side (it cannot start, dies, or its dry step fails) costs
  * this process the compiles it would have done anyway, never the job.
  *
- *   kbuild_start   → spawn the helper; build this process's families
+ *   kbuild_start   → spawn the helper; build this process's families (on a thread: the caller
+ *                    may load its data meanwhile, touching no OpenCL object of c)
  *   kbuild_dry     → send the shapes to the helper; dry step of this process's families
  *   kbuild_finish  → wait for the helper; the job's kern with every family
  *
