@@ -20,9 +20,11 @@
 #    "epoch2_s": e2, "total_s": t}
 # build_s is what the trainer logs for building the kernel programs; first_batch_s is process
 # start to the "epoch 1/2" line (epoch 1 is 15 batches of ~0.1 ms after the first, so this is
-# the first batch within a few ms; with JOB=shapes, 94 batches of ~2 ms: subtract epoch2_s); epoch1_s − epoch2_s is what the first launches compiled;
-# total_s is start to exit (on a cold run it includes writing the kernel cache). Then one
-# summary line with the best of each case. load1 is the 1-minute load average before the run.
+# the first batch within a few ms; with JOB=shapes, 94 batches of ~2 ms: subtract epoch2_s);
+# epoch1_s − epoch2_s is what the first launches compiled; total_s is start to exit (a build
+# before worker/kbuild.c writes the kernel cache before exiting; since, a detached process
+# does, and saver_s is how long it ran on). Then one summary line with the best of each case.
+# load1 is the 1-minute load average before the run.
 # usage: [JOB=shapes] [WORKER=1] bench/coldstart.sh [BUILD_DIR] [ROUNDS]   (default build 3;
 #        ~20 s a round)
 set -euo pipefail
