@@ -45,7 +45,8 @@ typedef struct kbuild_shape {
  * above), builds this process's share. *out is always set on success; with nothing to split it
  * simply holds the kern of every family (kbuild_finish returns it). */
 int kbuild_start(ocl_ctx *c, const job_spec *job, unsigned families, kbuild **out, char *err);
-/* Sends the shapes to the helper and runs this process's dry step (nothing when not split). */
+/* Sends the shapes to the helper and runs this process's dry step (nothing when not split);
+ * fails only when this process's build failed: a dry step that fails costs compiles later. */
 int kbuild_dry(kbuild *b, const kbuild_shape *s, char *err);
 /* Waits for the helper and builds the rest: *out gets the kern of every family (the caller's). */
 int kbuild_finish(kbuild *b, kern **out, char *err);
