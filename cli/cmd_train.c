@@ -14,6 +14,7 @@
 #include "util/err.h"
 #include "worker/dscache.h"
 #include "worker/fetch.h"
+#include "worker/kbuild.h"
 #include "job/job.h"
 #include "worker/trainer.h"
 
@@ -190,15 +191,12 @@ int cmd_train(int argc, char **argv)
     static const char *const device_names[] = {"any", "gpu", "cpu"};
     ocl_device dev;
     ocl_ctx *c = NULL;
-    kern *k = NULL;
     int status = 1;
     rc = fetch_global_init(err);
     if (rc == 0)
         rc = ocl_device_pick(device_names[job->device], &dev, err);
     if (rc == 0)
         rc = ocl_ctx_new(&dev, NULL, &c, err);
-    if (rc == 0)
-        rc = kern_new_for(c, trainer_kern_families(job), &k, err);
     if (rc < 0) {
         fprintf(stderr, "trainyard train: %s\n", err);
         goto out;
@@ -215,7 +213,7 @@ int cmd_train(int argc, char **argv)
                          .val_outputs = val_outputs};
     trainer_hooks hooks = {.user = &quiet, .on_log = print_line};
     trainer_result res;
-    rc = trainer_run(job, c, k, &opts, &hooks, &res, err);
+    rc = trainer_run(job, c, NULL, &opts, &hooks, &res, err); /* builds the kernels (kbuild) */
     if (rc < 0) {
         fprintf(stderr, "trainyard train: %s\n", err);
         goto out;
@@ -226,7 +224,8 @@ int cmd_train(int argc, char **argv)
                out);
     status = 0;
 out:
-    kern_free(k);
+    if (c)
+        kbuild_save_detached(c, trainer_kern_families(job)); /* else ocl_ctx_free saves */
     ocl_ctx_free(c);
     job_free(job);
     dscache_free(cache);

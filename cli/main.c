@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "worker/kbuild.h"
 
 static const struct {
     const char *name;
@@ -51,6 +52,16 @@ int main(int argc, char **argv)
         printf("trainyard %s\n", TRAINYARD_VERSION);
         return 0;
     }
+    /* not a user's commands: the helper processes of worker/kbuild.c */
+    if (!strcmp(argv[1], "__kernel-build"))
+        return kbuild_helper_main(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "__kernel-save"))
+        return kbuild_saver_main(argc - 1, argv + 1);
+    /* not a user's commands: the helper processes of worker/kbuild.c */
+    if (!strcmp(argv[1], "__kernel-build"))
+        return kbuild_helper_main(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "__kernel-save"))
+        return kbuild_saver_main(argc - 1, argv + 1);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 1, argv + 1);

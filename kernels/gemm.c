@@ -318,8 +318,15 @@ static int gemm_cpu_enqueue(kern *k, int narrow, int M, int N, int K, float alph
     crc |= clSetKernelArg(g->cpu_sum, 7, sizeof(int), &ldc);
     if (crc != CL_SUCCESS)
         return err_set(k->err, -EIO, "gemm: clSetKernelArg (split-K sum) failed");
-    size_t sum_global[2] = {(size_t)N, (size_t)M};
-    return gemm_enqueue(k, g->cpu_sum, 2, sum_global, NULL, M, N, K);
+    /* An explicit local size (32 columns by local_1d/32 rows; the kernel checks bounds): left
+     * to the driver, PoCL picks one from each shape and compiles a work-group function for it
+     * on first use, which no warm-up could foresee. */
+    size_t lx = k->local_1d < 32 ? k->local_1d : 32, ly = k->local_1d / lx;
+    if (ly > k->max_item[1])
+        ly = kern_pow2_floor(k->max_item[1]);
+    size_t sum_local[2] = {lx, ly};
+    size_t sum_global[2] = {kern_round_up((size_t)N, lx), kern_round_up((size_t)M, ly)};
+    return gemm_enqueue(k, g->cpu_sum, 2, sum_global, sum_local, M, N, K);
 }
 
 /* gemm_tn_narrow (ta) or gemm_nt_narrow: the long side of C (M for TN, N for NT) cut into a few
@@ -373,6 +380,8 @@ int kern_gemm(kern *k, int ta, int tb, int M, int N, int K, float alpha, cl_mem 
         ((ta && !tb && N <= GEMM_NARROW && K <= g->kc_max) || (!ta && tb && K <= GEMM_NARROW)))
         return gemm_narrow_enqueue(k, ta, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     cl_kernel kl = g->variant == GEMM_CPU ? g->cpu : g->tiled;
+    if (!kl && k->dry)
+        return 0;
     if (!kl)
         return err_set(k->err, -EIO, "gemm: this kern was made without the gemm family");
     rc = gemm_args(k, kl, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

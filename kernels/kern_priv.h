@@ -16,6 +16,7 @@ struct kern {
     char err[ERR_LEN];
     unsigned families; /* enum kern_family mask this kern was made with */
     uint32_t built;    /* bit i: family i of kernels_sources is built and its kernels exist */
+    int dry;           /* kern_set_dry: launches of kernels outside the mask are skipped */
     struct gemm_kernels *gemm;
     struct conv_kernels *conv;
     cl_kernel bias_act_fwd, bias_act_bwd, softmax_xent, bce, mse, dropout, reduce_sum, sgd, adam,

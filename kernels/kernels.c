@@ -108,6 +108,33 @@ cl_kernel kern_cl_kernel(kern *k, const char *name, cl_int *rc)
     return clCreateKernel(k->c->programs[f], name, rc);
 }
 
+unsigned kern_families_cached(ocl_ctx *c, unsigned families)
+{
+    unsigned have = 0;
+    for (size_t i = 0; i < sizeof family_files / sizeof family_files[0]; i++) {
+        int f = (families & (1u << i)) ? ocl_family_find(family_files[i]) : -ENOENT;
+        if (f > 0 && ocl_ctx_cached(c, f))
+            have |= 1u << i;
+    }
+    return have;
+}
+
+unsigned kern_families_unsaved(ocl_ctx *c, unsigned families)
+{
+    unsigned mask = 0;
+    for (size_t i = 0; i < sizeof family_files / sizeof family_files[0]; i++) {
+        int f = (families & (1u << i)) ? ocl_family_find(family_files[i]) : -ENOENT;
+        if (f > 0 && c->programs[f] && c->unsaved[f])
+            mask |= 1u << i;
+    }
+    return mask;
+}
+
+void kern_set_dry(kern *k, int on)
+{
+    k->dry = on != 0;
+}
+
 int kern_new(ocl_ctx *c, kern **out, char *err)
 {
     return kern_new_for(c, KERN_FAM_ALL, out, err);
@@ -211,6 +238,8 @@ const char *kern_last_error(const kern *k)
 int kern_launch(kern *k, const char *who, cl_kernel kn, const karg *a, cl_uint na, cl_uint dims,
                 const size_t *global, const size_t *local)
 {
+    if (!kn && k->dry)
+        return 0;
     if (!kn)
         return err_set(k->err, -EIO,
                        "%s: this kern was made without that kernel's family "

@@ -54,6 +54,14 @@ int kern_new_for(ocl_ctx *c, unsigned families, kern **out, char *err);
  * launch, so afterwards no launch compiles, and ocl_ctx_save() keeps them for the next process.
  * For a process that will run many jobs (the worker); a single job compiles the few it uses. */
 int kern_warmup(kern *k, char *err);
+/* The families of the mask whose programs c has built or its disk cache holds. */
+unsigned kern_families_cached(ocl_ctx *c, unsigned families);
+/* The families of the mask that c compiled and has not written to the disk cache yet. */
+unsigned kern_families_unsaved(ocl_ctx *c, unsigned families);
+/* on 1: a wrapper whose kernels belong to a family outside k's mask enqueues nothing and returns
+ * 0 instead of -EIO, so that a whole training step can run to compile the kernels of k's
+ * families alone (worker/kbuild.c); its results are then meaningless. */
+void kern_set_dry(kern *k, int on);
 /* Releases the kernels; accepts NULL. */
 void kern_free(kern *k);
 /* The sentence describing the last failed enqueue. */

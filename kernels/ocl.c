@@ -427,6 +427,16 @@ int ocl_ctx_build(ocl_ctx *c, const int *families, size_t n, char *err)
     return rc;
 }
 
+int ocl_ctx_cached(const ocl_ctx *c, int family)
+{
+    char path[4200];
+    if (family <= 0 || family >= OCL_MAX_FAMILIES)
+        return 0;
+    if (c->programs[family])
+        return 1;
+    return cache_path(c, family, path, sizeof path) == 0 && access(path, R_OK) == 0;
+}
+
 void ocl_ctx_save(ocl_ctx *c)
 {
     for (int f = 1; f < OCL_MAX_FAMILIES; f++) {

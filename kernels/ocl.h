@@ -70,6 +70,9 @@ int ocl_kernel_family(const char *name);
  * function for each local size on first launch, and a binary taken after those launches holds
  * them, while taking one right after the build costs a generic compile of every kernel. */
 int ocl_ctx_build(ocl_ctx *c, const int *families, size_t n, char *err);
+/* 1 when family (an index from ocl_family_find) is built in c or its binary is in the disk
+ * cache (a file of its key exists; whether it loads is found out at build), else 0. */
+int ocl_ctx_cached(const ocl_ctx *c, int family);
 /* Writes every program compiled in this context and not yet saved to the cache (best effort:
  * a cache that cannot be written costs a compile next time, never a failure). */
 void ocl_ctx_save(ocl_ctx *c);

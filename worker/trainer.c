@@ -32,6 +32,7 @@
 #include "worker/export.h"
 #include "worker/fetch.h"
 #include "worker/imagedata.h"
+#include "worker/kbuild.h"
 #include "worker/model.h"
 #include "worker/safetensors.h"
 
@@ -62,6 +63,8 @@ typedef struct run {
     double last_ckpt;   /* time_mono() of the last checkpoint, or of the start of training */
     cl_mem xtr, ytr, xva, yva, idx, vidx;
     cl_mem xb[2], yb[2]; /* batch buffers; images alternate between the two (prefetch) */
+    kern *own_k;         /* the kern trainer_run built (k NULL from the caller), or NULL */
+    double build_s;      /* time building it, data loading excluded */
 } run;
 
 static void say(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -427,6 +430,46 @@ static int prepare_csv(run *r, char *err)
         if (rc == 0 && nva > (size_t)capacity)
             rc = upload_iota(r, nva, &r->vidx, err);
     }
+    return rc;
+}
+
+/* The sizes prepare_device will give the model, for kbuild's dry step. */
+static void dry_shape(run *r, kbuild_shape *s)
+{
+    const job_spec *job = r->job;
+    memset(s, 0, sizeof *s);
+    if (r->img) {
+        const imagedata *d = r->img;
+        loss_plan(r, d->n_classes);
+        s->inputs = job->in_h * job->in_w * job->in_c;
+        s->batch = job->batch_size < (int)d->n_train ? job->batch_size : (int)d->n_train;
+        s->capacity = s->batch;
+        s->val_rows = d->n_val ? s->batch : 0;
+        s->image = 1;
+        s->image_geom = d->geom;
+    } else {
+        size_t ntr = r->train->rows, nva = r->val ? r->val->rows : 0;
+        loss_plan(r, r->all->n_classes);
+        s->inputs = (int)r->train->cols;
+        s->batch = job->batch_size < (int)ntr ? job->batch_size : (int)ntr;
+        s->val_rows = nva < TRAINER_VAL_CHUNK ? (int)nva : TRAINER_VAL_CHUNK;
+        s->capacity = s->batch > s->val_rows ? s->batch : s->val_rows;
+    }
+    s->outputs = r->outputs;
+    s->loss = r->loss;
+}
+
+/* Without a kern from the caller: the job's families built while the data loads (kbuild). */
+static int build_kernels(run *r, kbuild *kb, char *err)
+{
+    double t0 = time_mono();
+    kbuild_shape s;
+    dry_shape(r, &s);
+    int rc = kbuild_dry(kb, &s, err);
+    if (rc == 0)
+        rc = kbuild_finish(kb, &r->own_k, err);
+    r->k = r->own_k;
+    r->build_s += time_mono() - t0;
     return rc;
 }
 
@@ -960,6 +1003,7 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
 {
     run r = {.job = job, .opts = opts, .hooks = hooks, .c = c, .k = k};
     trainer_result out = {0};
+    kbuild *kb = NULL;
     double t0 = time_mono();
     int rc = 0;
     r.job_json = job_to_json(job);
@@ -976,11 +1020,23 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
     rc = open_outputs(&r, err);
     if (rc == 0)
         rc = write_job(&r, err);
-    if (rc == 0) {
+    if (rc == 0 && !k) {
+        double t_build = time_mono();
+        rc = kbuild_start(c, job, trainer_kern_families(job), &kb, err);
+        r.build_s = time_mono() - t_build;
+    }
+    if (rc == 0 && k)
         say(&r, "device: %s (%s, %u compute units), kernels %s in %.2fs", c->dev.name,
             ocl_device_kind(&c->dev), c->dev.compute_units,
             c->from_cache ? "loaded from cache" : "compiled", c->build_seconds);
+    if (rc == 0)
         rc = load_data(&r, err);
+    if (rc == 0 && !k) {
+        rc = build_kernels(&r, kb, err);
+        if (rc == 0)
+            say(&r, "device: %s (%s, %u compute units), kernels %s in %.2fs", c->dev.name,
+                ocl_device_kind(&c->dev), c->dev.compute_units,
+                c->from_cache ? "loaded from cache" : "compiled", r.build_s);
     }
     if (rc == 0 && opts->val_outputs && val_rows(&r) == 0)
         rc = err_set(err, -EINVAL,
@@ -1018,6 +1074,8 @@ out:
         release(r.yb[i]);
     }
     model_free(r.m);
+    kbuild_free(kb);
+    kern_free(r.own_k);
     dataset_free(r.all);
     dataset_free(r.train);
     dataset_free(r.val);

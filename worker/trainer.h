@@ -105,7 +105,9 @@ typedef struct trainer_result {
 unsigned trainer_kern_families(const job_spec *job);
 
 /* Runs job on c/k. Returns 0 when training finished or a hook stopped it (res->stopped), or a
- * negative code with the reason in err (bad dataset, device failure, disk full, ...). */
+ * negative code with the reason in err (bad dataset, device failure, disk full, ...). With k
+ * NULL the trainer builds the job's kernel families itself (trainer_kern_families), on two cores
+ * while it loads the data when the kernel cache is cold (worker/kbuild.h), and frees them. */
 int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *opts,
                 const trainer_hooks *hooks, trainer_result *res, char *err);
 

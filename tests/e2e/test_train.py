@@ -327,3 +327,56 @@ def test_resume_refuses_other_jobs_and_corrupt_checkpoints(rings_csv, train, tmp
 
     proc, _ = train(job, "model", extra=("--resume", str(out / "model.safetensors")))
     assert proc.returncode == 1 and "not a trainyard checkpoint" in proc.stderr, proc.stderr
+
+
+def wait_for_saver(kcache):
+    """Blocks until the detached process writing kcache is done (it holds .save.lock)."""
+    import fcntl
+    lock = kcache / ".save.lock"
+    if lock.exists():
+        with open(lock) as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+
+
+def test_cold_kernel_build_on_two_processes_matches_serial(rings_csv, train, tmp_path,
+                                                            monkeypatch):
+    """With both kernel caches empty, train builds on two processes (worker/kbuild.c) and leaves
+    the cache to a detached saver: same numbers as the one-process build, a cache that a later
+    run loads (even with PoCL's own cache empty, and with one of its files corrupt)."""
+    url, _, _ = rings_csv
+    job = {"dataset_url": url,
+           "model": {"layers": [{"type": "dense", "units": 16, "activation": "relu"},
+                                {"type": "dropout", "rate": 0.2}]},
+           "hyperparameters": {"epochs": 2, "batch_size": 64, "validation_split": 0.1}}
+    runs = {}
+    for name, extra_env in (("split", {}), ("serial", {"TRAINYARD_KERNEL_BUILD": "serial"})):
+        kcache, pcache = tmp_path / f"k-{name}", tmp_path / f"p-{name}"
+        monkeypatch.setenv("TRAINYARD_KERNEL_CACHE", str(kcache))
+        monkeypatch.setenv("POCL_CACHE_DIR", str(pcache))
+        monkeypatch.delenv("TRAINYARD_KERNEL_BUILD", raising=False)
+        for k, v in extra_env.items():
+            monkeypatch.setenv(k, v)
+        proc, out = train(job, name)
+        assert proc.returncode == 0, proc.stderr
+        assert "kernels compiled in" in proc.stdout
+        runs[name] = (out, kcache)
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+    (out1, kcache), (out2, _) = runs["split"], runs["serial"]
+    assert strip(read_metrics(out1)) == strip(read_metrics(out2))
+    t1, t2 = load_model(out1)[0], load_model(out2)[0]
+    assert all(np.array_equal(t1[k], t2[k]) for k in t1)
+
+    wait_for_saver(kcache)
+    bins = sorted(kcache.glob("*.bin"))
+    assert len(bins) >= 6, bins
+    monkeypatch.delenv("TRAINYARD_KERNEL_BUILD")
+    monkeypatch.setenv("TRAINYARD_KERNEL_CACHE", str(kcache))
+    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path / "p-empty"))
+    proc, out3 = train(job, "warm")
+    assert proc.returncode == 0, proc.stderr
+    assert "kernels loaded from cache" in proc.stdout
+    bins[0].write_bytes(b"not a binary")
+    proc, out4 = train(job, "corrupt")
+    assert proc.returncode == 0, proc.stderr
+    for out in (out3, out4):
+        assert strip(read_metrics(out)) == strip(read_metrics(out1))

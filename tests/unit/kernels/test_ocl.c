@@ -73,12 +73,29 @@ static void test_mask_and_cache(void)
     CHECK(strstr(kern_last_error(k), "without the gemm family") != NULL);
     CHECK_INT(kern_bias_act_fwd(k, 2, 2, KERN_ACT_RELU, w, g), -EIO);
     CHECK(strstr(kern_last_error(k), "kern_new_for") != NULL);
+    /* dry: the other families' launches are skipped, not refused, and write nothing */
+    kern_set_dry(k, 1);
+    CHECK_INT(kern_gemm(k, 0, 0, 2, 2, 1, 1.0f, w, 1, g, 2, 0.0f, w, 2), 0);
+    CHECK_INT(kern_bias_act_fwd(k, 2, 2, KERN_ACT_RELU, w, g), 0);
+    CHECK_INT(ocl_read(c, w, 0, sizeof got, got, err), 0);
+    CHECK(got[0] == 0.5f && got[3] == 0.5f);
+    CHECK_INT(kern_sgd(k, 4, 0.5f, 0.0f, w, g, NULL), 0); /* its own family still runs */
+    CHECK_INT(ocl_read(c, w, 0, sizeof got, got, err), 0);
+    CHECK(got[3] == 0.0f);
+    kern_set_dry(k, 0);
     clReleaseMemObject(w);
     clReleaseMemObject(g);
     kern_free(k);
+    unsigned both = KERN_FAM_OPTIM | KERN_FAM_GEMM;
+    CHECK_INT(kern_families_cached(c, both), KERN_FAM_OPTIM); /* built here */
+    CHECK_INT(kern_families_unsaved(c, both), KERN_FAM_OPTIM);
     ocl_ctx_save(c);
+    CHECK_INT(kern_families_unsaved(c, both), 0);
     CHECK_INT(cache_files("optim-", path, sizeof path), 1);
     CHECK_INT(cache_files("gemm-", NULL, 0), 0);
+    ocl_ctx_free(c);
+    CHECK_INT(ocl_ctx_new(&dev, dir, &c, err), 0);
+    CHECK_INT(kern_families_cached(c, both), KERN_FAM_OPTIM); /* on disk */
     ocl_ctx_free(c);
 
     /* The next context loads the saved binary. */
