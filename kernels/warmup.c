@@ -104,8 +104,17 @@ static int warm_flat(kern *k, cl_mem a, cl_mem b, cl_mem c, cl_mem idx, int big)
         if (rc == 0)
             rc = kern_reduce_sum(k, big, a, c, 0, 0);
     }
+    /* NN with at most 16 columns (gemm_nn_narrow) and with more (gemm_cpu); TN with at most 16
+     * columns (gemm_tn_narrow) and NT with a K of at most 16 (gemm_nt_narrow): a dense layer's
+     * three products at a few outputs, as a classifier's last layer has */
     if (rc == 0 && (k->families & KERN_FAM_GEMM))
         rc = kern_gemm(k, 0, 0, 8, 8, 8, 1.0f, a, 8, b, 8, 0.0f, c, 8);
+    if (rc == 0 && (k->families & KERN_FAM_GEMM))
+        rc = kern_gemm(k, 0, 0, 8, 32, 32, 1.0f, a, 32, b, 32, 0.0f, c, 32);
+    if (rc == 0 && (k->families & KERN_FAM_GEMM))
+        rc = kern_gemm(k, 1, 0, 8, 8, 8, 1.0f, a, 8, b, 8, 0.0f, c, 8);
+    if (rc == 0 && (k->families & KERN_FAM_GEMM))
+        rc = kern_gemm(k, 0, 1, 8, 32, 8, 1.0f, a, 8, b, 8, 0.0f, c, 32);
     return rc;
 }
 
@@ -153,7 +162,7 @@ static int warm_conv_one(kern *k, int n, int hw, int c, int f, int kk, int strid
     if (rc == 0)
         rc = warm_buf(k, work, &b[3], err);
     if (rc == 0)
-        rc = warm_buf(k, xs, &b[4], err);
+        rc = warm_buf(k, xs > ys ? xs : ys, &b[4], err);
     int wrc = 0;
     if (rc == 0)
         wrc = kern_conv2d_fwd(k, &g, b[0], b[2], b[1], b[3]);
@@ -161,6 +170,16 @@ static int warm_conv_one(kern *k, int n, int hw, int c, int f, int kk, int strid
         wrc = kern_conv2d_bwd_weights(k, &g, b[0], b[1], b[2], 0, b[3]);
     if (rc == 0 && wrc == 0)
         wrc = kern_conv2d_bwd_data(k, &g, b[1], b[2], b[4], b[3]);
+    /* a conv followed by a 2×2 max pool, fused (direct path): forward with and without the
+     * deferred bias and activation, and the weight gradient through the pool's argmax (int32, in
+     * b[4]) and pooled dy (b[1]) */
+    if (rc == 0 && wrc == 0 && kern_conv2d_fwd_maxpool_ok(k) && out >= 2) {
+        wrc = kern_conv2d_fwd_maxpool_act(k, &g, b[0], b[2], b[1], b[4], KERN_ACT_RELU, b[2], b[3]);
+        if (wrc == 0)
+            wrc = kern_conv2d_fwd_maxpool(k, &g, b[0], b[2], b[1], b[4], b[3]);
+        if (wrc == 0)
+            wrc = kern_conv2d_bwd_weights_maxpool(k, &g, b[0], b[1], b[4], b[2], 0, b[3]);
+    }
     if (wrc < 0)
         rc = err_set(err, wrc, "warming up the conv kernels: %s", kern_last_error(k));
     /* the queue is in order and OpenCL keeps a released buffer until its commands ran */

@@ -600,10 +600,12 @@ int main(void)
     cltest_open(&T);
     test_uniform_known_answers();
     test_finite_differences();
-    /* bias + activation have a CPU form and a form for other devices: run both here */
+    /* bias + activation and Adam have a CPU form and a form for other devices (one work-item
+     * per element, which no GPU has run yet): run both here */
     for (int form = 0; form < 2; form++) {
         test_bias_act_fwd();
         test_bias_act_bwd();
+        test_adam();
         T.k->cpu = !T.k->cpu;
     }
     test_softmax_xent();
@@ -612,7 +614,6 @@ int main(void)
     test_dropout();
     test_reduce_sum();
     test_sgd();
-    test_adam();
     test_gather_rows();
     test_bad_arguments();
     cltest_close(&T);
