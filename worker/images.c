@@ -215,6 +215,14 @@ static int cifar_meta(const char *d, size_t len, char *names[CIFAR_MAX_CLASSES],
                 rc = err_set(err, -ENOMEM, "out of memory for class names");
                 goto fail;
             }
+            for (int k = 0; k < n; k++)
+                if (strcmp(names[k], names[n]) == 0) {
+                    rc = err_set(err, -EINVAL,
+                                 "batches.meta.txt names class '%.64s' twice (classes %d and %d)",
+                                 names[n], k + 1, n + 1);
+                    n++; /* freed below */
+                    goto fail;
+                }
             n++;
         }
         i = j + 1;

@@ -273,6 +273,12 @@ static void test_cifar_tar(void)
     expect_error(&b, IMAGES_FMT_CIFAR10, -EINVAL,
                  "batches.meta.txt names 1 class; it needs at least 2");
     dynbuf_reset(&b);
+    ib_tar_file(&b, "data_batch_1.bin", dynbuf_str(&f), dynbuf_len(&f));
+    ib_tar_file(&b, "batches.meta.txt", "cat\ndog\ncat\n", 12);
+    ib_tar_end(&b);
+    expect_error(&b, IMAGES_FMT_CIFAR10, -EINVAL,
+                 "batches.meta.txt names class 'cat' twice (classes 1 and 3)");
+    dynbuf_reset(&b);
     ib_tar_file(&b, "data_batch_1.bin", dynbuf_str(&f), dynbuf_len(&f) - 5);
     ib_tar_end(&b);
     expect_error(&b, IMAGES_FMT_CIFAR10, -EINVAL,
