@@ -280,6 +280,10 @@
     const epochs = new Map(); /* epoch → EpochMetrics; a resumed attempt replaces an epoch */
 
     function showJob(j) {
+      /* An ended job never runs again, so a non-final state arriving after a final one is stale:
+       * the cancel button's answer (the job as it was when the request was taken) can arrive
+       * after the event stream has delivered "cancelled" and ended. */
+      if (job && TERMINAL.has(job.status) && !TERMINAL.has(j.status)) return;
       const wasTerminal = job && TERMINAL.has(job.status);
       job = j;
       title.replaceChildren(j.name || '(unnamed)', ' ', badge(j.status));
