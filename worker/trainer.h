@@ -82,8 +82,8 @@ typedef struct trainer_opts {
     const char *resume_from;    /* a checkpoint to continue from, or NULL to start afresh */
     double checkpoint_seconds;  /* least time between checkpoints: 0 every epoch, < 0 none */
     volatile sig_atomic_t *stop_download; /* nonzero ends the dataset download (-EINTR); NULL */
-    dscache *dataset_cache; /* where fetched datasets are kept and looked up (a hit logs "dataset
-                               from cache" and fetches nothing), or NULL for none; borrowed */
+    dscache *dataset_cache;  /* where fetched datasets are kept and looked up (a hit logs "dataset
+                                from cache" and fetches nothing), or NULL for none; borrowed */
     const char *val_outputs; /* after training, write the model's outputs on the validation rows
                                 (probabilities for classification) as a float32 .npy of
                                 [rows, outputs] here; NULL: none */
