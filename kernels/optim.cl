@@ -21,6 +21,19 @@ __kernel void optim_sgd(int n, float lr, float momentum, int has_v, __global flo
     }
 }
 
+/* Adam's update of parameter i; optim_adam_cpu's float16 lanes use the same expressions. */
+static inline void adam_one(int i, float lr, float beta1, float beta2, float eps, float bc1,
+                            float bc2, __global float *w, __global const float *g,
+                            __global float *m, __global float *v)
+{
+    float gi = g[i];
+    float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+    float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    w[i] -= lr * (mi / bc1) / (sqrt(vi / bc2) + eps);
+}
+
 __kernel void optim_adam(int n, float lr, float beta1, float beta2, float eps, float bc1,
                          float bc2, __global float *w, __global const float *g,
                          __global float *m, __global float *v)
@@ -28,12 +41,7 @@ __kernel void optim_adam(int n, float lr, float beta1, float beta2, float eps, f
     int i = get_global_id(0);
     if (i >= n)
         return;
-    float gi = g[i];
-    float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-    float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    w[i] -= lr * (mi / bc1) / (sqrt(vi / bc2) + eps);
+    adam_one(i, lr, beta1, beta2, eps, bc1, bc2, w, g, m, v);
 }
 
 /* optim_adam for CPU devices: one work-item per work-group walking [g·chunk, (g+1)·chunk) 16
@@ -53,12 +61,6 @@ optim_adam_cpu(int n, int chunk, float lr, float beta1, float beta2, float eps, 
         vstore16(vi, 0, v + i);
         vstore16(vload16(0, w + i) - lr * (mi / bc1) / (sqrt(vi / bc2) + eps), 0, w + i);
     }
-    for (; i < i1; i++) {
-        float gi = g[i];
-        float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-        float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        w[i] -= lr * (mi / bc1) / (sqrt(vi / bc2) + eps);
-    }
+    for (; i < i1; i++)
+        adam_one(i, lr, beta1, beta2, eps, bc1, bc2, w, g, m, v);
 }
