@@ -59,6 +59,34 @@ int cli_dscache_open(const char *cmd, const char *dir, uint64_t max_bytes, struc
     "                       the cache's cap: the least recently used datasets go beyond it\n"      \
     "                       (K, M, G, T suffixes; default 10G)\n"
 
+/* The script flags of `worker` and `serve` (cli_script.c): when argv[*i] is one, it sets o's
+ * field (advancing *i past a value) and, when words is given, appends the flag and its value
+ * to words (NULL-terminated, room for cap entries) for serve to pass on. 1 taken, 0 not a
+ * script flag, or a negative code after saying what is wrong on stderr. */
+struct agent_opts;
+int cli_script_flag(const char *cmd, int argc, char **argv, int *i, struct agent_opts *o,
+                    const char **words, size_t *nwords, size_t cap);
+/* Their --help lines. */
+#define CLI_SCRIPT_HELP                                                                            \
+    "  --allow-scripts      also run script jobs (users' own training programs); they run in\n"   \
+    "                       a bubblewrap sandbox: read-only system, only their job folder\n"     \
+    "                       writable, no network, nothing of the worker's but its device\n"      \
+    "  --python PATH        the interpreter of .py scripts (default python3 on PATH); its\n"     \
+    "                       installation is visible read-only in the sandbox\n"                  \
+    "  --allow-pip          install a script's requirements.txt into a venv cached by its\n"     \
+    "                       hash (pip runs in the sandbox, with the network)\n"                  \
+    "  --script-network     leave the network on in the sandbox\n"                              \
+    "  --script-memory N    a script's memory limit (RLIMIT_DATA; K, M, G suffixes; default\n"   \
+    "                       none)\n"                                                             \
+    "  --script-ro-bind PATHS\n"                                                                 \
+    "                       more folders the sandbox shows read-only (comma-separated)\n"        \
+    "  --script-cache DIR   code bundles by address and venvs (default\n"                        \
+    "                       $TRAINYARD_SCRIPT_CACHE, else ~/.cache/trainyard/scripts)\n"         \
+    "  --script-grace-seconds S\n"                                                               \
+    "                       a cancelled script gets SIGTERM, then SIGKILL after S (default 10)\n" \
+    "  --no-sandbox         run scripts without bubblewrap (only where it cannot run; the\n"     \
+    "                       script then sees everything the worker's user can)\n"
+
 /* Checks the --dataset-allow value of cmd and appends it to the comma-separated list (cap bytes
  * with the NUL). 0, or a negative code after printing what is wrong to stderr. */
 int cli_allow_add(char *list, size_t cap, const char *value, const char *cmd);

@@ -9,6 +9,9 @@
 #include "scheduler/supervisor.h"
 #include "serve/serve.h"
 #include "util/err.h"
+#include "script/run.h"
+#include "util/err.h"
+#include "worker/agent.h"
 #include "worker/dscache.h"
 
 static const char usage_text[] =
@@ -52,6 +55,7 @@ static const char usage_text[] =
     "  --dataset-cache-bytes N\n"
     "                       the cache's cap: the least recently used datasets go beyond it\n"
     "                       (K, M, G, T suffixes; default 10G)\n"
+    "script jobs (passed on to the local workers; see `trainyard worker --help`):\n" CLI_SCRIPT_HELP
     "  --max-artifact-bytes N\n"
     "                       refuse an uploaded artifact or checkpoint larger than this\n"
     "                       (default and most 4G); its job fails saying so\n"
@@ -91,6 +95,9 @@ int cmd_serve(int argc, char **argv)
     const char *max_dataset_text = NULL, *cache_dir = NULL, *cache_bytes_text = NULL;
     uint64_t cache_bytes = 0;
     static char allow[CLI_ALLOW_LEN];
+    static const char *script_words[32];
+    size_t n_script_words = 0;
+    agent_opts script = {0}; /* the script flags, checked here, passed on to local workers */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0;
@@ -98,6 +105,12 @@ int cmd_serve(int argc, char **argv)
             fputs(usage_text, stdout);
             return 0;
         }
+        rc = cli_script_flag("serve", argc, argv, &i, &script, script_words, &n_script_words,
+                             sizeof script_words / sizeof script_words[0]);
+        if (rc < 0)
+            return 2;
+        if (rc)
+            continue;
         if (!v) {
             fprintf(stderr, "trainyard serve: '%s' needs a value (try --help)\n", a);
             return 2;
@@ -167,6 +180,14 @@ int cmd_serve(int argc, char **argv)
     }
     if (dataset_ca && cli_pem_check("serve", "--dataset-ca", dataset_ca) < 0)
         return 2;
+    char err[ERR_LEN];
+    if (script.allow_scripts && !script.no_sandbox && !script_sandbox_available(err)) {
+        fprintf(stderr,
+                "trainyard serve: --allow-scripts needs a bubblewrap sandbox, and %s (install "
+                "Debian's bubblewrap; --no-sandbox runs scripts without one)\n",
+                err);
+        return 1;
+    }
     dscache *cache = NULL; /* opened only to check the folder now rather than in each worker */
     if (cache_dir && cli_dscache_open("serve", cache_dir, cache_bytes, &cache) < 0)
         return 2;
@@ -192,6 +213,7 @@ int cmd_serve(int argc, char **argv)
                      .max_dataset_bytes = max_dataset_text,
                      .dataset_cache = cache_dir,
                      .dataset_cache_bytes = cache_bytes_text,
+                     .worker_args = n_script_words ? script_words : NULL,
                      .lease_seconds = lease,
                      .checkpoint_seconds = every,
                      .dataset_stall_seconds = stall,

@@ -752,7 +752,7 @@ int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, 
 
     uint64_t downloaded = s.len;
     int was_gzip = s.len >= 2 && (unsigned char)s.buf[0] == 0x1f && (unsigned char)s.buf[1] == 0x8b;
-    if (was_gzip) {
+    if (was_gzip && !o->keep_gzip) {
         char *plain = NULL;
         size_t plain_len = 0;
         rc = fetch_gunzip(s.buf, s.len, s.max, shown, &plain, &plain_len, err);

@@ -47,6 +47,8 @@ typedef struct fetch_opts {
     const char *if_none_match;     /* sent as If-None-Match (an earlier ETag), or NULL */
     const char *if_modified_since; /* sent as If-Modified-Since (an earlier Last-Modified), or
                                       NULL; both must be printable ASCII (-EINVAL otherwise) */
+    int keep_gzip;                 /* 1: gzip bytes are handed back as they came (a code bundle);
+                                      stats' was_gzip still says what they were */
 } fetch_opts;
 
 typedef struct fetch_stats {
