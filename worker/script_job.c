@@ -21,7 +21,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <CL/cl.h>
 
 #include "kernels/ocl.h"
 #include "script/bundle.h"
@@ -342,7 +341,6 @@ static void cuda_visible(const ocl_device *dev, int device, char *out, size_t ca
     out[0] = '\0';
     if (!strstr(dev->platform_name, "NVIDIA") || !(dev->type & CL_DEVICE_TYPE_GPU))
         return;
-#ifdef CL_DEVICE_UUID_KHR
     unsigned char uuid[CL_UUID_SIZE_KHR];
     if (clGetDeviceInfo(dev->id, CL_DEVICE_UUID_KHR, sizeof uuid, uuid, NULL) == CL_SUCCESS) {
         static const int dash[] = {4, 6, 8, 10};
@@ -356,7 +354,6 @@ static void cuda_visible(const ocl_device *dev, int device, char *out, size_t ca
         }
         return;
     }
-#endif
     snprintf(out, cap, "%d", device);
 }
 
