@@ -187,6 +187,17 @@ int cmd_train(int argc, char **argv)
                     errs.items[i].message);
         return 2;
     }
+    if (job_is_script(job)) {
+        fprintf(stderr,
+                "trainyard train: %s is a script job: it runs on a worker (`trainyard serve "
+                "--allow-scripts`, or `trainyard worker --allow-scripts`); to try the script "
+                "here, run it directly (it falls back to ./output and ./checkpoint, with "
+                "TRAINYARD_DATASET naming the dataset file)\n",
+                job_path);
+        job_free(job);
+        dscache_free(cache);
+        return 2;
+    }
 
     static const char *const device_names[] = {"any", "gpu", "cpu"};
     ocl_device dev;
