@@ -205,6 +205,8 @@ int sandbox_args_bwrap(const sandbox_cfg *c, sandbox_args *a, char *err)
     rc = bind_list(a, "--bind", c->rw_paths, err);
     if (rc < 0)
         return rc;
+    if (rc == 0) /* the root tmpfs bwrap builds on: no writes outside what is bound */
+        rc = add3(a, "--remount-ro", "/", NULL);
     if (rc == 0 && c->chdir)
         rc = add3(a, "--chdir", c->chdir, NULL);
     if (rc < 0)
