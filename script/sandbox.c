@@ -214,6 +214,65 @@ int sandbox_args_bwrap(const sandbox_cfg *c, sandbox_args *a, char *err)
     return 0;
 }
 
+/* Runs argv outside any sandbox and returns its stdout (up to cap - 1 bytes). */
+static int capture(char *const argv[], char *out, size_t cap, char *err)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return err_set(err, -errno, "pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return err_set(err, -errno, "fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        dup2(p[1], 1);
+        int nul = open("/dev/null", O_RDWR);
+        if (nul >= 0)
+            dup2(nul, 0);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t n = 0;
+    ssize_t k;
+    while (n < cap - 1 && ((k = read(p[0], out + n, cap - 1 - n)) > 0 || (k < 0 && errno == EINTR)))
+        if (k > 0)
+            n += (size_t)k;
+    out[n] = '\0';
+    close(p[0]);
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return err_set(err, -ENOEXEC, "%s could not be run to find its prefix", argv[0]);
+    return 0;
+}
+
+int sandbox_python_prefixes(const char *python, sandbox_args *ro, char *err)
+{
+    char *argv[] = {(char *)python, "-c",
+                    "import sys; print(sys.prefix); print(sys.base_prefix); "
+                    "print(sys.exec_prefix); print(sys.base_exec_prefix)",
+                    NULL};
+    char out[4 * PATH_MAX];
+    int rc = capture(argv, out, sizeof out, err);
+    if (rc < 0)
+        return rc;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] != '/' || !strcmp(line, "/usr") || !strncmp(line, "/usr/", 5) ||
+            !strcmp(line, "/"))
+            continue;
+        int dup = 0;
+        for (size_t i = 0; i < ro->n; i++)
+            dup |= !strcmp(ro->v[i], line);
+        if (!dup && sandbox_args_add(ro, line) < 0)
+            return err_set(err, -ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
 int sandbox_launcher_path(char *out, size_t cap, char *err)
 {
     ssize_t k = readlink("/proc/self/exe", out, cap - 1);

@@ -44,6 +44,10 @@ void sandbox_args_free(sandbox_args *a);
 int sandbox_bwrap_path(char *out, size_t cap, char *err);
 /* Appends bwrap's path and its options for c (not the command, nor the "--" before it). */
 int sandbox_args_bwrap(const sandbox_cfg *c, sandbox_args *a, char *err);
+/* Appends the interpreter's prefixes (sys.prefix, base_prefix, exec_prefix, base_exec_prefix;
+ * asked once, outside any sandbox) that are not under /usr, such as a venv or /opt/conda, for
+ * binding read-only; duplicates skipped. -ENOEXEC when the interpreter cannot be run. */
+int sandbox_python_prefixes(const char *python, sandbox_args *ro, char *err);
 /* The launcher's path (this binary, /proc/self/exe resolved) into out[cap]. */
 int sandbox_launcher_path(char *out, size_t cap, char *err);
 /* `__script-exec FD -- ARGV...` (argv[0] is "__script-exec"): the launcher; see above. Returns
