@@ -4,7 +4,7 @@
  * push keystrokes into), PR_SET_PDEATHSIG(SIGKILL), every signal's disposition back to the
  * default, RLIMIT_DATA, stdin /dev/null, stdout and stderr on two pipes, every other descriptor
  * of the worker closed, an environment built from nothing. Sandboxed, it is bwrap, started with
- * SIGTERM blocked and running `<this binary> __script-exec 3 -- ARGV`, which reports the
+ * SIGTERM blocked and running `<this binary> __script-exec 3 LIMIT -- ARGV`, which reports the
  * script's real end on fd 3 (sandbox.h says why); directly, it is the script itself.
  *
  * The loop (one thread, poll on the two pipes, a tick at least every 200 ms): log lines as they
@@ -506,8 +506,6 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
     char launcher[PATH_MAX];
     if (o->sandbox) {
         rc = sandbox_launcher_path(launcher, sizeof launcher, err);
-        if (rc == 0)
-            rc = strv_add(&ro, launcher) < 0 ? err_set(err, -ENOMEM, "out of memory") : 0;
         if (rc == 0 && is_py)
             rc = sandbox_python_prefixes(python, &ro, err);
         if (rc < 0)
@@ -518,15 +516,17 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
                          .chdir = cwd,
                          .network = o->network,
                          .ro_binds = o->ro_binds,
-                         .ro_paths = (const char *const *)ro.v};
+                         .ro_paths = (const char *const *)ro.v,
+                         .launcher = launcher};
         rc = sandbox_args_bwrap(&c, &argv, err);
         if (rc < 0)
             goto out;
-        char fdnum[16];
+        char fdnum[16], limit[32];
         snprintf(fdnum, sizeof fdnum, "%d", STATUS_FD);
-        if (strv_add(&argv, "--") < 0 || strv_add(&argv, launcher) < 0 ||
+        snprintf(limit, sizeof limit, "%llu", (unsigned long long)o->memory_bytes);
+        if (strv_add(&argv, "--") < 0 || strv_add(&argv, SANDBOX_LAUNCHER) < 0 ||
             strv_add(&argv, "__script-exec") < 0 || strv_add(&argv, fdnum) < 0 ||
-            strv_add(&argv, "--") < 0) {
+            strv_add(&argv, limit) < 0 || strv_add(&argv, "--") < 0) {
             rc = err_set(err, -ENOMEM, "out of memory");
             goto out;
         }
@@ -633,7 +633,7 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
         if (o->sandbox)
             sigaddset(&mask, SIGTERM);
         sigprocmask(SIG_SETMASK, &mask, NULL);
-        if (o->memory_bytes)
+        if (o->memory_bytes && !o->sandbox) /* sandboxed: the launcher sets it */
             setrlimit(RLIMIT_DATA, &rl);
         int nul = open("/dev/null", O_RDONLY);
         if (nul < 0 || move_fd(nul, 0) < 0 || move_fd(out_p[1], 1) < 0 || move_fd(err_p[1], 2) < 0)

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -205,6 +206,8 @@ int sandbox_args_bwrap(const sandbox_cfg *c, sandbox_args *a, char *err)
     rc = bind_list(a, "--bind", c->rw_paths, err);
     if (rc < 0)
         return rc;
+    if (c->launcher && add3(a, "--ro-bind", c->launcher, SANDBOX_LAUNCHER) < 0)
+        return err_set(err, -ENOMEM, "out of memory");
     if (rc == 0) /* the root tmpfs bwrap builds on: no writes outside what is bound */
         rc = add3(a, "--remount-ro", "/", NULL);
     if (rc == 0 && c->chdir)
@@ -287,11 +290,13 @@ int sandbox_launcher_path(char *out, size_t cap, char *err)
 
 int sandbox_exec_main(int argc, char **argv)
 {
-    if (argc < 4 || strcmp(argv[2], "--") != 0) {
-        fprintf(stderr, "usage: trainyard __script-exec FD -- PROGRAM [ARGS...] (internal)\n");
+    if (argc < 5 || strcmp(argv[3], "--") != 0) {
+        fprintf(stderr,
+                "usage: trainyard __script-exec FD DATA_LIMIT -- PROGRAM [ARGS...] (internal)\n");
         return 2;
     }
     int fd = atoi(argv[1]);
+    unsigned long long limit = strtoull(argv[2], NULL, 10);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "trainyard: cannot start the script: %s\n", strerror(errno));
@@ -302,8 +307,13 @@ int sandbox_exec_main(int argc, char **argv)
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         close(fd);
-        execv(argv[3], argv + 3);
-        fprintf(stderr, "trainyard: cannot run %s: %s\n", argv[3], strerror(errno));
+        struct rlimit rl = {.rlim_cur = limit, .rlim_max = limit};
+        if (limit && setrlimit(RLIMIT_DATA, &rl) < 0) {
+            fprintf(stderr, "trainyard: cannot limit the script's memory: %s\n", strerror(errno));
+            _exit(127);
+        }
+        execv(argv[4], argv + 4);
+        fprintf(stderr, "trainyard: cannot run %s: %s\n", argv[4], strerror(errno));
         _exit(127);
     }
     int st;

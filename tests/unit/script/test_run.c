@@ -449,7 +449,7 @@ static void test_sandbox_walls(void)
              "touch /etc/x && echo WROTE-ETC\n"
              "touch /x && echo WROTE-ROOT\n"
              "touch %s/x && echo WROTE-OUTSIDE\n"
-             "ls /home /root /work /var 2>/dev/null && echo SEES-HOME\n"
+             "for d in /home /root /work /var /srv /opt /mnt; do [ -e $d ] && echo SEES-$d; done\n"
              "touch /job/output/ok && echo WROTE-JOB\n"
              "touch /tmp/ok && echo WROTE-TMP\n"
              "echo pwd=$(pwd)\n",
@@ -462,7 +462,7 @@ static void test_sandbox_walls(void)
     CHECK(!logged(&s, "the-worker-secret") && !logged(&s, "READ-OUTSIDE"));
     CHECK(!logged(&s, "READ-SHADOW"));
     CHECK(!logged(&s, "WROTE-USR") && !logged(&s, "WROTE-ETC") && !logged(&s, "WROTE-ROOT"));
-    CHECK(!logged(&s, "WROTE-OUTSIDE") && !logged(&s, "SEES-HOME"));
+    CHECK(!logged(&s, "WROTE-OUTSIDE") && !logged(&s, "SEES-"));
     CHECK(logged(&s, "WROTE-JOB") && logged(&s, "WROTE-TMP") && logged(&s, "pwd=/job/code"));
     snprintf(p, sizeof p, "%s/output/ok", jd);
     CHECK(access(p, F_OK) == 0);
