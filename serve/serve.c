@@ -250,7 +250,7 @@ static int serve_tokens(app *a, char *note, size_t cap, char *workers_token_id)
     else
         rc = db_token_count(d, DB_ROLE_ADMIN, &admins, err);
     if (rc == 0 && admins == 0) {
-        rc = db_token_create(d, "admin", DB_ROLE_ADMIN, now, NULL, secret, err);
+        rc = db_token_create(d, "admin", DB_ROLE_ADMIN, 1, now, NULL, secret, err);
         if (rc == 0 && serve_secret_write(path, secret) < 0)
             rc = err_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
         snprintf(note, cap, "admin token: written to %s (mode 0600)\n", path);
@@ -266,7 +266,7 @@ static int serve_tokens(app *a, char *note, size_t cap, char *workers_token_id)
     if (rc == 0) {
         rc = db_token_revoke_named(d, "local-workers", DB_ROLE_WORKER, now, err);
         if (rc >= 0)
-            rc = db_token_create(d, "local-workers", DB_ROLE_WORKER, now, &workers_token, secret,
+            rc = db_token_create(d, "local-workers", DB_ROLE_WORKER, 0, now, &workers_token, secret,
                                  err);
         if (rc == 0)
             memcpy(workers_token_id, workers_token.id, sizeof workers_token.id);
