@@ -300,6 +300,7 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     a.lease_seconds = (int)lease;
     a.worker_gone_seconds = 2 * (int)lease;
     a.max_artifact_bytes = max_artifact;
+    a.max_code_bytes = o->max_code_bytes;
     a.max_queued_per_token = (int)max_queued;
     telemetry_init(&a.stats);
     a.version = TRAINYARD_VERSION;
@@ -315,7 +316,9 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     int lock = serve_lock(a.data_dir);
     if (lock < 0)
         return 1;
-    if (make_dir(a.artifacts_dir) < 0 || make_dir(a.tmp_dir) < 0)
+    char code_dir[DATADIR_PATH_MAX];
+    datadir_path(a.data_dir, DATADIR_CODE, code_dir); /* fits: serve_paths */
+    if (make_dir(a.artifacts_dir) < 0 || make_dir(a.tmp_dir) < 0 || make_dir(code_dir) < 0)
         return 1;
     char key_path[DATADIR_PATH_MAX], key_err[ERR_LEN];
     datadir_path(a.data_dir, DATADIR_CREDENTIALS_KEY, key_path); /* fits: serve_paths */
