@@ -65,6 +65,10 @@ int api_jobs_events(http_req *r, void *app);
 int api_artifacts_list(http_req *r, void *app);
 int api_artifacts_get(http_req *r, void *app);
 int api_artifacts_upload(http_req *r, void *app);
+/* api/code.c: users' code for script jobs */
+#define API_CODE_MAX_DEFAULT (64ull << 20) /* POST /code bodies when app.max_code_bytes is 0 */
+int api_code_upload(http_req *r, void *app);
+int api_code_get(http_req *r, void *app);
 /* api/checkpoints.c */
 int api_checkpoints_upload(http_req *r, void *app);
 int api_checkpoints_get(http_req *r, void *app);
