@@ -147,7 +147,7 @@ int api_jobs_submit(http_req *r, void *ctx)
     sha256_hex(digest, hash);
 
     /* The dataset URL's userinfo is kept apart, sealed; the document shows ***@ instead. */
-    char *userinfo = url_userinfo_dup(spec->dataset_url);
+    char *userinfo = spec->dataset_url ? url_userinfo_dup(spec->dataset_url) : NULL;
     if (userinfo) {
         rc = secret_text_seal(a->credentials_key, userinfo, &sealed, err);
         explicit_bzero(userinfo, strlen(userinfo));
