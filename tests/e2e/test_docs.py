@@ -75,6 +75,15 @@ def test_the_guide_runs(serve, tmp_path):
         (tmp_path / "checkpoint.safetensors").read_bytes()
     job = [j for j in svc.http.get(f"{svc.url}/jobs").json()["jobs"] if j["name"] == "iris"]
     assert len(job) == 1 and job[0]["status"] == "succeeded"
+    # Script jobs: the code's address, Alice's 403, the lease's code path, metrics of the
+    # script's own names, the job done.
+    assert re.search(r"^sha256:[0-9a-f]{64}$", out, re.M)
+    assert '"field":"training_script"' in out
+    assert re.search(r"^/code/sha256:[0-9a-f]{64}$", out, re.M)
+    assert '"top5":0.95' in out
+    job = [j for j in svc.http.get(f"{svc.url}/jobs").json()["jobs"] if j["name"] == "my-mlp"]
+    assert len(job) == 1 and job[0]["status"] == "succeeded", job
+    assert job[0]["document"]["hyperparameters"] == {"epochs": 2, "units": 64}
 
 
 def test_the_operations_guide_backup_runs_on_a_live_service(serve, tmp_path):
