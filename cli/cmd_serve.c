@@ -51,7 +51,7 @@ static const char usage_text[] =
     "                       ~/.cache/trainyard/datasets; none: no cache)\n"
     "  --dataset-cache-bytes N\n"
     "                       the cache's cap: the least recently used datasets go beyond it\n"
-    "                       (K, M, G, T suffixes; default 10G)\n"
+    "                       (K, M, G, T suffixes; default 10G)\n" CLI_S3_HELP
     "  --max-artifact-bytes N\n"
     "                       refuse an uploaded artifact or checkpoint larger than this\n"
     "                       (default and most 4G); its job fails saying so\n"
@@ -89,6 +89,7 @@ int cmd_serve(int argc, char **argv)
     long max_queued = 10000, per_client = 256;
     uint64_t max_dataset = 0, max_artifact = 4ull << 30;
     const char *max_dataset_text = NULL, *cache_dir = NULL, *cache_bytes_text = NULL;
+    const char *s3_endpoint = NULL, *s3_region = NULL;
     uint64_t cache_bytes = 0;
     static char allow[CLI_ALLOW_LEN];
     for (int i = 1; i < argc; i++) {
@@ -135,6 +136,10 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--dataset-cache-bytes")) {
             rc = cli_bytes("serve", a, v, &cache_bytes);
             cache_bytes_text = v;
+        } else if (!strcmp(a, "--s3-endpoint")) {
+            s3_endpoint = v;
+        } else if (!strcmp(a, "--s3-region")) {
+            s3_region = v;
         } else if (!strcmp(a, "--max-artifact-bytes"))
             rc = cli_bytes("serve", a, v, &max_artifact);
         else if (!strcmp(a, "--max-queued"))
@@ -166,6 +171,8 @@ int cmd_serve(int argc, char **argv)
         return 2;
     }
     if (dataset_ca && cli_pem_check("serve", "--dataset-ca", dataset_ca) < 0)
+        return 2;
+    if (cli_s3_export(s3_endpoint, s3_region) < 0) /* the local workers inherit them */
         return 2;
     dscache *cache = NULL; /* opened only to check the folder now rather than in each worker */
     if (cache_dir && cli_dscache_open("serve", cache_dir, cache_bytes, &cache) < 0)
