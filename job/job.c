@@ -450,7 +450,7 @@ static void job_v_name(job_vctx *v, const json_t *doc, job_spec *s)
 
 static void job_v_url(job_vctx *v, const json_t *doc, job_spec *s)
 {
-    static const char *const schemes[] = {"http://", "https://", "file://"};
+    static const char *const schemes[] = {"http://", "https://", "file://", "s3://"};
     const char *url = NULL;
     int r = job_get_string(v, doc, "dataset_url", "", &url);
     if (r == 0)
@@ -498,7 +498,8 @@ static void job_v_url(job_vctx *v, const json_t *doc, job_spec *s)
     /* The URL must parse as libcurl will read it when the dataset is fetched, so a malformed
      * one is refused now, naming the field, rather than failing the job later. */
     CURLU *u = curl_url();
-    CURLUcode uc = u ? curl_url_set(u, CURLUPART_URL, url, 0) : CURLUE_OUT_OF_MEMORY;
+    unsigned flags = strncmp(url, "s3://", 5) == 0 ? CURLU_NON_SUPPORT_SCHEME : 0;
+    CURLUcode uc = u ? curl_url_set(u, CURLUPART_URL, url, flags) : CURLUE_OUT_OF_MEMORY;
     curl_url_cleanup(u);
     if (uc != CURLUE_OK) {
         field_errors_add(v->errs, "dataset_url", "is not a valid URL: %s", curl_url_strerror(uc));
