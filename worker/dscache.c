@@ -687,6 +687,8 @@ static int fetch_pinned(dscache *c, const char *id, const char *url, const fetch
     char *data = NULL;
     size_t n = 0;
     double t0 = time_mono();
+    fetch_stats own; /* store() reads the stats, which the caller may not want */
+    st = st ? st : &own;
     dscache_key(id, o->sha256, key);
     int rc = dscache_get(c, key, &data, &n, &e, cerr);
     if (rc == 0 && strcasecmp(e.wire_sha256, o->sha256) == 0) {

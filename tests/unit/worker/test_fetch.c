@@ -22,6 +22,7 @@
 #include "util/sha256.h"
 #include "util/timeutil.h"
 #include "worker/allow.h"
+#include "worker/dscache.h"
 
 static char base[64];  /* http://127.0.0.1:PORT */
 static char tmp[256];  /* scratch directory */
@@ -698,6 +699,66 @@ static void test_s3_fetch(void)
     expect_fail("s3://bkt/plain.csv", NULL, -EACCES, "not fetched here", __LINE__);
 }
 
+/* Fetches url through cache c with o; returns how it came (enum dscache_how), or the error. */
+static int cached(dscache *c, const char *url, const fetch_opts *o)
+{
+    char err[ERR_LEN], *out = NULL;
+    size_t len = 0;
+    dscache_result res;
+    int rc = dscache_fetch(c, url, o, &out, &len, NULL, &res, err);
+    if (rc == 0)
+        CHECK(len == strlen(plain) && memcmp(out, plain, len) == 0);
+    else
+        fprintf(stderr, "dscache_fetch %s: %s\n", url, err);
+    free(out);
+    return rc < 0 ? rc : res.how;
+}
+
+/* s3:// entries: revalidated with the ETag; keyed by URL, endpoint, region and access key id,
+ * not by the secret. */
+static void test_s3_cache(void)
+{
+    char dir[400], err[ERR_LEN], other[80];
+    dscache *c = NULL;
+    snprintf(dir, sizeof dir, "%s/s3cache", tmp);
+    CHECK_INT(dscache_open(dir, 0, &c, err), 0);
+    if (!c)
+        return;
+    fetch_s3 s3 = {.endpoint = base, .access_key = "AKIDTEST", .secret_key = "s3cret/Key+1"};
+    fetch_opts o = {.s3 = &s3};
+    CHECK_INT(cached(c, "s3://bkt/plain.csv", &o), DSCACHE_FETCHED);
+    CHECK_INT(cached(c, "s3://bkt/plain.csv", &o), DSCACHE_REVALIDATED);
+    /* the same object through another spelling of the endpoint, or another region: its own */
+    snprintf(other, sizeof other, "http://localhost:%s", strrchr(base, ':') + 1);
+    s3.endpoint = other;
+    CHECK_INT(cached(c, "s3://bkt/plain.csv", &o), DSCACHE_FETCHED);
+    s3.endpoint = base;
+    s3.region = "eu-west-1";
+    CHECK_INT(cached(c, "s3://bkt/plain.csv", &o), DSCACHE_FETCHED);
+    s3.region = NULL;
+    /* other credentials never read what these fetched */
+    s3.access_key = "ASIATEST";
+    s3.secret_key = "tempSecret";
+    s3.session_token = "tok/en+=";
+    CHECK_INT(cached(c, "s3://bkt/plain.csv", &o), DSCACHE_FETCHED);
+    /* pinned by sha256: a hit sends nothing, so even a wrong secret reads the entry the same key
+     * id stored (the secret is not part of the key) */
+    char sha[65];
+    uint8_t d[32];
+    sha256_ctx h;
+    sha256_init(&h);
+    sha256_update(&h, plain, strlen(plain));
+    sha256_final(&h, d);
+    sha256_hex(d, sha);
+    o.sha256 = sha;
+    CHECK_INT(cached(c, "s3://bkt/plain.csv", &o), DSCACHE_FETCHED);
+    s3.secret_key = "changed";
+    CHECK_INT(cached(c, "s3://bkt/plain.csv", &o), DSCACHE_HIT);
+    o.sha256 = NULL;
+    CHECK_INT(cached(c, "s3://bkt/plain.csv", &o), -EACCES); /* revalidation is signed */
+    dscache_free(c);
+}
+
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     return remove(path);
@@ -732,6 +793,7 @@ int main(void)
         test_timeouts();
         test_allow();
         test_s3_fetch();
+        test_s3_cache();
         kill(pid, SIGTERM);
         waitpid(pid, NULL, 0);
     }
