@@ -744,12 +744,7 @@ static void test_s3_cache(void)
     /* pinned by sha256: a hit sends nothing, so even a wrong secret reads the entry the same key
      * id stored (the secret is not part of the key) */
     char sha[65];
-    uint8_t d[32];
-    sha256_ctx h;
-    sha256_init(&h);
-    sha256_update(&h, plain, strlen(plain));
-    sha256_final(&h, d);
-    sha256_hex(d, sha);
+    sha256_buf_hex(plain, strlen(plain), sha);
     o.sha256 = sha;
     CHECK_INT(cached(c, "s3://bkt/plain.csv", &o), DSCACHE_FETCHED);
     s3.secret_key = "changed";
