@@ -31,7 +31,8 @@
 typedef struct api_caller {
     int authenticated;
     char token_id[DB_ID_LEN + 1];
-    int role; /* enum db_role; meaningful only when authenticated */
+    int role;    /* enum db_role; meaningful only when authenticated */
+    int scripts; /* the token's scripts right (tokens.scripts) */
 } api_caller;
 
 /* http_config.authorize: the bearer token, its role against access, a worker's token. */
@@ -43,6 +44,9 @@ int api_sees_every_job(const api_caller *c);
 /* 1 when the caller may see a job owned by token owner ("" for none): those that see every
  * job, a user its own, anyone else (no role, metrics, not authenticated) none. */
 int api_may_see(http_req *r, const char *owner);
+/* 1 when the caller may submit script jobs and upload code: an admin, or a user token with the
+ * scripts right. */
+int api_may_run_scripts(http_req *r);
 int api_tokens_create(http_req *r, void *app);
 int api_tokens_list(http_req *r, void *app);
 int api_tokens_revoke(http_req *r, void *app);
@@ -61,6 +65,10 @@ int api_jobs_events(http_req *r, void *app);
 int api_artifacts_list(http_req *r, void *app);
 int api_artifacts_get(http_req *r, void *app);
 int api_artifacts_upload(http_req *r, void *app);
+/* api/code.c: users' code for script jobs */
+#define API_CODE_MAX_DEFAULT (64ull << 20) /* POST /code bodies when app.max_code_bytes is 0 */
+int api_code_upload(http_req *r, void *app);
+int api_code_get(http_req *r, void *app);
 /* api/checkpoints.c */
 int api_checkpoints_upload(http_req *r, void *app);
 int api_checkpoints_get(http_req *r, void *app);

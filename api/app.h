@@ -31,6 +31,7 @@ typedef struct app {
     int lease_seconds;       /* a lease lapses this long after the last heartbeat (default 30) */
     int worker_gone_seconds; /* a worker unseen this long is listed as gone (default 60) */
     uint64_t max_artifact_bytes; /* per upload (default 4 GiB) */
+    uint64_t max_code_bytes;     /* per POST /code body (0: API_CODE_MAX_DEFAULT, 64 MiB) */
     int max_queued_per_token;    /* queued jobs one token may have; 0: no limit */
     telemetry stats;             /* GET /metrics; telemetry_init() before serving */
     const char *version;

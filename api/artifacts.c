@@ -124,6 +124,8 @@ int api_artifacts_upload(http_req *r, void *ctx)
     art.size = (int64_t)len;
     art.created_at = time_wall_ms();
     rc = sched_artifact_add(d, http_param(r, "id"), worker, a->artifacts_dir, tmp, &art, err);
+    if (rc == -EDQUOT)
+        return api_reply_bad_param(r, "name", err);
     if (rc < 0)
         return rc;
     json_t *body = api_encode_artifact(&art);

@@ -61,6 +61,13 @@ int api_may_see(http_req *r, const char *owner)
     return c->authenticated && c->role == DB_ROLE_USER && strcmp(c->token_id, owner) == 0;
 }
 
+int api_may_run_scripts(http_req *r)
+{
+    const api_caller *c = api_caller_of(r);
+    return c->authenticated &&
+           (c->role == DB_ROLE_ADMIN || (c->role == DB_ROLE_USER && c->scripts));
+}
+
 /* Which roles an access mask admits, as words for a 403's sentence. */
 static void api_access_words(unsigned access, char *buf, size_t cap)
 {
@@ -124,6 +131,7 @@ static int api_caller_find(http_req *r, app *a, const char *hash, api_caller *ou
     memset(out, 0, sizeof *out);
     memcpy(out->token_id, t.id, sizeof out->token_id);
     out->role = t.role;
+    out->scripts = t.scripts;
     out->authenticated = 1;
     memcpy(e->hash, hash, sizeof e->hash);
     e->who = *out;
@@ -195,8 +203,8 @@ int api_tokens_create(http_req *r, void *ctx)
         return rc; /* answered */
     field_errors errs;
     const char *name_s = NULL;
-    int role_v = -1;
-    if (api_token_request_parse(body, &name_s, &role_v, &errs) < 0) {
+    int role_v = -1, scripts = 0;
+    if (api_token_request_parse(body, &name_s, &role_v, &scripts, &errs) < 0) {
         json_decref(body);
         return api_reply_invalid(r, "Invalid token request", &errs);
     }
@@ -207,7 +215,7 @@ int api_tokens_create(http_req *r, void *ctx)
     }
     db_token t;
     char secret[DB_TOKEN_SECRET_LEN + 1];
-    rc = db_token_create(d, name_s, role_v, time_wall_ms(), &t, secret, http_errbuf(r));
+    rc = db_token_create(d, name_s, role_v, scripts, time_wall_ms(), &t, secret, http_errbuf(r));
     json_decref(body);
     if (rc < 0)
         return rc;

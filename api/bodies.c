@@ -19,6 +19,7 @@
 #include "db/tokens.h"
 #include "db/workers.h"
 #include "job/job.h"
+#include "util/json_out.h"
 #include "util/utf8.h"
 
 /* 1 with *out set when v is an integer, or a real with an integral value (3.0) as JSON Schema
@@ -129,10 +130,14 @@ static unsigned api_device_check(const json_t *dev, size_t i, field_errors *errs
 
 int api_registration_parse(const json_t *body, api_registration *out, field_errors *errs)
 {
-    static const char *const known[] = {"name", "devices", NULL};
+    static const char *const known[] = {"name", "devices", "scripts", NULL};
     errs->count = 0;
     api_registration reg = {0};
     reg.name = api_get_string(json_object_get(body, "name"), "name", 128, errs);
+    json_t *scripts = json_object_get(body, "scripts");
+    if (scripts && !json_is_boolean(scripts))
+        field_errors_add(errs, "scripts", "must be true or false");
+    reg.scripts = json_is_true(scripts);
     json_t *devices = json_object_get(body, "devices");
     if (!json_is_array(devices) || json_array_size(devices) < 1 ||
         json_array_size(devices) > API_MAX_DEVICES) {
@@ -181,7 +186,68 @@ static void api_get_number(const json_t *obj, const char *key, size_t i, int req
     *out = d;
 }
 
-static void api_epoch_parse(const json_t *e, size_t i, db_metric *m, field_errors *errs)
+/* 1 when key may name a metric of a script's own: ^[A-Za-z][A-Za-z0-9_.:/-]{0,63}$. */
+static int api_metric_name_ok(const char *key)
+{
+    size_t n = strlen(key);
+    if (n < 1 || n > 64 || !((key[0] >= 'A' && key[0] <= 'Z') || (key[0] >= 'a' && key[0] <= 'z')))
+        return 0;
+    return strspn(key, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:/-") == n;
+}
+
+/* The members of e that are not in known, checked (a metric name, a number or null), as a new
+ * JSON object's compact text in *out (NULL when there are none); -ENOMEM. */
+static int api_epoch_extra(const json_t *e, size_t i, const char *const *known, char **out,
+                           field_errors *errs)
+{
+    json_t *extra = NULL;
+    const char *key;
+    json_t *val;
+    char f[160];
+    *out = NULL;
+    size_t n = 0;
+    json_object_foreach ((json_t *)e, key, val) {
+        if (++n > API_MAX_METRICS) {
+            snprintf(f, sizeof f, "epochs[%zu].%s", i, key);
+            field_errors_add(errs, f,
+                             "is one key too many: an epoch has at most %d (epoch and "
+                             "the metrics)",
+                             API_MAX_METRICS);
+            break;
+        }
+        int found = 0;
+        for (size_t k = 0; known[k] && !found; k++)
+            found = strcmp(key, known[k]) == 0;
+        if (found)
+            continue;
+        snprintf(f, sizeof f, "epochs[%zu].%s", i, key);
+        if (!api_metric_name_ok(key)) {
+            field_errors_add(errs, f,
+                             "is not a metric name: 1 to 64 letters, digits, '_', '.', ':', '/' "
+                             "or '-', starting with a letter");
+            continue;
+        }
+        if (!json_is_number(val) && !json_is_null(val)) {
+            field_errors_add(errs, f, "must be a number or null");
+            continue;
+        }
+        if (!extra)
+            extra = json_object();
+        if (!extra || json_object_set(extra, key, val) < 0) {
+            json_decref(extra);
+            return -ENOMEM;
+        }
+    }
+    if (!extra)
+        return 0;
+    *out = json_out_dumps(extra, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(extra);
+    return *out ? 0 : -ENOMEM;
+}
+
+/* One EpochMetrics: epoch required; the known metrics (null when absent) into their fields;
+ * any other metric, named as a script may name one, into m->extra (owned). */
+static int api_epoch_parse(const json_t *e, size_t i, db_metric *m, field_errors *errs)
 {
     static const char *const known[] = {"epoch",        "loss",    "val_loss",           "accuracy",
                                         "val_accuracy", "seconds", "samples_per_second", NULL};
@@ -190,7 +256,7 @@ static void api_epoch_parse(const json_t *e, size_t i, db_metric *m, field_error
     if (!json_is_object(e)) {
         snprintf(f, sizeof f, "epochs[%zu]", i);
         field_errors_add(errs, f, "must be an object");
-        return;
+        return 0;
     }
     json_t *epoch = json_object_get(e, "epoch");
     long long n = 0;
@@ -199,14 +265,18 @@ static void api_epoch_parse(const json_t *e, size_t i, db_metric *m, field_error
         field_errors_add(errs, f, "must be an integer from 1 to %d", JOB_MAX_EPOCHS);
     else
         m->epoch = (int)n;
-    api_get_number(e, "loss", i, 1, 0, -INFINITY, &m->loss, errs);
-    api_get_number(e, "val_loss", i, 1, 1, -INFINITY, &m->val_loss, errs);
-    api_get_number(e, "accuracy", i, 1, 1, -INFINITY, &m->accuracy, errs);
-    api_get_number(e, "val_accuracy", i, 1, 1, -INFINITY, &m->val_accuracy, errs);
-    api_get_number(e, "seconds", i, 1, 0, 0, &m->seconds, errs);
-    api_get_number(e, "samples_per_second", i, 0, 0, 0, &m->samples_per_second, errs);
-    snprintf(f, sizeof f, "epochs[%zu].", i);
-    api_unknown_members(e, f, known, errs);
+    /* A script reports what it measures: each known metric may be null or absent. */
+    api_get_number(e, "loss", i, 0, 1, -INFINITY, &m->loss, errs);
+    api_get_number(e, "val_loss", i, 0, 1, -INFINITY, &m->val_loss, errs);
+    api_get_number(e, "accuracy", i, 0, 1, -INFINITY, &m->accuracy, errs);
+    api_get_number(e, "val_accuracy", i, 0, 1, -INFINITY, &m->val_accuracy, errs);
+    api_get_number(e, "seconds", i, 0, 1, 0, &m->seconds, errs);
+    api_get_number(e, "samples_per_second", i, 0, 1, 0, &m->samples_per_second, errs);
+    char *extra = NULL;
+    if (api_epoch_extra(e, i, known, &extra, errs) < 0)
+        return -ENOMEM;
+    m->extra = extra;
+    return 0;
 }
 
 int api_heartbeat_parse(const json_t *body, api_heartbeat *out, field_errors *errs)
@@ -237,10 +307,13 @@ int api_heartbeat_parse(const json_t *body, api_heartbeat *out, field_errors *er
             return -ENOMEM;
         size_t i;
         json_t *e;
-        json_array_foreach (epochs, i, e) {
-            api_epoch_parse(e, i, &hb.epochs[i], errs);
-        }
         hb.n_epochs = json_array_size(epochs);
+        json_array_foreach (epochs, i, e) {
+            if (api_epoch_parse(e, i, &hb.epochs[i], errs) < 0) {
+                api_heartbeat_free(&hb);
+                return -ENOMEM;
+            }
+        }
     }
     json_t *logs = json_object_get(body, "logs");
     if (logs && (!json_is_array(logs) || json_array_size(logs) > API_MAX_LOG_LINES)) {
@@ -278,6 +351,8 @@ void api_heartbeat_free(api_heartbeat *hb)
 {
     if (!hb)
         return;
+    for (size_t i = 0; hb->epochs && i < hb->n_epochs; i++)
+        free((char *)hb->epochs[i].extra);
     free(hb->epochs);
     free(hb->logs);
     memset(hb, 0, sizeof *hb);
@@ -310,14 +385,19 @@ int api_completion_parse(const json_t *body, int *status, const char **error, fi
 
 /* ---- TokenRequest ----------------------------------------------------------------------- */
 
-int api_token_request_parse(const json_t *body, const char **name, int *role, field_errors *errs)
+int api_token_request_parse(const json_t *body, const char **name, int *role, int *scripts,
+                            field_errors *errs)
 {
-    static const char *const known[] = {"name", "role", NULL};
+    static const char *const known[] = {"name", "role", "scripts", NULL};
     errs->count = 0;
     *name = api_get_string(json_object_get(body, "name"), "name", 128, errs);
     *role = db_role_parse(json_string_value(json_object_get(body, "role")));
     if (*role < 0)
         field_errors_add(errs, "role", "must be one of admin, user, worker, metrics");
+    json_t *s = json_object_get(body, "scripts");
+    if (s && !json_is_boolean(s))
+        field_errors_add(errs, "scripts", "must be true or false");
+    *scripts = json_is_true(s);
     api_unknown_members(body, "", known, errs);
     return errs->count ? -EINVAL : 0;
 }

@@ -20,16 +20,19 @@
 #define API_MAX_LOG_LINES  1000 /* log lines per heartbeat */
 #define API_LOG_LINE_CHARS 1000
 #define API_ERROR_CHARS    4096 /* Completion.error */
+#define API_MAX_METRICS    64   /* keys of one EpochMetrics, epoch and the known ones included */
 
 typedef struct api_registration {
     const char *name;      /* borrowed */
     const json_t *devices; /* borrowed: the validated array */
     unsigned kinds;        /* DB_KIND_* bits of the devices' types */
+    int scripts;           /* the worker runs script jobs (--allow-scripts); default 0 */
 } api_registration;
 
 typedef struct api_heartbeat {
     int phase;         /* enum db_phase; DB_PHASE_NONE when absent */
-    db_metric *epochs; /* owned */
+    db_metric *epochs; /* owned; each extra is owned too (JSON text of the other metrics, or
+                          NULL) */
     size_t n_epochs;
     const char **logs; /* owned array of borrowed strings */
     size_t n_logs;
@@ -46,8 +49,9 @@ void api_heartbeat_free(api_heartbeat *hb);
  * NULL; -EINVAL with errs filled when invalid. */
 int api_completion_parse(const json_t *body, int *status, const char **error, field_errors *errs);
 
-/* Checks a TokenRequest: *name borrowed, *role an enum db_role; -EINVAL with errs filled when
- * invalid. */
-int api_token_request_parse(const json_t *body, const char **name, int *role, field_errors *errs);
+/* Checks a TokenRequest: *name borrowed, *role an enum db_role, *scripts the scripts right (0
+ * when absent); -EINVAL with errs filled when invalid. */
+int api_token_request_parse(const json_t *body, const char **name, int *role, int *scripts,
+                            field_errors *errs);
 
 #endif

@@ -9,7 +9,12 @@
  * The epoch is read from the file's safetensors header ("__metadata__" → "trainyard.epoch"),
  * whose length is capped by API_CKPT_MAX_HEADER; the rest of the file is not looked at here:
  * the trainer validates it in full before resuming. Uploads stream to a temporary file within
- * the route's cap and app->max_artifact_bytes, like artifacts. */
+ * the route's cap and app->max_artifact_bytes, like artifacts.
+ *
+ * A script job's checkpoint is its checkpoint folder packed as a .tar.gz by the worker: its
+ * epoch comes in the query (?epoch=N, required), only the gzip magic is checked (the next
+ * attempt's worker unpacks it with the bundle checks), and it replaces the stored one when N is
+ * at or after the stored epoch (sched_checkpoint_store: a newer snapshot of the same epoch). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -75,6 +80,35 @@ out:
     return rc;
 }
 
+/* -EINVAL unless the file at path (len bytes) starts with gzip's magic. */
+static int api_checkpoint_gzip(const char *path, uint64_t len, char *err)
+{
+    unsigned char magic[2] = {0, 0};
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return err_set(err, -EIO, "cannot read the upload: %s", strerror(errno));
+    size_t got = fread(magic, 1, 2, f);
+    fclose(f);
+    if (len < 2 || got != 2 || magic[0] != 0x1f || magic[1] != 0x8b)
+        return err_set(err, -EINVAL,
+                       "a script job's checkpoint must be a .tar.gz of its checkpoint folder (no "
+                       "gzip header)");
+    return 0;
+}
+
+/* Whether the {id} job is a script job, into *script. */
+static int api_checkpoint_is_script(http_req *r, app *a, int *script)
+{
+    db *d = NULL;
+    db_job j;
+    int rc = api_job_find(r, a, &d, &j);
+    if (rc < 0)
+        return rc;
+    *script = j.script;
+    db_job_clear(&j);
+    return 0;
+}
+
 int api_checkpoints_upload(http_req *r, void *ctx)
 {
     app *a = ctx;
@@ -86,8 +120,21 @@ int api_checkpoints_upload(http_req *r, void *ctx)
     int rc = api_upload_begin(r, a, "checkpoint", &tmp, &len, &d);
     if (rc < 0)
         return rc;
-    int epoch = 0, stored = 0;
-    rc = api_checkpoint_epoch(tmp, &epoch, err);
+    int epoch = 0, stored = 0, script = 0;
+    rc = api_checkpoint_is_script(r, a, &script);
+    if (rc < 0)
+        return rc;
+    if (script) {
+        long e = 0;
+        if (api_parse_int(http_query(r, "epoch"), 1, 100000, &e) < 0)
+            return api_reply_bad_param(r, "epoch",
+                                       "is required for a script job's checkpoint: the epoch "
+                                       "(1 to 100000) its snapshot follows");
+        epoch = (int)e;
+        rc = api_checkpoint_gzip(tmp, len, err);
+    } else {
+        rc = api_checkpoint_epoch(tmp, &epoch, err);
+    }
     if (rc == -EINVAL)
         return api_reply_bad_param(r, "body", err);
     if (rc < 0)

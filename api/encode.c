@@ -95,17 +95,28 @@ static json_t *api_job_links(const char *id)
  * `attempts` when not NULL (stolen too). */
 static json_t *api_job_with(const db_job *j, json_t *doc, json_t *attempts)
 {
-    static const char *const keys[] = {"id",         "name",
-                                       "status",     "phase",
-                                       "attempt",    "max_attempts",
-                                       "priority",   "created_at",
-                                       "started_at", "finished_at",
-                                       "error",      "device",
-                                       "worker",     "cancel_requested",
-                                       "owner",      "document",
-                                       "links",      "attempts"};
+    static const char *const keys[] = {"id",
+                                       "job_id", /* the same: seed 002's name */
+                                       "name",
+                                       "status",
+                                       "phase",
+                                       "attempt",
+                                       "max_attempts",
+                                       "priority",
+                                       "created_at",
+                                       "started_at",
+                                       "finished_at",
+                                       "error",
+                                       "device",
+                                       "worker",
+                                       "cancel_requested",
+                                       "owner",
+                                       "document",
+                                       "links",
+                                       "attempts"};
     const char *phase = db_phase_name(j->phase);
     json_t *vals[] = {json_string(j->id),
+                      json_string(j->id),
                       json_string(j->name),
                       json_string(db_status_name(j->status)),
                       phase ? json_string(phase) : json_null(),
@@ -233,11 +244,21 @@ json_t *api_encode_metric(const db_metric *m)
                       api_encode_real(m->val_loss),
                       api_encode_real(m->accuracy),
                       api_encode_real(m->val_accuracy),
-                      json_real(isfinite(m->seconds) ? m->seconds : 0.0),
+                      api_encode_real(m->seconds),
                       isfinite(m->samples_per_second) ? json_real(m->samples_per_second) : NULL};
-    /* samples_per_second is optional and not nullable: left out when unknown */
+    /* samples_per_second is optional: left out when unknown */
     size_t n = vals[6] ? 7 : 6;
-    return api_encode_object(keys, vals, n);
+    json_t *o = api_encode_object(keys, vals, n);
+    if (!o || !m->extra)
+        return o;
+    /* A script's own metrics beside the known ones (stored text the heartbeat checked). */
+    json_t *extra = json_loads(m->extra, 0, NULL);
+    if (!json_is_object(extra) || json_object_update_missing(o, extra) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    json_decref(extra);
+    return o;
 }
 
 json_t *api_encode_artifact(const db_artifact *a)
@@ -249,8 +270,9 @@ json_t *api_encode_artifact(const db_artifact *a)
 
 json_t *api_encode_worker(const db_worker *w, int64_t gone_before, int lease_seconds)
 {
-    static const char *const keys[] = {"id",  "name",          "status",       "devices",
-                                       "job", "registered_at", "last_seen_at", "lease_seconds"};
+    static const char *const keys[] = {"id",           "name",          "status",
+                                       "devices",      "job",           "registered_at",
+                                       "last_seen_at", "lease_seconds", "scripts"};
     const char *status = w->gone || w->last_seen_at < gone_before ? "gone"
                          : w->job_id[0]                           ? "busy"
                                                                   : "idle";
@@ -266,17 +288,25 @@ json_t *api_encode_worker(const db_worker *w, int64_t gone_before, int lease_sec
                       api_opt_string(w->job_id),
                       api_encode_time(w->registered_at),
                       api_encode_time(w->last_seen_at),
-                      json_integer(lease_seconds)};
-    return api_encode_object(keys, vals, 8);
+                      json_integer(lease_seconds),
+                      json_boolean(w->scripts)};
+    return api_encode_object(keys, vals, 9);
 }
 
 json_t *api_encode_lease(const db_job *j)
 {
-    static const char *const keys[] = {"job_id", "attempt", "lease_expires_at", "document"};
+    static const char *const keys[] = {"job_id", "attempt", "lease_expires_at", "document", "code"};
     json_t *doc = json_loads(j->document ? j->document : "", 0, NULL);
+    /* A script job with uploaded code: the GET that fetches it (with the worker's token). */
+    const char *code = json_string_value(json_object_get(doc, "code"));
+    char path[96];
+    int with_code = j->script && code && strlen(code) < sizeof path - 6;
+    if (with_code)
+        snprintf(path, sizeof path, "/code/%s", code);
     json_t *vals[] = {json_string(j->id), json_integer(j->attempt),
-                      api_encode_time(j->lease_expires_at), doc};
-    return api_encode_object(keys, vals, 4);
+                      api_encode_time(j->lease_expires_at), doc,
+                      with_code ? json_string(path) : NULL};
+    return api_encode_object(keys, vals, with_code ? 5 : 4);
 }
 
 /* ---- encodings -------------------------------------------------------------------------- */
@@ -338,8 +368,13 @@ int api_encode_cursor_seq(const char *cursor, int64_t *seq)
 
 json_t *api_encode_token(const db_token *t)
 {
-    static const char *const keys[] = {"id", "name", "role", "created_at", "revoked_at"};
-    json_t *vals[] = {json_string(t->id), json_string(t->name), json_string(db_role_name(t->role)),
-                      api_encode_time(t->created_at), api_encode_time(t->revoked_at)};
-    return api_encode_object(keys, vals, 5);
+    static const char *const keys[] = {"id", "name", "role", "created_at", "revoked_at", "scripts"};
+    /* scripts: whether the token may submit script jobs; an admin always may */
+    json_t *vals[] = {json_string(t->id),
+                      json_string(t->name),
+                      json_string(db_role_name(t->role)),
+                      api_encode_time(t->created_at),
+                      api_encode_time(t->revoked_at),
+                      json_boolean(t->scripts || t->role == DB_ROLE_ADMIN)};
+    return api_encode_object(keys, vals, 6);
 }

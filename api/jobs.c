@@ -23,12 +23,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/api_priv.h"
 #include "api/encode.h"
 #include "db/events.h"
 #include "db/jobs.h"
 #include "scheduler/lifecycle.h"
+#include "util/datadir.h"
 #include "util/json_out.h"
 #include "util/sha256.h"
 #include "util/timeutil.h"
@@ -55,6 +57,33 @@ static int api_reply_job(http_req *r, int status, const db_job *j, int location)
     int rc = http_reply_bytes(r, status, "application/json", body, len);
     free(body);
     return rc;
+}
+
+/* A script job's submit: the token must have the scripts right (403 naming training_script),
+ * and code, when given, must be stored (400 naming code). Returns 1 after answering, 0 when the
+ * job may go on, or a negative code. */
+static int api_script_allowed(http_req *r, app *a, const job_spec *spec)
+{
+    if (!api_may_run_scripts(r)) {
+        http_field_error e = {"training_script",
+                              "this token may not submit script jobs; an admin can create one "
+                              "with scripts: true"};
+        int rc = http_reply_problem(r, 403, "Forbidden",
+                                    "script jobs need a token with the scripts right", &e, 1);
+        return rc < 0 ? rc : 1;
+    }
+    char path[DATADIR_PATH_MAX];
+    if (spec->code && (datadir_code_file(a->data_dir, spec->code + strlen("sha256:"), path) < 0 ||
+                       access(path, F_OK) != 0)) {
+        field_errors errs = {0};
+        field_errors_add(&errs, "code",
+                         "no code was uploaded with the address %s: upload the .tar.gz with POST "
+                         "/code first and give the address it answers",
+                         spec->code);
+        int rc = api_reply_invalid(r, "Invalid job document", &errs);
+        return rc < 0 ? rc : 1;
+    }
+    return 0;
 }
 
 int api_jobs_submit(http_req *r, void *ctx)
@@ -96,6 +125,13 @@ int api_jobs_submit(http_req *r, void *ctx)
         err_set(err, rc, "cannot read the job document");
         goto out;
     }
+    if (job_is_script(spec)) {
+        rc = api_script_allowed(r, a, spec);
+        if (rc != 0) {
+            rc = rc > 0 ? 0 : rc; /* answered, or an error for the table */
+            goto out;
+        }
+    }
     resolved = job_to_json(spec);
     doc = resolved ? json_out_dumps(resolved, JSON_COMPACT) : NULL;
     if (!doc) {
@@ -129,7 +165,8 @@ int api_jobs_submit(http_req *r, void *ctx)
                         .body_hash = hash,
                         .owner = caller->token_id,
                         .max_queued = a->max_queued_per_token,
-                        .credentials = sealed};
+                        .credentials = sealed,
+                        .script = job_is_script(spec)};
     rc = sched_job_submit(d, &nj, time_wall_ms(), &j, &created, err);
     if (rc < 0)
         goto out;

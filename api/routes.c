@@ -35,6 +35,9 @@ static const http_route api_route_table[] = {
     {"GET", "/jobs/{id}/events", api_jobs_events, 0, 0, API_USERS},
     {"GET", "/jobs/{id}/artifacts", api_artifacts_list, 0, 0, API_USERS},
     {"GET", "/jobs/{id}/artifacts/{name}", api_artifacts_get, 0, 0, API_USERS},
+    /* code of script jobs: uploaded by users with the scripts right, fetched by workers */
+    {"POST", "/code", api_code_upload, API_ARTIFACT_MAX_BODY, 1, API_USERS},
+    {"GET", "/code/{address}", api_code_get, 0, 0, API_WORKERS},
     /* service */
     {"GET", "/devices", api_service_devices, 0, 0, API_USERS},
     {"GET", "/workers", api_workers_list, 0, 0, API_USERS},

@@ -55,6 +55,8 @@ static const char usage_text[] =
     "  --max-artifact-bytes N\n"
     "                       refuse an uploaded artifact or checkpoint larger than this\n"
     "                       (default and most 4G); its job fails saying so\n"
+    "  --max-code-bytes N   refuse code uploads (POST /code, a script job's .tar.gz) larger\n"
+    "                       than this with 413 (default 64M, most 4G)\n"
     "  --max-queued N       queued jobs one token may have at once; more submits get 429\n"
     "                       (default 10000; 0: no limit)\n"
     "  --threads N          HTTP threads (default 4)\n"
@@ -87,7 +89,7 @@ int cmd_serve(int argc, char **argv)
     const char *tls_cert = NULL, *tls_key = NULL, *dataset_ca = NULL;
     long port = 8080, workers = -1, lease = 30, stall = 0, threads = 4, every = 10, bound = 10;
     long max_queued = 10000, per_client = 256;
-    uint64_t max_dataset = 0, max_artifact = 4ull << 30;
+    uint64_t max_dataset = 0, max_artifact = 4ull << 30, max_code = 64ull << 20;
     const char *max_dataset_text = NULL, *cache_dir = NULL, *cache_bytes_text = NULL;
     const char *s3_endpoint = NULL, *s3_region = NULL;
     uint64_t cache_bytes = 0;
@@ -142,6 +144,8 @@ int cmd_serve(int argc, char **argv)
             s3_region = v;
         } else if (!strcmp(a, "--max-artifact-bytes"))
             rc = cli_bytes("serve", a, v, &max_artifact);
+        else if (!strcmp(a, "--max-code-bytes"))
+            rc = cli_bytes("serve", a, v, &max_code);
         else if (!strcmp(a, "--max-queued"))
             rc = parse_count(a, v, 100000000, &max_queued);
         else if (!strcmp(a, "--max-connections-per-client"))
@@ -157,8 +161,9 @@ int cmd_serve(int argc, char **argv)
         if (rc < 0)
             return 2;
     }
-    if (max_artifact > (4ull << 30)) {
-        fprintf(stderr, "trainyard serve: --max-artifact-bytes is at most 4G\n");
+    if (max_artifact > (4ull << 30) || max_code > (4ull << 30)) {
+        fprintf(stderr, "trainyard serve: --max-artifact-bytes and --max-code-bytes are at most "
+                        "4G\n");
         return 2;
     }
     if (lease < 1 || threads < 1) {
@@ -204,6 +209,7 @@ int cmd_serve(int argc, char **argv)
                      .dataset_stall_seconds = stall,
                      .shutdown_seconds = bound,
                      .max_artifact_bytes = max_artifact,
+                     .max_code_bytes = max_code,
                      .max_queued = max_queued,
                      .threads = threads,
                      .max_per_client = per_client};

@@ -29,13 +29,15 @@
 #include "client/client.h"
 
 static const char usage_text[] =
-    "usage: trainyard token create --name NAME --role admin|user|worker|metrics [options]\n"
+    "usage: trainyard token create --name NAME --role admin|user|worker|metrics [--scripts]\n"
+    "                              [options]\n"
     "       trainyard token list [--revoked] [options]\n"
     "       trainyard token revoke ID [options]\n"
     "\n"
     "Manages the API's bearer tokens. An admin token sees every job and manages tokens; a user\n"
     "token sees only the jobs it submitted; a worker token speaks only the worker protocol;\n"
-    "a metrics token may only scrape GET /metrics.\n"
+    "a metrics token may only scrape GET /metrics. --scripts gives a user token the right to\n"
+    "upload code (POST /code) and submit script jobs (training_script); admins always may.\n"
     "`create` prints the new token alone on stdout; it is shown this once.\n"
     "\n"
     "Through the server, with an admin token (the connection flags below); or:\n"
@@ -46,7 +48,7 @@ static const char usage_text[] =
 typedef struct token_opts {
     cli_conn conn; /* --server, --token, --ca, --json */
     const char *verb, *name, *role, *id, *data_dir;
-    int revoked;
+    int revoked, scripts;
 } token_opts;
 
 static int token_args(int argc, char **argv, token_opts *o)
@@ -64,8 +66,8 @@ static int token_args(int argc, char **argv, token_opts *o)
             return -1;
         if (taken)
             continue;
-        if (!strcmp(a, "--revoked")) {
-            o->revoked = 1;
+        if (!strcmp(a, "--revoked") || !strcmp(a, "--scripts")) {
+            *(!strcmp(a, "--revoked") ? &o->revoked : &o->scripts) = 1;
             continue;
         }
         const char **slot = !strcmp(a, "--name")       ? &o->name
@@ -104,6 +106,10 @@ static int token_args(int argc, char **argv, token_opts *o)
         fprintf(stderr,
                 "trainyard token create: --role is admin, user, worker or metrics, not '%s'\n",
                 o->role);
+        return -1;
+    }
+    if (o->scripts && strcmp(o->verb, "create") != 0) {
+        fprintf(stderr, "trainyard token: --scripts goes with create\n");
         return -1;
     }
     if ((strcmp(o->verb, "revoke") == 0) != (o->id != NULL)) {
@@ -178,7 +184,7 @@ static int token_local(const token_opts *o)
     if (!strcmp(o->verb, "create")) {
         db_token t;
         char secret[DB_TOKEN_SECRET_LEN + 1];
-        rc = db_token_create(d, o->name, db_role_parse(o->role), now, &t, secret, err);
+        rc = db_token_create(d, o->name, db_role_parse(o->role), o->scripts, now, &t, secret, err);
         if (rc == 0) {
             json_t *j = api_encode_token(&t);
             print_created(o, j, secret);
@@ -214,7 +220,8 @@ static int token_remote(const token_opts *o)
     json_t *reply = NULL;
     int ok;
     if (!strcmp(o->verb, "create")) {
-        json_t *body = json_pack("{s:s, s:s}", "name", o->name, "role", o->role);
+        json_t *body =
+            json_pack("{s:s, s:s, s:b}", "name", o->name, "role", o->role, "scripts", o->scripts);
         rc = client_post_json(c, "/tokens", body, &status, &reply, err);
         json_decref(body);
         ok = rc == 0 && status == 201 && json_is_string(json_object_get(reply, "token"));

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "script/sandbox.h"
 #include "worker/kbuild.h"
 
 static const struct {
@@ -62,6 +63,9 @@ int main(int argc, char **argv)
         return kbuild_helper_main(argc - 1, argv + 1);
     if (!strcmp(argv[1], "__kernel-save"))
         return kbuild_saver_main(argc - 1, argv + 1);
+    /* not a user's command: the launcher inside a script's sandbox (script/sandbox.h) */
+    if (!strcmp(argv[1], "__script-exec"))
+        return sandbox_exec_main(argc - 1, argv + 1);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 1, argv + 1);

@@ -9,6 +9,7 @@ static const char SQL_ARTIFACT_PUT[] =
     " VALUES (?, ?, ?, ?, ?)";
 static const char SQL_ARTIFACT_GET[] =
     "SELECT name, size, sha256, created_at FROM artifacts WHERE job_seq = ? AND name = ?";
+static const char SQL_ARTIFACT_COUNT[] = "SELECT count(*) FROM artifacts WHERE job_seq = ?";
 static const char SQL_ARTIFACT_LIST[] =
     "SELECT name, size, sha256, created_at FROM artifacts WHERE job_seq = ? ORDER BY name";
 
@@ -78,4 +79,14 @@ int db_artifact_list(db *d, int64_t job_seq, db_artifact_fn fn, void *ctx, char 
     sqlite3_bind_int64(st, 1, job_seq);
     db_artifact_walk w = {fn, ctx};
     return db_rows(d, st, db_artifact_row, &w, err);
+}
+
+int db_artifact_count(db *d, int64_t job_seq, int64_t *out, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_ARTIFACT_COUNT, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, job_seq);
+    return db_count(d, st, out, err);
 }

@@ -26,6 +26,8 @@ typedef int (*db_artifact_fn)(void *ctx, const db_artifact *a);
 int db_artifact_put(db *d, int64_t job_seq, const db_artifact *a, char *err);
 /* The artifact name of job_seq; -ENOENT when none. */
 int db_artifact_get(db *d, int64_t job_seq, const char *name, db_artifact *out, char *err);
+/* How many artifacts job_seq has. */
+int db_artifact_count(db *d, int64_t job_seq, int64_t *out, char *err);
 /* The artifacts of job_seq by name. */
 int db_artifact_list(db *d, int64_t job_seq, db_artifact_fn fn, void *ctx, char *err);
 

@@ -42,6 +42,8 @@ typedef struct db_job {
     int cancel_requested;
     int log_lines;             /* log lines stored so far */
     char owner[DB_ID_LEN + 1]; /* id of the token that submitted it; "" for none */
+    int script;                /* 1: a script job (training_script), leased only to workers
+                                  that run scripts */
 } db_job;
 
 /* Filters of db_job_list; status -1, name NULL and owner NULL match every job. */
@@ -87,9 +89,10 @@ int db_job_get_by_key(db *d, const char *idem_key, db_job *out, char body_hash[6
 int db_job_list(db *d, const db_job_filter *f, db_job_fn fn, void *ctx, char *err);
 /* Every running job (for the sweeper). */
 int db_job_list_running(db *d, db_job_fn fn, void *ctx, char *err);
-/* The next queued job a worker offering the device kinds in kinds (DB_KIND_* bits) may run:
- * highest priority, then oldest. Returns 1 with *out filled, 0 when none fits. */
-int db_job_next_queued(db *d, unsigned kinds, db_job *out, char *err);
+/* The next queued job a worker offering the device kinds in kinds (DB_KIND_* bits) may run
+ * (script jobs only when scripts is nonzero): highest priority, then oldest. Returns 1 with
+ * *out filled, 0 when none fits. */
+int db_job_next_queued(db *d, unsigned kinds, int scripts, db_job *out, char *err);
 /* How many jobs have status. */
 int db_job_count(db *d, int status, int64_t *out, char *err);
 

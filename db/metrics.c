@@ -6,7 +6,8 @@
 
 static const char SQL_METRIC_PUT[] =
     "INSERT OR REPLACE INTO metrics (job_seq, attempt, epoch, loss, val_loss, accuracy,"
-    " val_accuracy, seconds, samples_per_second, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    " val_accuracy, seconds, samples_per_second, at, extra)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 int db_metric_put(db *d, int64_t job_seq, const db_metric *m, char *err)
 {
@@ -24,6 +25,7 @@ int db_metric_put(db *d, int64_t job_seq, const db_metric *m, char *err)
     sqlite3_bind_double(st, 8, m->seconds);
     sqlite3_bind_double(st, 9, m->samples_per_second);
     sqlite3_bind_int64(st, 10, m->at);
+    db_bind_opt_text(st, 11, m->extra);
     rc = db_write(d, st, err);
     return rc < 0 ? rc : 0;
 }
@@ -43,7 +45,8 @@ int db_metric_drop_after(db *d, int64_t job_seq, int epoch, char *err)
 }
 
 #define DB_METRIC_COLS                                                                             \
-    "id, attempt, epoch, loss, val_loss, accuracy, val_accuracy, seconds, samples_per_second, at"
+    "id, attempt, epoch, loss, val_loss, accuracy, val_accuracy, "                                 \
+    "seconds, samples_per_second, at, extra"
 
 static const char SQL_METRIC_LIST[] =
     "SELECT " DB_METRIC_COLS " FROM metrics WHERE job_seq = ? ORDER BY epoch";
@@ -71,6 +74,7 @@ static int db_metric_row(void *ctx, sqlite3_stmt *st)
     m.seconds = db_col_real(st, 7);
     m.samples_per_second = db_col_real(st, 8);
     m.at = db_col_int(st, 9);
+    m.extra = (const char *)sqlite3_column_text(st, 10);
     return w->fn(w->ctx, &m);
 }
 

@@ -3,7 +3,8 @@
  * A resumed attempt that reports an epoch again replaces the earlier row (INSERT OR REPLACE),
  * so a job never holds an epoch twice and shows the numbers of the attempt that finished. The
  * replacing row gets a new, larger id: a follower that remembers the last id it sent
- * (db_metric_since) also sees replaced epochs. NAN stands for null in every value but epoch. */
+ * (db_metric_since) also sees replaced epochs. NAN stands for null in every value but epoch.
+ * Metrics under names of a script's own (schema v5) ride along in `extra`. */
 #ifndef TRAINYARD_DB_METRICS_H
 #define TRAINYARD_DB_METRICS_H
 
@@ -17,6 +18,8 @@ typedef struct db_metric {
     double loss, val_loss, accuracy, val_accuracy; /* NAN: null */
     double seconds, samples_per_second;            /* NAN: null */
     int64_t at;
+    const char *extra; /* the other metrics, a JSON object's text, or NULL: borrowed (by
+                          db_metric_put from the caller; when read, valid during the callback) */
 } db_metric;
 
 /* Called per row; m is valid during the call only. A negative return stops the walk. */

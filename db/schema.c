@@ -26,7 +26,9 @@
  *
  * v4: jobs.dataset_credentials, the userinfo of the job's dataset URL sealed under the data
  * directory's key (util/secret.h): the stored document shows the URL with ***@ instead, and
- * the column is handed only to the worker holding the lease and cleared when the job ends. */
+ * the column is handed only to the worker holding the lease and cleared when the job ends.
+ *
+ * v5: script jobs (tokens.scripts, workers.scripts, jobs.script, metrics.extra), see below. */
 #include <stdio.h>
 
 #include "db/db.h"
@@ -133,6 +135,37 @@ static const char *const db_migrations[] = {
     "ALTER TABLE workers ADD COLUMN token_id TEXT;",
     /* v4: a job's dataset credentials, sealed; NULL when none or once the job has ended */
     "ALTER TABLE jobs ADD COLUMN dataset_credentials TEXT;",
+    /* v5: users' own training scripts: the right to submit them (tokens.scripts), the workers
+     * that run them (workers.scripts, started with --allow-scripts), which jobs are scripts
+     * (jobs.script, set at submit, so the lease can match them), and a script's metrics under
+     * names of its own (metrics.extra: a JSON object, NULL when none). A script need not report
+     * a loss or time its epochs, so metrics is rebuilt with loss and seconds nullable (SQLite
+     * cannot drop NOT NULL in place); ids are copied, and AUTOINCREMENT's counter follows the
+     * largest, so followers that remember an id see nothing twice. */
+    "ALTER TABLE tokens ADD COLUMN scripts INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE workers ADD COLUMN scripts INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN script INTEGER NOT NULL DEFAULT 0;"
+    "CREATE TABLE metrics_v5 ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  job_seq INTEGER NOT NULL REFERENCES jobs (seq) ON DELETE CASCADE,"
+    "  attempt INTEGER NOT NULL,"
+    "  epoch INTEGER NOT NULL CHECK (epoch >= 1),"
+    "  loss REAL,"
+    "  val_loss REAL,"
+    "  accuracy REAL,"
+    "  val_accuracy REAL,"
+    "  seconds REAL,"
+    "  samples_per_second REAL,"
+    "  at INTEGER NOT NULL,"
+    "  extra TEXT,"
+    "  UNIQUE (job_seq, epoch)"
+    ");"
+    "INSERT INTO metrics_v5 (id, job_seq, attempt, epoch, loss, val_loss, accuracy, val_accuracy,"
+    "  seconds, samples_per_second, at)"
+    "  SELECT id, job_seq, attempt, epoch, loss, val_loss, accuracy, val_accuracy, seconds,"
+    "  samples_per_second, at FROM metrics;"
+    "DROP TABLE metrics;"
+    "ALTER TABLE metrics_v5 RENAME TO metrics;",
 };
 
 #define DB_N_MIGRATIONS ((int)(sizeof db_migrations / sizeof db_migrations[0]))

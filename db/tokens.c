@@ -7,10 +7,10 @@
 
 #include "util/sha256.h"
 
-#define DB_TOKEN_COLS "id, name, role, created_at, revoked_at"
+#define DB_TOKEN_COLS "id, name, role, created_at, revoked_at, scripts"
 
 static const char SQL_TOKEN_INSERT[] =
-    "INSERT INTO tokens (id, name, role, hash, created_at) VALUES (?, ?, ?, ?, ?)";
+    "INSERT INTO tokens (id, name, role, hash, created_at, scripts) VALUES (?, ?, ?, ?, ?, ?)";
 static const char SQL_TOKEN_FIND[] =
     "SELECT " DB_TOKEN_COLS " FROM tokens WHERE hash = ? AND revoked_at IS NULL";
 static const char SQL_TOKEN_GET[] = "SELECT " DB_TOKEN_COLS " FROM tokens WHERE id = ?";
@@ -67,6 +67,7 @@ static void db_token_read(sqlite3_stmt *st, db_token *out)
     out->role = db_role_parse((const char *)sqlite3_column_text(st, 2));
     out->created_at = db_col_int(st, 3);
     out->revoked_at = db_col_int(st, 4);
+    out->scripts = sqlite3_column_int(st, 5);
 }
 
 /* Steps st expecting at most one row; -ENOENT with missing as the sentence when none. */
@@ -84,8 +85,8 @@ static int db_token_one(db *d, sqlite3_stmt *st, db_token *out, const char *miss
     return rc;
 }
 
-int db_token_insert(db *d, const char *name, int role, const char *hash, int64_t now, db_token *out,
-                    char *err)
+int db_token_insert(db *d, const char *name, int role, int scripts, const char *hash, int64_t now,
+                    db_token *out, char *err)
 {
     db_token t;
     memset(&t, 0, sizeof t);
@@ -94,6 +95,7 @@ int db_token_insert(db *d, const char *name, int role, const char *hash, int64_t
         return rc;
     snprintf(t.name, sizeof t.name, "%s", name);
     t.role = role;
+    t.scripts = scripts != 0;
     t.created_at = now;
     sqlite3_stmt *st = NULL;
     rc = db_stmt(d, SQL_TOKEN_INSERT, &st, err);
@@ -104,6 +106,7 @@ int db_token_insert(db *d, const char *name, int role, const char *hash, int64_t
     sqlite3_bind_text(st, 3, db_role_name(role), -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 4, hash, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 5, now);
+    sqlite3_bind_int(st, 6, t.scripts);
     rc = db_write(d, st, err);
     if (rc < 0)
         return rc;
@@ -112,14 +115,14 @@ int db_token_insert(db *d, const char *name, int role, const char *hash, int64_t
     return 0;
 }
 
-int db_token_create(db *d, const char *name, int role, int64_t now, db_token *out,
+int db_token_create(db *d, const char *name, int role, int scripts, int64_t now, db_token *out,
                     char secret[DB_TOKEN_SECRET_LEN + 1], char *err)
 {
     char made[DB_TOKEN_SECRET_LEN + 1], hash[DB_TOKEN_HASH_LEN + 1];
     int rc = db_token_secret_new(made, hash, err);
     if (rc < 0)
         return rc;
-    rc = db_token_insert(d, name, role, hash, now, out, err);
+    rc = db_token_insert(d, name, role, scripts, hash, now, out, err);
     if (rc < 0)
         return rc;
     memcpy(secret, made, sizeof made);

@@ -33,6 +33,7 @@ typedef struct db_token {
     int role; /* enum db_role */
     int64_t created_at;
     int64_t revoked_at; /* 0: active */
+    int scripts;        /* 1: may submit script jobs (a user token's right; admins always may) */
 } db_token;
 
 typedef int (*db_token_fn)(void *ctx, const db_token *t);
@@ -48,13 +49,14 @@ int db_token_secret_new(char secret[DB_TOKEN_SECRET_LEN + 1], char hash[DB_TOKEN
 /* The hash a secret is stored under. */
 void db_token_hash(const char *secret, char hash[DB_TOKEN_HASH_LEN + 1]);
 
-/* Makes a new active token: its secret (shown once, never stored) into secret, its row into
- * *out. */
-int db_token_create(db *d, const char *name, int role, int64_t now, db_token *out,
+/* Makes a new active token (scripts: the right to submit script jobs): its secret (shown once,
+ * never stored) into secret, its row into *out. */
+int db_token_create(db *d, const char *name, int role, int scripts, int64_t now, db_token *out,
                     char secret[DB_TOKEN_SECRET_LEN + 1], char *err);
-/* Inserts a new active token named name with role, whose secret hashes to hash; fills *out. */
-int db_token_insert(db *d, const char *name, int role, const char *hash, int64_t now, db_token *out,
-                    char *err);
+/* Inserts a new active token named name with role and the scripts right, whose secret hashes to
+ * hash; fills *out. */
+int db_token_insert(db *d, const char *name, int role, int scripts, const char *hash, int64_t now,
+                    db_token *out, char *err);
 /* The active token whose secret hashes to hash; -ENOENT when none (unknown or revoked). */
 int db_token_find_hash(db *d, const char *hash, db_token *out, char *err);
 /* The token with id, active or not; -ENOENT when none. */

@@ -6,10 +6,10 @@
 #include <string.h>
 
 #define DB_WORKER_COLS                                                                             \
-    "id, name, devices, kinds, registered_at, last_seen_at, gone, job_id, token_id"
+    "id, name, devices, kinds, registered_at, last_seen_at, gone, job_id, token_id, scripts"
 
 static const char SQL_WORKER_INSERT[] = "INSERT INTO workers (" DB_WORKER_COLS ")"
-                                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
+                                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 static const char SQL_WORKER_GET[] = "SELECT " DB_WORKER_COLS " FROM workers WHERE id = ?";
 static const char SQL_WORKER_LIST[] =
     "SELECT " DB_WORKER_COLS " FROM workers ORDER BY registered_at, id";
@@ -55,6 +55,7 @@ int db_worker_insert(db *d, const db_worker *w, char *err)
     sqlite3_bind_int(st, 7, w->gone);
     db_bind_opt_text(st, 8, w->job_id);
     db_bind_opt_text(st, 9, w->token_id);
+    sqlite3_bind_int(st, 10, w->scripts != 0);
     rc = db_write(d, st, err);
     return rc < 0 ? rc : 0;
 }
@@ -73,6 +74,7 @@ static int db_worker_read(sqlite3_stmt *st, db_worker *out, char *err)
     w.gone = sqlite3_column_int(st, 6);
     db_col_copy(st, 7, w.job_id, sizeof w.job_id);
     db_col_copy(st, 8, w.token_id, sizeof w.token_id);
+    w.scripts = sqlite3_column_int(st, 9);
     *out = w;
     return 0;
 }

@@ -24,6 +24,7 @@ typedef struct db_worker {
     int gone;
     char job_id[DB_ID_LEN + 1];   /* "" when idle */
     char token_id[DB_ID_LEN + 1]; /* the token that registered it; "" for none */
+    int scripts;                  /* 1: started with --allow-scripts (runs script jobs) */
 } db_worker;
 
 /* Called per worker; w is valid during the call only. A negative return stops the walk. */

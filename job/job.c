@@ -65,7 +65,7 @@ void job_path_index(job_path out, const char *base, size_t i)
         utf8_trim_end(out);
 }
 
-static char *job_strdup(job_vctx *v, const char *s)
+char *job_strdup(job_vctx *v, const char *s)
 {
     char *d = strdup(s);
     if (!d)
@@ -328,9 +328,8 @@ int job_get_enum(job_vctx *v, const json_t *obj, const char *key, const char *pa
     return -1;
 }
 
-/* A string member, borrowed from obj. */
-static int job_get_string(job_vctx *v, const json_t *obj, const char *key, const char *path,
-                          const char **out)
+int job_get_string(job_vctx *v, const json_t *obj, const char *key, const char *path,
+                   const char **out)
 {
     const json_t *val = json_object_get(obj, key);
     if (!val)
@@ -417,10 +416,24 @@ static size_t job_utf8_next(const unsigned char *s, unsigned *cp)
     return 4;
 }
 
+/* Which of a field and its alias (seed 002's names) the document gives: key, or alias when
+ * only it is there. Both given is an error on the alias. */
+static const char *job_alias(job_vctx *v, const json_t *doc, const char *key, const char *alias)
+{
+    if (!json_object_get(doc, alias))
+        return key;
+    if (json_object_get(doc, key)) {
+        field_errors_add(v->errs, alias, "give %s or %s, not both", key, alias);
+        return NULL;
+    }
+    return alias;
+}
+
 static void job_v_name(job_vctx *v, const json_t *doc, job_spec *s)
 {
     const char *name = NULL;
-    if (job_get_string(v, doc, "name", "", &name) != 1)
+    const char *key = job_alias(v, doc, "name", "model_name");
+    if (!key || job_get_string(v, doc, key, "", &name) != 1)
         return;
     size_t chars = 0;
     int control = 0;
@@ -433,12 +446,12 @@ static void job_v_name(job_vctx *v, const json_t *doc, job_spec *s)
             control = 1;
     }
     if (chars < 1 || chars > JOB_NAME_MAX_CHARS) {
-        field_errors_add(v->errs, "name", "must be 1 to %d characters long, got %zu",
+        field_errors_add(v->errs, key, "must be 1 to %d characters long, got %zu",
                          JOB_NAME_MAX_CHARS, chars);
         return;
     }
     if (control) {
-        field_errors_add(v->errs, "name", "must not contain control characters");
+        field_errors_add(v->errs, key, "must not contain control characters");
         return;
     }
     char *copy = job_strdup(v, name);
@@ -448,21 +461,46 @@ static void job_v_name(job_vctx *v, const json_t *doc, job_spec *s)
     s->name = copy;
 }
 
-static void job_v_url(job_vctx *v, const json_t *doc, job_spec *s)
+/* s3://bucket/key: the bucket 3 to 63 of [a-z0-9.-], the key not empty; neither userinfo nor
+ * '?' or '#' (the fetch addresses the key path-style, and the credentials come from the
+ * worker). 0, or -1 with an error on field. */
+static int job_s3_check(job_vctx *v, const char *field, const char *url)
+{
+    const char *bucket = url + 5, *slash = strchr(bucket, '/');
+    size_t blen = slash ? (size_t)(slash - bucket) : strlen(bucket);
+    if (memchr(bucket, '@', blen)) {
+        field_errors_add(v->errs, field,
+                         "must not carry credentials in an s3:// URL: the worker's AWS_* "
+                         "variables give them");
+        return -1;
+    }
+    if (blen < 3 || blen > 63 || strspn(bucket, "abcdefghijklmnopqrstuvwxyz0123456789.-") < blen) {
+        field_errors_add(v->errs, field,
+                         "must name an S3 bucket of 3 to 63 lower-case letters, digits, '.' or "
+                         "'-': s3://bucket/key");
+        return -1;
+    }
+    if (!slash || !slash[1]) {
+        field_errors_add(v->errs, field, "must name a key after the bucket: s3://bucket/key");
+        return -1;
+    }
+    if (strpbrk(slash, "?#")) {
+        field_errors_add(v->errs, field,
+                         "must not hold '?' or '#' in an s3:// key (percent-encode them)");
+        return -1;
+    }
+    return 0;
+}
+
+int job_url_check(job_vctx *v, const char *field, const char *url, int credentials_ok, char **out)
 {
     static const char *const schemes[] = {"http://", "https://", "file://", "s3://"};
-    const char *url = NULL;
-    int r = job_get_string(v, doc, "dataset_url", "", &url);
-    if (r == 0)
-        field_errors_add(v->errs, "dataset_url",
-                         "is required: an http://, https:// or file:// URL of the dataset");
-    if (r != 1)
-        return;
+    const char *what = "a URL starting with http://, https://, file:// or s3://";
     size_t len = strlen(url);
     if (len > JOB_URL_MAX_BYTES) {
-        field_errors_add(v->errs, "dataset_url", "must be at most %d bytes long, got %zu",
+        field_errors_add(v->errs, field, "must be at most %d bytes long, got %zu",
                          JOB_URL_MAX_BYTES, len);
-        return;
+        return -1;
     }
     /* Schemes are matched exactly (lower case), so later checks on the prefix, such as the
      * file:// root, cannot be sidestepped by "FILE://". */
@@ -475,47 +513,80 @@ static void job_v_url(job_vctx *v, const json_t *doc, job_spec *s)
         char *shown = url_redact(url);
         json_t *got = shown ? json_string(shown) : NULL;
         if (got)
-            job_bad(v, "dataset_url", "a URL starting with http://, https:// or file://", got);
+            job_bad(v, field, what, got);
         else
-            field_errors_add(v->errs, "dataset_url", "must be an http://, https:// or file:// URL");
+            field_errors_add(v->errs, field, "must be %s", what);
         json_decref(got);
         free(shown);
-        return;
+        return -1;
     }
     if (len == scheme_len) {
-        field_errors_add(v->errs, "dataset_url", "has nothing after the scheme");
-        return;
+        field_errors_add(v->errs, field, "has nothing after the scheme");
+        return -1;
     }
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)url[i];
         if (c <= 0x20 || c >= 0x7F) {
-            field_errors_add(v->errs, "dataset_url",
+            field_errors_add(v->errs, field,
                              "must not contain spaces, control or non-ASCII characters "
                              "(percent-encode them, e.g. %%20 for a space)");
-            return;
+            return -1;
         }
     }
-    /* The URL must parse as libcurl will read it when the dataset is fetched, so a malformed
-     * one is refused now, naming the field, rather than failing the job later. */
-    CURLU *u = curl_url();
-    unsigned flags = strncmp(url, "s3://", 5) == 0 ? CURLU_NON_SUPPORT_SCHEME : 0;
-    CURLUcode uc = u ? curl_url_set(u, CURLUPART_URL, url, flags) : CURLUE_OUT_OF_MEMORY;
-    curl_url_cleanup(u);
-    if (uc != CURLUE_OK) {
-        field_errors_add(v->errs, "dataset_url", "is not a valid URL: %s", curl_url_strerror(uc));
-        return;
-    }
-    size_t at, ui_len;
-    if (url_userinfo_span(url, &at, &ui_len) && ui_len == strlen(URL_REDACTED) &&
-        memcmp(url + at, URL_REDACTED, ui_len) == 0) {
-        field_errors_add(v->errs, "dataset_url",
-                         "has its credentials redacted (" URL_REDACTED "@), as jobs are shown: "
-                         "write the real user:password@ again");
-        return;
+    if (scheme_len == 5) { /* s3:// */
+        if (job_s3_check(v, field, url) < 0)
+            return -1;
+    } else {
+        /* The URL must parse as libcurl will read it when it is fetched, so a malformed one is
+         * refused now, naming the field, rather than failing the job later. */
+        CURLU *u = curl_url();
+        CURLUcode uc = u ? curl_url_set(u, CURLUPART_URL, url, 0) : CURLUE_OUT_OF_MEMORY;
+        curl_url_cleanup(u);
+        if (uc != CURLUE_OK) {
+            field_errors_add(v->errs, field, "is not a valid URL: %s", curl_url_strerror(uc));
+            return -1;
+        }
+        size_t at, ui_len;
+        int has_ui = url_userinfo_span(url, &at, &ui_len);
+        if (has_ui && !credentials_ok) {
+            field_errors_add(v->errs, field,
+                             "must not carry credentials (user:password@): documents show it "
+                             "as given");
+            return -1;
+        }
+        if (has_ui && ui_len == strlen(URL_REDACTED) &&
+            memcmp(url + at, URL_REDACTED, ui_len) == 0) {
+            field_errors_add(v->errs, field,
+                             "has its credentials redacted (" URL_REDACTED "@), as jobs are "
+                             "shown: write the real user:password@ again");
+            return -1;
+        }
     }
     char *copy = job_strdup(v, url);
-    if (copy)
-        s->dataset_url = copy;
+    if (!copy)
+        return -1;
+    *out = copy;
+    return 0;
+}
+
+/* dataset_url (or its alias dataset_location): required for a built-in job; a script job may
+ * give none (or null, as job_to_json writes it). */
+static void job_v_url(job_vctx *v, const json_t *doc, job_spec *s, int required)
+{
+    const char *url = NULL;
+    const char *key = job_alias(v, doc, "dataset_url", "dataset_location");
+    if (!key)
+        return;
+    const json_t *val = json_object_get(doc, key);
+    if (!required && json_is_null(val))
+        return;
+    int r = job_get_string(v, doc, key, "", &url);
+    if (r == 0 && required)
+        field_errors_add(v->errs, key,
+                         "is required: an http://, https://, file:// or s3:// URL of the dataset");
+    if (r != 1)
+        return;
+    job_url_check(v, key, url, 1, &s->dataset_url);
 }
 
 static void job_v_label(job_vctx *v, const json_t *ds, job_spec *s)
@@ -554,7 +625,7 @@ static void job_v_label(job_vctx *v, const json_t *ds, job_spec *s)
         s->label_name = copy;
 }
 
-static void job_v_sha256(job_vctx *v, const json_t *ds, job_spec *s)
+void job_v_sha256(job_vctx *v, const json_t *ds, job_spec *s)
 {
     const json_t *val = json_object_get(ds, "sha256");
     if (!val || json_is_null(val)) /* null: no check, as job_to_json() writes it */
@@ -796,10 +867,25 @@ static void job_defaults(job_spec *s)
 
 int job_from_json(const json_t *doc, job_spec **out, field_errors *errs)
 {
-    static const char *const known[] = {
-        "name",     "dataset_url",       "dataset",   "task",         "binary",
-        "model",    "hyperparameters",   "resources", "max_attempts", "max_runtime_seconds",
-        "priority", "delete_checkpoint", NULL};
+    static const char *const known[] = {"name",
+                                        "model_name",
+                                        "dataset_url",
+                                        "dataset_location",
+                                        "dataset",
+                                        "task",
+                                        "binary",
+                                        "model",
+                                        "hyperparameters",
+                                        "resources",
+                                        "max_attempts",
+                                        "max_runtime_seconds",
+                                        "priority",
+                                        "delete_checkpoint",
+                                        "training_script",
+                                        "code",
+                                        "code_url",
+                                        "code_sha256",
+                                        NULL};
     field_errors scratch;
     if (!errs)
         errs = &scratch;
@@ -826,11 +912,18 @@ int job_from_json(const json_t *doc, job_spec **out, field_errors *errs)
     s->name = job_strdup(&v, "job");
     job_check_members(&v, doc, "", known);
     job_v_name(&v, doc, s);
-    job_v_url(&v, doc, s);
-    job_v_dataset(&v, doc, s);
-    job_v_task(&v, doc, s);
-    job_v_model(&v, doc, s);
-    job_v_hyper(&v, doc, s);
+    if (json_object_get(doc, "training_script")) {
+        job_v_url(&v, doc, s, 0);
+        job_v_script(&v, doc, s); /* job_script.c: the code, the dataset's sha256, the
+                                     hyperparameters as given */
+    } else {
+        job_v_not_script(&v, doc);
+        job_v_url(&v, doc, s, 1);
+        job_v_dataset(&v, doc, s);
+        job_v_task(&v, doc, s);
+        job_v_model(&v, doc, s);
+        job_v_hyper(&v, doc, s);
+    }
     job_v_resources(&v, doc, s);
     job_get_int32(&v, doc, "max_attempts", "", 1, 100, &s->max_attempts);
     job_get_int32(&v, doc, "max_runtime_seconds", "", 1, 2592000, &s->max_runtime_seconds);
@@ -971,6 +1064,8 @@ json_t *job_to_json(const job_spec *s)
 {
     if (!s)
         return NULL;
+    if (job_is_script(s))
+        return job_script_to_json(s);
     int bad = 0;
     json_t *doc = json_object();
 
@@ -1007,15 +1102,7 @@ json_t *job_to_json(const job_spec *s)
     job_put(hp, "seed", json_integer((json_int_t)s->seed), &bad);
     job_put(doc, "hyperparameters", hp, &bad);
 
-    json_t *res = json_object();
-    job_put(res, "device", job_str(job_enum_name(job_devices, s->device), &bad), &bad);
-    job_put(doc, "resources", res, &bad);
-
-    job_put(doc, "max_attempts", json_integer(s->max_attempts), &bad);
-    job_put(doc, "max_runtime_seconds", json_integer(s->max_runtime_seconds), &bad);
-    job_put(doc, "priority", json_integer(s->priority), &bad);
-    job_put(doc, "delete_checkpoint", json_boolean(s->delete_checkpoint), &bad);
-
+    job_put_scheduling(doc, s, &bad);
     if (bad) {
         json_decref(doc);
         return NULL;
@@ -1023,10 +1110,26 @@ json_t *job_to_json(const job_spec *s)
     return doc;
 }
 
+void job_put_scheduling(json_t *doc, const job_spec *s, int *bad)
+{
+    json_t *res = json_object();
+    job_put(res, "device", job_str(job_enum_name(job_devices, s->device), bad), bad);
+    job_put(doc, "resources", res, bad);
+    job_put(doc, "max_attempts", json_integer(s->max_attempts), bad);
+    job_put(doc, "max_runtime_seconds", json_integer(s->max_runtime_seconds), bad);
+    job_put(doc, "priority", json_integer(s->priority), bad);
+    job_put(doc, "delete_checkpoint", json_boolean(s->delete_checkpoint), bad);
+}
+
 void job_free(job_spec *spec)
 {
     if (!spec)
         return;
+    free(spec->script);
+    free(spec->code);
+    free(spec->code_url);
+    free(spec->code_sha256);
+    free(spec->hyperparameters_json);
     free(spec->name);
     free(spec->dataset_url);
     free(spec->label_name);

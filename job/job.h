@@ -22,6 +22,14 @@
  * writes them as ***@, and a URL whose userinfo is *** is refused, so such a resolved document
  * does not parse back until the real userinfo is put in again (the worker does so with the
  * lease's dataset_credentials). Every other resolved document parses back to the same spec.
+ *
+ * Script jobs. A document with `training_script` runs the user's own program instead of a model
+ * trainyard builds (job_script.c): its code is `code` (the address POST /code answered) or
+ * `code_url` (with an optional `code_sha256`), exactly one; `dataset_url` is optional and
+ * `dataset` holds at most `sha256`; `hyperparameters` is any object, handed to the script as
+ * JSON; `model`, `task` and `binary` are refused. Seed 002's names `model_name` and
+ * `dataset_location` stand for `name` and `dataset_url` in either kind of job (both of a pair
+ * is an error on the alias); the resolved document writes `name` and `dataset_url`.
  * Ownership: job_spec strings are owned by the spec; job_free() releases all, accepts NULL. */
 #ifndef TRAINYARD_JOB_JOB_H
 #define TRAINYARD_JOB_JOB_H
@@ -105,9 +113,11 @@ typedef struct job_layer {
 } job_layer;
 
 typedef struct job_spec {
-    char *name;        /* default "job" */
-    char *dataset_url; /* http://, https:// or file://, with any user:password@ as given;
-                          job_to_json shows that userinfo as ***@ */
+    char *name;        /* default "job" (the document may say model_name instead) */
+    char *dataset_url; /* http://, https://, file:// or s3://bucket/key (the document may say
+                          dataset_location instead), with any user:password@ as given;
+                          job_to_json shows that userinfo as ***@. NULL only in a script job
+                          that names no dataset. */
     /* dataset */
     char *label_name;       /* dataset.label_column as a name, or NULL */
     int label_index;        /* dataset.label_column as an index (negative counts from the end);
@@ -149,9 +159,24 @@ typedef struct job_spec {
     int max_runtime_seconds; /* default 86400, 1..2592000 */
     int priority;            /* default 0, -100..100 */
     int delete_checkpoint;   /* default 1: the job's checkpoint goes when it ends; 0 keeps it
-                                as the artifact checkpoint.safetensors (Keras's BackupAndRestore
-                                has the same switch under the same name) */
+                                as the artifact checkpoint.safetensors (checkpoint.tar.gz for a
+                                script job; Keras's BackupAndRestore has the same switch under
+                                the same name) */
+    /* a script job (training_script): the user's own program; the dataset, task, model and
+       hyperparameter fields above keep their defaults and mean nothing then */
+    char *script;               /* training_script; NULL for a built-in job */
+    char *code;                 /* "sha256:<hex>", or NULL */
+    char *code_url;             /* or NULL */
+    char *code_sha256;          /* 64 hex with code_url, or NULL */
+    char *hyperparameters_json; /* script jobs: the hyperparameters object as compact JSON text
+                                   (util/json_out), "{}" when absent; NULL for built-in jobs */
 } job_spec;
+
+/* 1 for a script job (one with training_script), 0 for a built-in one. */
+static inline int job_is_script(const job_spec *s)
+{
+    return s->script != NULL;
+}
 
 /* Parses and validates a job document from text. On success *out is a new spec; on failure
  * returns -EINVAL with every problem in errs (a syntax error is one error on field ""). */

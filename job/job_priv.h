@@ -66,6 +66,27 @@ json_t *job_str(const char *s, int *bad);
 /* [a, b], or NULL (flagging bad) when out of memory. */
 json_t *job_pair(int a, int b, int *bad);
 
+/* A copy of s, or NULL with v->rc = -ENOMEM. */
+char *job_strdup(job_vctx *v, const char *s);
+/* A string member, borrowed from obj. */
+int job_get_string(job_vctx *v, const json_t *obj, const char *key, const char *path,
+                   const char **out);
+/* dataset.sha256 of the dataset object ds into s->sha256 (null or absent: none). */
+void job_v_sha256(job_vctx *v, const json_t *ds, job_spec *s);
+/* Checks url as field (http, https, file or s3; credentials only when credentials_ok) and
+ * copies it into *out: 0, or -1 with an error recorded (or v->rc set). */
+int job_url_check(job_vctx *v, const char *field, const char *url, int credentials_ok, char **out);
+/* resources, max_attempts, max_runtime_seconds, priority, delete_checkpoint into doc. */
+void job_put_scheduling(json_t *doc, const job_spec *s, int *bad);
+
+/* A script job's own sections (job_script.c): training_script, code / code_url / code_sha256,
+ * dataset (sha256 only), hyperparameters (any object); model, task and binary refused. */
+void job_v_script(job_vctx *v, const json_t *doc, job_spec *s);
+/* In a built-in job: code, code_url and code_sha256 are refused (they go with training_script). */
+void job_v_not_script(job_vctx *v, const json_t *doc);
+/* The resolved document of a script job (new reference; NULL when out of memory). */
+json_t *job_script_to_json(const job_spec *s);
+
 /* The model section (job_model.c): model.input_shape and model.layers into s, every shape
  * inferred. Reads s->format, s->task, s->binary and s->resize_* (set before it runs). */
 void job_v_model(job_vctx *v, const json_t *doc, job_spec *s);

@@ -92,6 +92,7 @@ typedef struct sched_new_job {
     const char *owner;       /* id of the submitting token, or NULL */
     int max_queued;          /* > 0: refuse (-EUSERS) when owner already has this many queued */
     const char *credentials; /* the dataset URL's userinfo, sealed (util/secret.h), or NULL */
+    int script;              /* 1: a script job (jobs.script): leased to script workers only */
 } sched_new_job;
 
 /* What one heartbeat reports; everything is borrowed and optional. */
@@ -158,19 +159,26 @@ int sched_job_begin_leased(db *d, const char *job_id, const char *worker_id, db_
 
 /* 1 when name is a valid artifact name: [A-Za-z0-9._-]{1,128}, not starting with '.'. */
 int sched_artifact_name_ok(const char *name);
+/* The most artifacts one job keeps (a kept checkpoint not counted). */
+#define SCHED_MAX_ARTIFACTS 1000
 /* Moves the uploaded file tmp_path to <artifacts_dir>/<job id>/<a->name> and records a, for
- * the lease holder of a running job only. */
+ * the lease holder of a running job only; -EDQUOT when that would be a new name past
+ * SCHED_MAX_ARTIFACTS. */
 int sched_artifact_add(db *d, const char *job_id, const char *worker_id, const char *artifacts_dir,
                        const char *tmp_path, const db_artifact *a, char *err);
 
 /* After job j reached a terminal state: deletes its checkpoint (datadir_job_checkpoint), or, when
- * j's document says "delete_checkpoint": false, moves it to the artifact SCHED_CHECKPOINT_KEPT and
+ * j's document says "delete_checkpoint": false, moves it to the artifact SCHED_CHECKPOINT_KEPT
+ * (SCHED_CHECKPOINT_KEPT_SCRIPT for a script job) and
  * records it. artifacts_dir NULL does nothing. */
 int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, int64_t now);
 
 /* The artifact a kept checkpoint becomes: what `trainyard train --resume` reads. */
 #define SCHED_CHECKPOINT_KEPT "checkpoint.safetensors"
-/* For the lease holder of running job_id: when epoch is after the stored checkpoint's, moves
+/* A script job's: its checkpoint folder, packed. */
+#define SCHED_CHECKPOINT_KEPT_SCRIPT "checkpoint.tar.gz"
+/* For the lease holder of running job_id: when epoch is after the stored checkpoint's (for a
+ * script job: at or after it, a newer snapshot of the same epoch replacing the older), moves
  * tmp_path over the job's checkpoint file, records epoch and sets *stored to 1; else leaves
  * everything as it was and sets *stored to 0. sha256 (hex, may be NULL) is the file's digest,
  * computed as it was uploaded: kept beside it, it spares sched_checkpoint_settle a hash. */

@@ -196,6 +196,24 @@ static int sched_artifact_place(const char *artifacts_dir, const char *job_id, c
     return sched_fsync_path(dir, O_RDONLY | O_DIRECTORY, err);
 }
 
+/* -EDQUOT when job j already has SCHED_MAX_ARTIFACTS artifacts and name is not one of them
+ * (a replacement always has room). */
+static int sched_artifact_room(db *d, const db_job *j, const char *name, char *err)
+{
+    db_artifact old;
+    int64_t n = 0;
+    int rc = db_artifact_get(d, j->seq, name, &old, err);
+    if (rc != -ENOENT)
+        return rc;
+    rc = db_artifact_count(d, j->seq, &n, err);
+    if (rc < 0)
+        return rc;
+    if (n >= SCHED_MAX_ARTIFACTS)
+        return err_set(err, -EDQUOT, "job %s already has %d artifacts, the most a job may keep",
+                       j->id, SCHED_MAX_ARTIFACTS);
+    return 0;
+}
+
 int sched_artifact_add(db *d, const char *job_id, const char *worker_id, const char *artifacts_dir,
                        const char *tmp_path, const db_artifact *a, char *err)
 {
@@ -209,6 +227,9 @@ int sched_artifact_add(db *d, const char *job_id, const char *worker_id, const c
     int rc = sched_job_begin_leased(d, job_id, worker_id, &j, err);
     if (rc < 0)
         return rc;
+    rc = sched_artifact_room(d, &j, a->name, err);
+    if (rc < 0)
+        goto out;
     rc = sched_artifact_place(artifacts_dir, j.id, a->name, tmp_path, final, err);
     if (rc < 0) {
         final[0] = '\0'; /* nothing of ours to remove */
@@ -295,7 +316,10 @@ int sched_checkpoint_store(db *d, const char *job_id, const char *worker_id,
     rc = db_job_checkpoint_epoch(d, j.seq, &have, err);
     if (rc < 0)
         goto out;
-    if (epoch > have) {
+    /* A script's snapshot of the same epoch is newer than the stored one (it changed since):
+     * it replaces it. A built-in checkpoint is only ever after a whole epoch. */
+    int newer = j.script ? epoch >= have : epoch > have;
+    if (newer) {
         rc = db_job_set_checkpoint_epoch(d, j.seq, epoch, err);
         if (rc < 0)
             goto out;
@@ -316,7 +340,7 @@ int sched_checkpoint_store(db *d, const char *job_id, const char *worker_id,
     rc = db_commit(d, err);
     db_job_clear(&j);
     if (rc == 0)
-        *stored = epoch > have;
+        *stored = newer;
     return rc;
 out:
     db_rollback(d);
@@ -356,7 +380,8 @@ int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, i
     /* The upload's digest, kept since it streamed in; hashed here, before the write lock, only
      * when it is missing: the file no longer changes (its job is over, so no lease holder can
      * store another). */
-    snprintf(a.name, sizeof a.name, "%s", SCHED_CHECKPOINT_KEPT);
+    snprintf(a.name, sizeof a.name, "%s",
+             j->script ? SCHED_CHECKPOINT_KEPT_SCRIPT : SCHED_CHECKPOINT_KEPT);
     if (sched_digest_read(digest, a.sha256) == 0 && stat(path, &st) == 0) {
         size = (uint64_t)st.st_size;
     } else {

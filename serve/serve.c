@@ -250,7 +250,7 @@ static int serve_tokens(app *a, char *note, size_t cap, char *workers_token_id)
     else
         rc = db_token_count(d, DB_ROLE_ADMIN, &admins, err);
     if (rc == 0 && admins == 0) {
-        rc = db_token_create(d, "admin", DB_ROLE_ADMIN, now, NULL, secret, err);
+        rc = db_token_create(d, "admin", DB_ROLE_ADMIN, 1, now, NULL, secret, err);
         if (rc == 0 && serve_secret_write(path, secret) < 0)
             rc = err_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
         snprintf(note, cap, "admin token: written to %s (mode 0600)\n", path);
@@ -266,7 +266,7 @@ static int serve_tokens(app *a, char *note, size_t cap, char *workers_token_id)
     if (rc == 0) {
         rc = db_token_revoke_named(d, "local-workers", DB_ROLE_WORKER, now, err);
         if (rc >= 0)
-            rc = db_token_create(d, "local-workers", DB_ROLE_WORKER, now, &workers_token, secret,
+            rc = db_token_create(d, "local-workers", DB_ROLE_WORKER, 0, now, &workers_token, secret,
                                  err);
         if (rc == 0)
             memcpy(workers_token_id, workers_token.id, sizeof workers_token.id);
@@ -300,6 +300,7 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     a.lease_seconds = (int)lease;
     a.worker_gone_seconds = 2 * (int)lease;
     a.max_artifact_bytes = max_artifact;
+    a.max_code_bytes = o->max_code_bytes;
     a.max_queued_per_token = (int)max_queued;
     telemetry_init(&a.stats);
     a.version = TRAINYARD_VERSION;
@@ -315,7 +316,9 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     int lock = serve_lock(a.data_dir);
     if (lock < 0)
         return 1;
-    if (make_dir(a.artifacts_dir) < 0 || make_dir(a.tmp_dir) < 0)
+    char code_dir[DATADIR_PATH_MAX];
+    datadir_path(a.data_dir, DATADIR_CODE, code_dir); /* fits: serve_paths */
+    if (make_dir(a.artifacts_dir) < 0 || make_dir(a.tmp_dir) < 0 || make_dir(code_dir) < 0)
         return 1;
     char key_path[DATADIR_PATH_MAX], key_err[ERR_LEN];
     datadir_path(a.data_dir, DATADIR_CREDENTIALS_KEY, key_path); /* fits: serve_paths */

@@ -30,9 +30,10 @@ typedef struct serve_opts {
     const char *dataset_cache_bytes; /* --dataset-cache-bytes as given, or NULL */
     long lease_seconds, checkpoint_seconds, dataset_stall_seconds, shutdown_seconds;
     uint64_t max_artifact_bytes;
-    long max_queued;     /* per token; 0: no limit */
-    long threads;        /* HTTP threads */
-    long max_per_client; /* connections per client address; 0: no limit */
+    uint64_t max_code_bytes; /* POST /code bodies; 0: the default, 64 MiB */
+    long max_queued;         /* per token; 0: no limit */
+    long threads;            /* HTTP threads */
+    long max_per_client;     /* connections per client address; 0: no limit */
 } serve_opts;
 
 /* Runs the service until SIGTERM/SIGINT and a bounded shutdown; returns the process exit status

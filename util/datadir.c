@@ -16,6 +16,7 @@ _Static_assert(DATADIR_PATH_MAX >= PATH_MAX, "realpath() writes up to PATH_MAX b
 #define NAME_ADMIN_TOKEN "admin.token"
 #define NAME_CREDENTIALS "credentials.key"
 #define NAME_ARTIFACTS   "artifacts"
+#define NAME_CODE        "code"
 #define NAME_TMP         "tmp"
 #define NAME_WORK        "work"
 #define NAME_WORKER      "worker-"
@@ -28,6 +29,7 @@ static const char *const entry_names[] = {
     [DATADIR_ADMIN_TOKEN] = NAME_ADMIN_TOKEN,
     [DATADIR_CREDENTIALS_KEY] = NAME_CREDENTIALS,
     [DATADIR_ARTIFACTS] = NAME_ARTIFACTS,
+    [DATADIR_CODE] = NAME_CODE,
     [DATADIR_TMP] = NAME_TMP,
     [DATADIR_WORK] = NAME_WORK,
     [DATADIR_SERVER_CERT] = NAME_SERVER_CERT,
@@ -42,6 +44,7 @@ static const datadir_row layout[] = {
     {NAME_ARTIFACTS "/<job id>/", "each job's artifacts"},
     {NAME_ARTIFACTS "/<job id>/" DATADIR_CHECKPOINT_NAME,
      "the job's newest checkpoint (and its digest in .checkpoint.sha256)"},
+    {NAME_CODE "/<sha256>.tar.gz", "code uploaded for script jobs, by the SHA-256 of its bytes"},
     {NAME_TMP "/", "uploads in flight"},
     {NAME_WORK "/" NAME_WORKER "N/", "local worker N's job folders while it trains"},
     {NAME_SERVER_CERT, "with TLS: the certificate local workers pin"},
@@ -84,6 +87,11 @@ int datadir_job_checkpoint(const char *artifacts_dir, const char *job_id,
                            char out[DATADIR_PATH_MAX])
 {
     return datadir_job_file(artifacts_dir, job_id, DATADIR_CHECKPOINT_NAME, out);
+}
+
+int datadir_code_file(const char *data_dir, const char *hex, char out[DATADIR_PATH_MAX])
+{
+    return path_format(out, "%s/" NAME_CODE "/%s.tar.gz", data_dir, hex);
 }
 
 int datadir_worker_dir(const char *work_dir, int slot, char out[DATADIR_PATH_MAX])

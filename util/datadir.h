@@ -8,6 +8,7 @@
  *     credentials.key                 seals dataset credentials            DATADIR_CREDENTIALS_KEY
  *     artifacts/<job id>/<name>       a job's uploaded artifacts           datadir_job_file
  *     artifacts/<job id>/.checkpoint  its newest checkpoint                datadir_job_checkpoint
+ *     code/<sha256>.tar.gz            code uploaded for script jobs        datadir_code_file
  *     tmp/                            uploads in flight                    DATADIR_TMP
  *     work/worker-N/                  local worker N's job folders         datadir_worker_dir
  *     server-cert.pem                 with TLS: the pinned certificate     DATADIR_SERVER_CERT
@@ -36,6 +37,7 @@ typedef enum datadir_entry {
     DATADIR_ADMIN_TOKEN,     /* admin.token */
     DATADIR_CREDENTIALS_KEY, /* credentials.key */
     DATADIR_ARTIFACTS,       /* artifacts */
+    DATADIR_CODE,            /* code */
     DATADIR_TMP,             /* tmp */
     DATADIR_WORK,            /* work */
     DATADIR_SERVER_CERT,     /* server-cert.pem */
@@ -52,6 +54,9 @@ int datadir_job_file(const char *artifacts_dir, const char *job_id, const char *
 /* <artifacts_dir>/<job_id>/.checkpoint into out; 0 or -ENAMETOOLONG. */
 int datadir_job_checkpoint(const char *artifacts_dir, const char *job_id,
                            char out[DATADIR_PATH_MAX]);
+/* <data_dir>/code/<hex>.tar.gz, the code bundle whose SHA-256 is hex, into out; 0 or
+ * -ENAMETOOLONG. */
+int datadir_code_file(const char *data_dir, const char *hex, char out[DATADIR_PATH_MAX]);
 /* <work_dir>/worker-<slot>, local worker slot's folder, into out; 0 or -ENAMETOOLONG. */
 int datadir_worker_dir(const char *work_dir, int slot, char out[DATADIR_PATH_MAX]);
 /* path followed by suffix (".tmp", ".part": a file written beside path, then renamed over it)

@@ -6,6 +6,7 @@
 #include "api/encode.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,7 +323,8 @@ static void test_small_objects(void)
     CHECK(json_is_null(json_object_get(o, "job")));
     CHECK_INT(json_array_size(json_object_get(o, "devices")), 1);
     CHECK_INT(json_integer_value(json_object_get(o, "lease_seconds")), 30);
-    CHECK_INT(json_object_size(o), 8);
+    CHECK_INT(json_object_size(o), 9);
+    CHECK(json_is_false(json_object_get(o, "scripts")));
     json_decref(o);
     snprintf(w.job_id, sizeof w.job_id, "%s", "j1");
     o = api_encode_worker(&w, 4000, 30);
@@ -454,18 +456,54 @@ static void test_bodies(void)
     CHECK_INT(hb.phase, DB_PHASE_NONE);
     api_heartbeat_free(&hb);
     json_decref(b);
-    b = json_loads("{\"phase\":\"resting\",\"epochs\":[{\"epoch\":0,\"loss\":null,"
-                   "\"seconds\":-1,\"bogus\":1}],\"logs\":[3],\"more\":true}",
+    b = json_loads("{\"phase\":\"resting\",\"epochs\":[{\"epoch\":0,\"loss\":\"x\","
+                   "\"seconds\":-1,\"bogus\":\"1\",\"9lives\":1,\"a b\":2}],\"logs\":[3],"
+                   "\"more\":true}",
                    0, NULL);
     CHECK_INT(api_heartbeat_parse(b, &hb, &errs), -EINVAL);
     CHECK(error_on(&errs, "phase") >= 0);
     CHECK(error_on(&errs, "epochs[0].epoch") >= 0);
     CHECK(error_on(&errs, "epochs[0].loss") >= 0);
-    CHECK(error_on(&errs, "epochs[0].val_loss") >= 0); /* required, even when null is allowed */
+    CHECK(error_on(&errs, "epochs[0].val_loss") < 0); /* absent: null */
     CHECK(error_on(&errs, "epochs[0].seconds") >= 0);
-    CHECK(error_on(&errs, "epochs[0].bogus") >= 0);
+    CHECK(error_on(&errs, "epochs[0].bogus") >= 0);  /* a metric name, but not a number */
+    CHECK(error_on(&errs, "epochs[0].9lives") >= 0); /* not a metric name */
+    CHECK(error_on(&errs, "epochs[0].a b") >= 0);
     CHECK(error_on(&errs, "logs[0]") >= 0);
     CHECK(error_on(&errs, "more") >= 0);
+    json_decref(b);
+
+    /* A script's epoch: only what it measured, and metrics of its own names, which ride along
+     * in extra (sorted, compact) and come back beside the known ones. */
+    b = json_loads("{\"epochs\":[{\"epoch\":2,\"val_accuracy\":0.5,\"top5/acc\":0.9,"
+                   "\"lr\":0.001,\"gap\":null}]}",
+                   0, NULL);
+    CHECK_INT(api_heartbeat_parse(b, &hb, &errs), 0);
+    CHECK_INT(hb.n_epochs, 1);
+    CHECK(isnan(hb.epochs[0].loss));
+    CHECK(isnan(hb.epochs[0].seconds));
+    CHECK_STR(hb.epochs[0].extra, "{\"gap\":null,\"lr\":0.001,\"top5/acc\":0.9}");
+    json_t *o = api_encode_metric(&hb.epochs[0]);
+    CHECK(json_is_null(json_object_get(o, "loss")));
+    CHECK(json_is_null(json_object_get(o, "seconds")));
+    CHECK(json_real_value(json_object_get(o, "val_accuracy")) == 0.5);
+    CHECK(json_real_value(json_object_get(o, "top5/acc")) == 0.9);
+    CHECK(json_is_null(json_object_get(o, "gap")));
+    json_decref(o);
+    api_heartbeat_free(&hb);
+    json_decref(b);
+
+    /* At most API_MAX_METRICS keys in an epoch: the first past it is named. */
+    b = json_loads("{\"epochs\":[{\"epoch\":1}]}", 0, NULL);
+    json_t *big = json_array_get(json_object_get(b, "epochs"), 0);
+    for (int k = 0; k < API_MAX_METRICS; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "m%d", k);
+        json_object_set_new(big, key, json_real(k));
+    }
+    CHECK_INT(api_heartbeat_parse(b, &hb, &errs), -EINVAL);
+    CHECK(error_on(&errs, "epochs[0].m63") >= 0);
+    CHECK(error_on(&errs, "epochs[0].m62") < 0);
     json_decref(b);
 
     int status = -1;

@@ -362,7 +362,7 @@ static void test_token(db *d)
         memset(secret, 'z', sizeof secret);
         memcpy(secret_before, secret, sizeof secret);
         err[0] = '\0';
-        int created = db_token_create(d, "ci", DB_ROLE_USER, 7, &t, secret, err);
+        int created = db_token_create(d, "ci", DB_ROLE_USER, 0, 7, &t, secret, err);
         int rc = created;
         db_token found;
         if (rc == 0) {

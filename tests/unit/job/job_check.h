@@ -59,10 +59,24 @@ static inline void expect_error_at(const char *text, const char *field, const ch
 /* The same, where other errors may come with it. */
 #define EXPECT_ERRORS(text, field, part) expect_error_at(text, field, part, 0, __FILE__, __LINE__)
 
+/* Two strings that may be NULL: both NULL, or equal. */
+#define CHECK_OPT_STR(a, b)                                                                        \
+    do {                                                                                           \
+        const char *opt_a_ = (a), *opt_b_ = (b);                                                   \
+        if (opt_a_ || opt_b_)                                                                      \
+            CHECK_STR(opt_a_, opt_b_);                                                             \
+    } while (0)
+
 static inline void check_specs_equal(const job_spec *a, const job_spec *b)
 {
     CHECK_STR(a->name, b->name);
-    CHECK_STR(a->dataset_url, b->dataset_url);
+    CHECK_OPT_STR(a->dataset_url, b->dataset_url);
+    CHECK_OPT_STR(a->script, b->script);
+    CHECK_OPT_STR(a->code, b->code);
+    CHECK_OPT_STR(a->code_url, b->code_url);
+    CHECK_OPT_STR(a->code_sha256, b->code_sha256);
+    CHECK_OPT_STR(a->hyperparameters_json, b->hyperparameters_json);
+    CHECK_INT(a->delete_checkpoint, b->delete_checkpoint);
     CHECK((a->label_name == NULL) == (b->label_name == NULL));
     if (a->label_name)
         CHECK_STR(a->label_name, b->label_name);

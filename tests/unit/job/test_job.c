@@ -310,7 +310,7 @@ static void test_required_and_rules(void)
         snprintf(doc, sizeof doc, "{\"dataset_url\": \"%s\", \"hyperparameters\": {}}",
                  bad_urls[i]);
         EXPECT_ERROR(doc, "dataset_url",
-                     "must be a URL starting with http://, https:// or file://");
+                     "must be a URL starting with http://, https://, file:// or s3://");
     }
     EXPECT_ERROR("{\"dataset_url\": \"https://\", \"hyperparameters\": {}}", "dataset_url",
                  "nothing after the scheme");

@@ -7,12 +7,16 @@
 
 #include "tests/unit/check.h"
 
-/* pattern with "<job id>" as id, "worker-N" as worker-<slot>, and no trailing '/'. */
+/* pattern with "<job id>" and "<sha256>" as id, "worker-N" as worker-<slot>, and no trailing
+ * '/'. */
 static void pattern_fill(const char *pattern, const char *id, int slot, char *out, size_t cap)
 {
     size_t n = 0;
     for (const char *p = pattern; *p && n + 16 < cap;) {
         if (!strncmp(p, "<job id>", 8)) {
+            n += (size_t)snprintf(out + n, cap - n, "%s", id);
+            p += 8;
+        } else if (!strncmp(p, "<sha256>", 8)) {
             n += (size_t)snprintf(out + n, cap - n, "%s", id);
             p += 8;
         } else if (!strncmp(p, "worker-N", 8)) {
@@ -66,6 +70,12 @@ static void check_builders(void)
     CHECK(in_layout(out, "j1", 0));
     CHECK_INT(datadir_job_file(artifacts, "j1", "model.safetensors", out), 0);
     CHECK_STR(out, "/d/artifacts/j1/model.safetensors");
+
+    CHECK_INT(datadir_code_file("/d", "ab12", out), 0);
+    CHECK_STR(out, "/d/code/ab12.tar.gz");
+    CHECK(in_layout(out, "ab12", 0));
+    CHECK_INT(datadir_path("/d", DATADIR_CODE, out), 0);
+    CHECK_STR(out, "/d/code");
 
     CHECK_INT(datadir_path("/d", DATADIR_WORK, work), 0);
     CHECK_INT(datadir_worker_dir(work, 3, out), 0);

@@ -1,0 +1,322 @@
+/* sandbox: bubblewrap's argv and the launcher inside it (see sandbox.h for what the sandbox
+ * shows and why the launcher exists).
+ *
+ * The /etc list is short on purpose: what the dynamic loader, TLS, name resolution, user names,
+ * OpenCL ICDs and Python's Debian configuration read, and nothing with secrets in it. Entries
+ * that do not exist are skipped (--ro-bind-try); paths the operator names (ro_binds) must exist,
+ * so a typo is an error at start, not a script that cannot find its files. */
+#include "script/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "script/run.h"
+#include "util/err.h"
+
+static const char *const etc_entries[] = {
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d",  "alternatives", "ssl",       "ca-certificates",
+    "resolv.conf", "hosts",      "nsswitch.conf", "host.conf",    "localtime", "passwd",
+    "group",       "OpenCL",     "mime.types",    "gai.conf",     "timezone",  NULL,
+};
+
+/* The top-level folders that merged-/usr systems make symlinks into /usr. */
+static const char *const usr_links[] = {"/bin",   "/sbin",   "/lib", "/lib32",
+                                        "/lib64", "/libx32", NULL};
+
+int sandbox_args_add(sandbox_args *a, const char *s)
+{
+    if (a->n + 2 > a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 64;
+        char **v = realloc(a->v, cap * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        a->v = v;
+        a->cap = cap;
+    }
+    char *c = strdup(s);
+    if (!c)
+        return -ENOMEM;
+    a->v[a->n++] = c;
+    a->v[a->n] = NULL;
+    return 0;
+}
+
+void sandbox_args_free(sandbox_args *a)
+{
+    for (size_t i = 0; i < a->n; i++)
+        free(a->v[i]);
+    free(a->v);
+    a->v = NULL;
+    a->n = a->cap = 0;
+}
+
+static int add3(sandbox_args *a, const char *x, const char *y, const char *z)
+{
+    int rc = sandbox_args_add(a, x);
+    if (rc == 0 && y)
+        rc = sandbox_args_add(a, y);
+    if (rc == 0 && z)
+        rc = sandbox_args_add(a, z);
+    return rc;
+}
+
+int sandbox_bwrap_path(char *out, size_t cap, char *err)
+{
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    const char *p = path;
+    while (*p) {
+        const char *e = strchr(p, ':');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char cand[PATH_MAX];
+        if (len > 0 && len + 7 < sizeof cand) {
+            memcpy(cand, p, len);
+            memcpy(cand + len, "/bwrap", 7);
+            if (access(cand, X_OK) == 0) {
+                if (strlen(cand) >= cap)
+                    return err_set(err, -ENAMETOOLONG, "bwrap's path is too long");
+                memcpy(out, cand, strlen(cand) + 1);
+                return 0;
+            }
+        }
+        p += len;
+        if (*p == ':')
+            p++;
+    }
+    return err_set(err, -ENOENT,
+                   "bubblewrap (bwrap) is not on PATH: install it (Debian: apt-get install "
+                   "bubblewrap) or run scripts without a sandbox (--no-sandbox)");
+}
+
+static int bind_list(sandbox_args *a, const char *opt, const char *const *paths, char *err)
+{
+    for (size_t i = 0; paths && paths[i]; i++) {
+        if (access(paths[i], F_OK) < 0)
+            return err_set(err, -ENOENT, "cannot bind %s into the sandbox: %s", paths[i],
+                           strerror(errno));
+        int rc = add3(a, opt, paths[i], paths[i]);
+        if (rc < 0)
+            return err_set(err, rc, "out of memory");
+    }
+    return 0;
+}
+
+int sandbox_args_bwrap(const sandbox_cfg *c, sandbox_args *a, char *err)
+{
+    char bwrap[PATH_MAX];
+    int rc = sandbox_bwrap_path(bwrap, sizeof bwrap, err);
+    if (rc < 0)
+        return rc;
+    rc = add3(a, bwrap, "--die-with-parent", "--unshare-all");
+    if (rc == 0 && c->network)
+        rc = sandbox_args_add(a, "--share-net");
+    if (rc == 0)
+        rc = add3(a, "--ro-bind", "/usr", "/usr");
+    for (size_t i = 0; rc == 0 && usr_links[i]; i++) {
+        struct stat st;
+        if (lstat(usr_links[i], &st) < 0)
+            continue;
+        if (S_ISLNK(st.st_mode)) {
+            char t[PATH_MAX];
+            ssize_t k = readlink(usr_links[i], t, sizeof t - 1);
+            if (k <= 0)
+                continue;
+            t[k] = '\0';
+            rc = add3(a, "--symlink", t, usr_links[i]);
+        } else if (S_ISDIR(st.st_mode)) {
+            rc = add3(a, "--ro-bind", usr_links[i], usr_links[i]);
+        }
+    }
+    char path[PATH_MAX];
+    for (size_t i = 0; rc == 0 && etc_entries[i]; i++) {
+        snprintf(path, sizeof path, "/etc/%s", etc_entries[i]);
+        rc = add3(a, "--ro-bind-try", path, path);
+    }
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    if (rc == 0 && glob("/etc/python3*", 0, NULL, &g) == 0)
+        for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++)
+            rc = add3(a, "--ro-bind-try", g.gl_pathv[i], g.gl_pathv[i]);
+    globfree(&g);
+    if (rc == 0)
+        rc = add3(a, "--proc", "/proc", NULL);
+    if (rc == 0)
+        rc = add3(a, "--dev", "/dev", NULL);
+    memset(&g, 0, sizeof g);
+    if (rc == 0 && glob("/dev/nvidia*", 0, NULL, &g) == 0)
+        for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++)
+            rc = add3(a, "--dev-bind-try", g.gl_pathv[i], g.gl_pathv[i]);
+    globfree(&g);
+    if (rc == 0)
+        rc = add3(a, "--dev-bind-try", "/dev/dri", "/dev/dri");
+    if (rc == 0)
+        rc = add3(a, "--dev-bind-try", "/dev/kfd", "/dev/kfd");
+    if (rc == 0)
+        rc = add3(a, "--ro-bind", "/sys", "/sys");
+    /* /job and /tmp before the named paths, so that a named path under /tmp (a venv, this
+     * binary) is bound over the job's tmp/ rather than hidden by it */
+    if (rc == 0 && c->job_dir) {
+        snprintf(path, sizeof path, "%s/tmp", c->job_dir);
+        rc = add3(a, "--bind", c->job_dir, "/job");
+        if (rc == 0)
+            rc = add3(a, "--bind", path, "/tmp");
+    } else if (rc == 0) {
+        rc = add3(a, "--tmpfs", "/tmp", NULL);
+    }
+    if (rc < 0)
+        return err_set(err, rc, "out of memory");
+
+    rc = bind_list(a, "--ro-bind", c->ro_paths, err);
+    if (rc < 0)
+        return rc;
+    if (c->ro_binds && *c->ro_binds) {
+        const char *p = c->ro_binds;
+        while (*p) {
+            const char *e = strchr(p, ',');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            if (len >= sizeof path)
+                return err_set(err, -ENAMETOOLONG, "a read-only bind path is too long");
+            memcpy(path, p, len);
+            path[len] = '\0';
+            if (len > 0) {
+                if (path[0] != '/')
+                    return err_set(err, -EINVAL, "read-only bind \"%s\" is not an absolute path",
+                                   path);
+                const char *one[] = {path, NULL};
+                rc = bind_list(a, "--ro-bind", one, err);
+                if (rc < 0)
+                    return rc;
+            }
+            p += len;
+            if (*p == ',')
+                p++;
+        }
+    }
+    rc = bind_list(a, "--bind", c->rw_paths, err);
+    if (rc < 0)
+        return rc;
+    if (rc == 0 && c->chdir)
+        rc = add3(a, "--chdir", c->chdir, NULL);
+    if (rc < 0)
+        return err_set(err, rc, "out of memory");
+    return 0;
+}
+
+int sandbox_launcher_path(char *out, size_t cap, char *err)
+{
+    ssize_t k = readlink("/proc/self/exe", out, cap - 1);
+    if (k < 0)
+        return err_set(err, -errno, "cannot find this program's path (/proc/self/exe): %s",
+                       strerror(errno));
+    if ((size_t)k >= cap - 1)
+        return err_set(err, -ENAMETOOLONG, "this program's path is too long");
+    out[k] = '\0';
+    return 0;
+}
+
+int sandbox_exec_main(int argc, char **argv)
+{
+    if (argc < 4 || strcmp(argv[2], "--") != 0) {
+        fprintf(stderr, "usage: trainyard __script-exec FD -- PROGRAM [ARGS...] (internal)\n");
+        return 2;
+    }
+    int fd = atoi(argv[1]);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "trainyard: cannot start the script: %s\n", strerror(errno));
+        _exit(127);
+    }
+    if (pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        close(fd);
+        execv(argv[3], argv + 3);
+        fprintf(stderr, "trainyard: cannot run %s: %s\n", argv[3], strerror(errno));
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            _exit(127);
+    if (WIFSIGNALED(st)) {
+        dprintf(fd, "signal %d\n", WTERMSIG(st));
+        _exit(128 + WTERMSIG(st));
+    }
+    dprintf(fd, "exit %d\n", WEXITSTATUS(st));
+    _exit(WEXITSTATUS(st)); /* not exit(): nothing of this process's own should run at its end */
+}
+
+int script_sandbox_available(char *err)
+{
+    static int known = -1;
+    static char why[ERR_LEN];
+    if (known >= 0) {
+        if (!known)
+            err_set(err, -ENOSYS, "%s", why);
+        return known;
+    }
+    sandbox_args a = {0};
+    sandbox_cfg c = {0};
+    int rc = sandbox_args_bwrap(&c, &a, why);
+    if (rc == 0)
+        rc = add3(&a, "--", "/usr/bin/true", NULL);
+    if (rc < 0) {
+        sandbox_args_free(&a);
+        known = 0;
+        err_set(err, -ENOSYS, "%s", why);
+        return 0;
+    }
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        sandbox_args_free(&a);
+        return err_set(err, -errno, "pipe: %s", strerror(errno)), 0;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(p[1], 2);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+        }
+        execv(a.v[0], a.v);
+        _exit(127);
+    }
+    close(p[1]);
+    char out[400] = "";
+    size_t n = 0;
+    ssize_t k;
+    while (pid > 0 && n < sizeof out - 1 && (k = read(p[0], out + n, sizeof out - 1 - n)) > 0)
+        n += (size_t)k;
+    out[n] = '\0';
+    close(p[0]);
+    int st = 0;
+    while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    sandbox_args_free(&a);
+    known = pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    if (!known) {
+        char *nl = strchr(out, '\n');
+        if (nl)
+            *nl = '\0';
+        snprintf(why, sizeof why,
+                 "bubblewrap cannot make a sandbox here (%s); run scripts "
+                 "without one with --no-sandbox only on a machine you trust the scripts with",
+                 out[0]    ? out
+                 : pid < 0 ? "fork failed"
+                           : "bwrap failed");
+        err_set(err, -ENOSYS, "%s", why);
+    }
+    return known;
+}

@@ -1,0 +1,53 @@
+/* sandbox: bubblewrap's command line for script runs (script/run.c) and venv builds
+ * (script/venv.c), and the launcher that runs first inside it.
+ *
+ * What the sandbox sees: /usr read-only (and /bin /lib /lib64 /sbin as the system has them:
+ * symlinks recreated, folders bound read-only), a fixed list of /etc entries, /proc, a minimal
+ * /dev plus the GPU devices that exist (/dev/nvidia*, /dev/dri, /dev/kfd), /sys read-only, the
+ * read-only and read-write paths the caller names at their own paths, and the job folder
+ * read-write at /job with its tmp/ at /tmp. Nothing else: no /home, /root, /var, /srv, /opt.
+ * Every namespace is unshared (the network kept only when asked); bwrap dies with its parent.
+ *
+ * The launcher: a signal to the run's process group reaches bwrap's own processes too, and the
+ * outer bwrap dying of SIGTERM would take the script with it (--die-with-parent) before its
+ * grace. So bwrap is started with SIGTERM blocked (the mask survives exec and fork), and inside
+ * it `<this binary> __script-exec FD -- ARGV` forks the script with SIGTERM unblocked, waits
+ * for it and writes "exit N" or "signal N" to FD (bwrap's own exit status cannot tell a signal
+ * from an exit of 128 + N). The binary is /proc/self/exe, bound read-only at its own path, so a
+ * program that runs sandboxed scripts must dispatch `__script-exec` to sandbox_exec_main() in
+ * its main() (trainyard's cli/main.c does; so do the unit tests). */
+#ifndef TRAINYARD_SCRIPT_SANDBOX_H
+#define TRAINYARD_SCRIPT_SANDBOX_H
+
+#include <stddef.h>
+
+/* A growing argv; v is NULL-terminated after every add. Freed with sandbox_args_free. */
+typedef struct sandbox_args {
+    char **v;
+    size_t n, cap;
+} sandbox_args;
+
+typedef struct sandbox_cfg {
+    const char *job_dir;         /* bound read-write at /job, its tmp/ at /tmp; NULL: none */
+    const char *chdir;           /* the working folder inside, or NULL */
+    int network;                 /* keep the network namespace */
+    const char *ro_binds;        /* comma-separated extra read-only paths, or NULL */
+    const char *const *ro_paths; /* NULL-terminated read-only paths bound at themselves, or NULL */
+    const char *const *rw_paths; /* NULL-terminated read-write paths bound at themselves, or NULL */
+} sandbox_cfg;
+
+/* Appends a copy of s: 0 or -ENOMEM. */
+int sandbox_args_add(sandbox_args *a, const char *s);
+/* Frees the strings and the array; accepts an empty (zeroed) one. */
+void sandbox_args_free(sandbox_args *a);
+/* The path of bwrap on PATH into out[cap]: 0, or -ENOENT with a sentence. */
+int sandbox_bwrap_path(char *out, size_t cap, char *err);
+/* Appends bwrap's path and its options for c (not the command, nor the "--" before it). */
+int sandbox_args_bwrap(const sandbox_cfg *c, sandbox_args *a, char *err);
+/* The launcher's path (this binary, /proc/self/exe resolved) into out[cap]. */
+int sandbox_launcher_path(char *out, size_t cap, char *err);
+/* `__script-exec FD -- ARGV...` (argv[0] is "__script-exec"): the launcher; see above. Returns
+ * an exit status for main(). */
+int sandbox_exec_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,184 @@
+/* Unit tests of schema v5 (users' own training scripts), from a database that an earlier
+ * build left at v4: the migration keeps every row (metrics ids included, so an event stream
+ * that remembers one sees nothing twice), adds tokens.scripts, workers.scripts, jobs.script and
+ * metrics.extra with their defaults, lets loss and seconds be null, and the new columns then
+ * round-trip through db/. The v4 database is made by running the first four migrations
+ * themselves (schema.c is included for its table), as a v4 build did. */
+#include "db/schema.c"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "db/jobs.h"
+#include "db/metrics.h"
+#include "db/tokens.h"
+#include "db/workers.h"
+#include "job/job.h"
+#include "tests/unit/check.h"
+#include "tests/unit/db/db_query.h"
+
+static char tmp_dir[] = "/tmp/trainyard-test-db-migrate-XXXXXX";
+
+/* A v4 database at path with a job (seq 1), two metrics (ids 5 and 9), a token and a worker. */
+static void make_v4(const char *path)
+{
+    sqlite3 *s = NULL;
+    CHECK_INT(sqlite3_open(path, &s), SQLITE_OK);
+    for (int v = 0; v < 4; v++)
+        CHECK_INT(sqlite3_exec(s, db_migrations[v], NULL, NULL, NULL), SQLITE_OK);
+    const char *rows =
+        "PRAGMA user_version = 4;"
+        "INSERT INTO jobs (seq, id, name, status, attempt, max_attempts, priority, device_kind,"
+        "  max_runtime_seconds, document, created_at) VALUES (1, 'j1', 'old', 'queued', 0, 3, 0,"
+        "  'any', 60, '{}', 1);"
+        "INSERT INTO metrics (id, job_seq, attempt, epoch, loss, val_loss, accuracy, val_accuracy,"
+        "  seconds, samples_per_second, at) VALUES (5, 1, 1, 1, 0.5, NULL, 0.75, NULL, 2.0, NULL,"
+        "  10), (9, 1, 1, 2, 0.25, 0.3, 0.8, 0.7, 1.5, 100.0, 20);"
+        "INSERT INTO tokens (id, name, role, hash, created_at) VALUES ('t1', 'u', 'user', 'h', 1);"
+        "INSERT INTO workers (id, name, devices, kinds, registered_at, last_seen_at)"
+        "  VALUES ('w1', 'box', '[]', 2, 1, 1);";
+    CHECK_INT(sqlite3_exec(s, rows, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(s);
+}
+
+typedef struct seen {
+    int n;
+    db_metric m[4];
+    char extra[4][128];
+} seen;
+
+static int collect(void *ctx, const db_metric *m)
+{
+    seen *s = ctx;
+    if (s->n < 4) {
+        s->m[s->n] = *m;
+        snprintf(s->extra[s->n], sizeof s->extra[0], "%s", m->extra ? m->extra : "");
+        s->m[s->n].extra = NULL; /* only valid during the call */
+        s->n++;
+    }
+    return 0;
+}
+
+static void test_v4_to_v5(void)
+{
+    char path[256], err[ERR_LEN];
+    snprintf(path, sizeof path, "%s/v4.db", tmp_dir);
+    make_v4(path);
+    db *d = NULL;
+    CHECK_INT(db_open(path, &d, err), 0);
+    if (!d)
+        return;
+    CHECK_INT(db_query_int(d, "PRAGMA user_version"), 5);
+    CHECK_INT(db_schema_latest(), 5);
+    /* Old rows keep their values and take the new columns' defaults. */
+    CHECK_INT(db_query_int(d, "SELECT count(*) FROM metrics"), 2);
+    CHECK_INT(db_query_int(d, "SELECT max(id) FROM metrics"), 9);
+    CHECK_INT(db_query_int(d, "SELECT count(*) FROM metrics WHERE extra IS NULL"), 2);
+    CHECK_INT(db_query_int(d, "SELECT scripts FROM tokens WHERE id = 't1'"), 0);
+    CHECK_INT(db_query_int(d, "SELECT scripts FROM workers WHERE id = 'w1'"), 0);
+    CHECK_INT(db_query_int(d, "SELECT script FROM jobs WHERE seq = 1"), 0);
+    CHECK_INT(db_query_int(d, "PRAGMA foreign_key_check"), -1); /* no row: nothing dangles */
+    db_token t;
+    CHECK_INT(db_token_get(d, "t1", &t, err), 0);
+    CHECK_INT(t.scripts, 0);
+    db_job j;
+    CHECK_INT(db_job_get(d, "j1", &j, err), 0);
+    CHECK_INT(j.script, 0);
+    db_job_clear(&j);
+
+    /* A script's epoch: no loss, no time, metrics of its own. The next id follows the largest
+     * copied one. */
+    db_metric m = {.attempt = 1,
+                   .epoch = 3,
+                   .loss = NAN,
+                   .val_loss = NAN,
+                   .accuracy = NAN,
+                   .val_accuracy = 0.9,
+                   .seconds = NAN,
+                   .samples_per_second = NAN,
+                   .at = 30,
+                   .extra = "{\"top5\":0.99}"};
+    CHECK_INT(db_metric_put(d, 1, &m, err), 0);
+    seen s = {0};
+    CHECK_INT(db_metric_list(d, 1, collect, &s, err), 0);
+    CHECK_INT(s.n, 3);
+    CHECK(s.m[0].id == 5 && s.m[0].loss == 0.5 && isnan(s.m[0].val_loss));
+    CHECK(s.m[1].id == 9 && s.m[1].samples_per_second == 100.0);
+    CHECK(s.m[2].id > 9);
+    CHECK(isnan(s.m[2].loss) && isnan(s.m[2].seconds) && s.m[2].val_accuracy == 0.9);
+    CHECK_STR(s.extra[2], "{\"top5\":0.99}");
+    CHECK_STR(s.extra[0], "");
+    /* Deleting the job still cascades to the rebuilt table. */
+    CHECK_INT(db_exec(d, "UPDATE jobs SET status = 'failed' WHERE seq = 1", err), 0);
+    CHECK_INT(db_job_delete(d, 1, err), 1);
+    CHECK_INT(db_query_int(d, "SELECT count(*) FROM metrics"), 0);
+    db_close(d);
+}
+
+static void test_v5_columns(void)
+{
+    char path[256], err[ERR_LEN], secret[DB_TOKEN_SECRET_LEN + 1];
+    snprintf(path, sizeof path, "%s/v5.db", tmp_dir);
+    db *d = NULL;
+    CHECK_INT(db_open(path, &d, err), 0);
+    if (!d)
+        return;
+    db_token t, back;
+    CHECK_INT(db_token_create(d, "s", DB_ROLE_USER, 1, 5, &t, secret, err), 0);
+    CHECK_INT(t.scripts, 1);
+    CHECK_INT(db_token_get(d, t.id, &back, err), 0);
+    CHECK_INT(back.scripts, 1);
+    char hash[DB_TOKEN_HASH_LEN + 1];
+    db_token_hash(secret, hash);
+    CHECK_INT(db_token_find_hash(d, hash, &back, err), 0);
+    CHECK_INT(back.scripts, 1);
+
+    db_worker w = {.kinds = DB_KIND_CPU, .registered_at = 1, .last_seen_at = 1, .scripts = 1};
+    snprintf(w.id, sizeof w.id, "w2");
+    snprintf(w.name, sizeof w.name, "scripter");
+    CHECK_INT(db_worker_insert(d, &w, err), 0);
+    db_worker wb;
+    CHECK_INT(db_worker_get(d, "w2", &wb, err), 0);
+    CHECK_INT(wb.scripts, 1);
+    db_worker_clear(&wb);
+
+    /* A script job is the next queued job only for a worker that runs scripts. */
+    db_job j;
+    memset(&j, 0, sizeof j);
+    CHECK_INT(db_id_new(j.id, err), 0);
+    snprintf(j.name, sizeof j.name, "script");
+    j.max_attempts = 1;
+    j.device_kind = JOB_DEVICE_ANY;
+    j.max_runtime_seconds = 60;
+    j.document = "{}";
+    j.script = 1;
+    CHECK_INT(db_job_insert(d, &j, NULL, NULL, err), 0);
+    db_job next;
+    CHECK_INT(db_job_next_queued(d, DB_KIND_CPU, 0, &next, err), 0);
+    CHECK_INT(db_job_next_queued(d, DB_KIND_CPU, 1, &next, err), 1);
+    CHECK_STR(next.id, j.id);
+    CHECK_INT(next.script, 1);
+    db_job_clear(&next);
+    db_close(d);
+}
+
+int main(void)
+{
+    if (!mkdtemp(tmp_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_v4_to_v5();
+    test_v5_columns();
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmp_dir);
+    return check_exit();
+}
