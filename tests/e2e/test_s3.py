@@ -11,7 +11,9 @@ policy must allow the action (AccessDenied otherwise). The fixture checks that a
 a wrong secret is refused before any test runs, so these tests cannot pass with checking off.
 
 serve gets --s3-endpoint and --s3-region, and the credentials through AWS_ACCESS_KEY_ID and
-AWS_SECRET_ACCESS_KEY in its environment, which its local workers inherit."""
+AWS_SECRET_ACCESS_KEY in its environment, which its local workers inherit. `trainyard train`
+takes the flags too, or AWS_ENDPOINT_URL_S3 and AWS_REGION, and temporary credentials from STS
+AssumeRole (a role the user may assume) with their AWS_SESSION_TOKEN."""
 import json
 import os
 import socket
@@ -83,8 +85,19 @@ def moto(tmp_path_factory):
                                 "Statement": [{"Effect": "Allow",
                                                "Action": ["s3:GetObject", "s3:ListBucket"],
                                                "Resource": [f"arn:aws:s3:::{BUCKET}",
-                                                            f"arn:aws:s3:::{BUCKET}/*"]}]}))
+                                                            f"arn:aws:s3:::{BUCKET}/*"]},
+                                              {"Effect": "Allow", "Action": "sts:AssumeRole",
+                                               "Resource": "*"}]}))
         key = iam.create_access_key(UserName="trainyard-worker")["AccessKey"]
+        user_arn = iam.get_user(UserName="trainyard-worker")["User"]["Arn"]
+        iam.create_role(RoleName="dataset-reader", AssumeRolePolicyDocument=json.dumps({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"AWS": user_arn},
+                           "Action": "sts:AssumeRole"}]}))
+        iam.put_role_policy(RoleName="dataset-reader", PolicyName="read", PolicyDocument=json.dumps({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": "s3:GetObject",
+                           "Resource": f"arn:aws:s3:::{BUCKET}/*"}]}))
         s3 = boto3.client("s3", **setup)
         s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
         s3.put_object(Bucket=BUCKET, Key=KEY, Body=big_csv())
@@ -183,3 +196,25 @@ def test_train_reads_s3_with_its_flags(train, monkeypatch, moto):
     proc, _ = train(job_doc(URL, epochs=1), out_name="nocreds",
                     extra=("--s3-endpoint", endpoint, "--s3-region", REGION))
     assert proc.returncode == 1 and "set AWS_ACCESS_KEY_ID" in proc.stderr, proc.stderr
+
+
+def test_temporary_credentials_send_their_session_token(train, monkeypatch, moto):
+    """Credentials from STS AssumeRole: the session token goes along as x-amz-security-token
+    (moto refuses the assumed role's key without the right one)."""
+    endpoint, key_id, secret = moto
+    sts = boto3.client("sts", endpoint_url=endpoint, region_name=REGION,
+                       aws_access_key_id=key_id, aws_secret_access_key=secret)
+    creds = sts.assume_role(RoleArn="arn:aws:iam::123456789012:role/dataset-reader",
+                            RoleSessionName="worker")["Credentials"]
+    for var in ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", endpoint)
+    monkeypatch.setenv("AWS_REGION", REGION)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", creds["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", creds["SecretAccessKey"])
+    monkeypatch.setenv("AWS_SESSION_TOKEN", creds["SessionToken"])
+    proc, out = train(job_doc(URL, epochs=1), out_name="sts")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    monkeypatch.setenv("AWS_SESSION_TOKEN", creds["SessionToken"][:-4] + "AAAA")
+    proc, _ = train(job_doc(URL, epochs=1), out_name="sts-bad")
+    assert proc.returncode == 1 and "InvalidToken" in proc.stderr, proc.stderr
