@@ -86,6 +86,24 @@ int cli_script_flag(const char *cmd, int argc, char **argv, int *i, struct agent
     "                       a cancelled script gets SIGTERM, then SIGKILL after S (default 10)\n" \
     "  --no-sandbox         run scripts without bubblewrap (only where it cannot run; the\n"     \
     "                       script then sees everything the worker's user can)\n"
+/* Reads --s3-endpoint and --s3-region (NULL when not given) over the AWS_* variables into *out
+ * (fetch_s3_from_env) and checks them: 0, or -EINVAL after saying what is wrong on stderr. */
+struct fetch_s3;
+int cli_s3_opts(const char *cmd, const char *endpoint, const char *region, struct fetch_s3 *out);
+/* serve's: checks the two flags and puts them in the environment its local workers inherit
+ * (AWS_ENDPOINT_URL_S3, AWS_REGION). Call before any thread starts. */
+int cli_s3_export(const char *endpoint, const char *region);
+/* The --help lines of --s3-endpoint and --s3-region (worker, serve and train). */
+#define CLI_S3_HELP                                                                                \
+    "  --s3-endpoint URL    where s3://bucket/key datasets are fetched from, path-style\n"         \
+    "                       (<URL>/<bucket>/<key>, signed with AWS SigV4); its host is\n"          \
+    "                       trusted as is: no --dataset-allow or private-address rule\n"           \
+    "                       (default $AWS_ENDPOINT_URL_S3, else $AWS_ENDPOINT_URL, else\n"         \
+    "                       https://s3.<region>.amazonaws.com). Credentials come only from\n"      \
+    "                       the environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and\n"       \
+    "                       AWS_SESSION_TOKEN\n"                                                   \
+    "  --s3-region R        the region the requests are signed for (default $AWS_REGION,\n"        \
+    "                       else $AWS_DEFAULT_REGION, else us-east-1)\n"
 
 /* Checks the --dataset-allow value of cmd and appends it to the comma-separated list (cap bytes
  * with the NUL). 0, or a negative code after printing what is wrong to stderr. */

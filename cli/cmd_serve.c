@@ -54,7 +54,7 @@ static const char usage_text[] =
     "                       ~/.cache/trainyard/datasets; none: no cache)\n"
     "  --dataset-cache-bytes N\n"
     "                       the cache's cap: the least recently used datasets go beyond it\n"
-    "                       (K, M, G, T suffixes; default 10G)\n"
+    "                       (K, M, G, T suffixes; default 10G)\n" CLI_S3_HELP
     "script jobs (passed on to the local workers; see `trainyard worker --help`):\n" CLI_SCRIPT_HELP
     "  --max-artifact-bytes N\n"
     "                       refuse an uploaded artifact or checkpoint larger than this\n"
@@ -95,6 +95,7 @@ int cmd_serve(int argc, char **argv)
     long max_queued = 10000, per_client = 256;
     uint64_t max_dataset = 0, max_artifact = 4ull << 30, max_code = 64ull << 20;
     const char *max_dataset_text = NULL, *cache_dir = NULL, *cache_bytes_text = NULL;
+    const char *s3_endpoint = NULL, *s3_region = NULL;
     uint64_t cache_bytes = 0;
     static char allow[CLI_ALLOW_LEN];
     static const char *script_words[32];
@@ -150,6 +151,10 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--dataset-cache-bytes")) {
             rc = cli_bytes("serve", a, v, &cache_bytes);
             cache_bytes_text = v;
+        } else if (!strcmp(a, "--s3-endpoint")) {
+            s3_endpoint = v;
+        } else if (!strcmp(a, "--s3-region")) {
+            s3_region = v;
         } else if (!strcmp(a, "--max-artifact-bytes"))
             rc = cli_bytes("serve", a, v, &max_artifact);
         else if (!strcmp(a, "--max-code-bytes"))
@@ -184,6 +189,8 @@ int cmd_serve(int argc, char **argv)
         return 2;
     }
     if (dataset_ca && cli_pem_check("serve", "--dataset-ca", dataset_ca) < 0)
+        return 2;
+    if (cli_s3_export(s3_endpoint, s3_region) < 0) /* the local workers inherit them */
         return 2;
     char err[ERR_LEN];
     if (script.allow_scripts && !script.no_sandbox && !script_sandbox_available(err)) {

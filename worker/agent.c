@@ -605,6 +605,7 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
                               .dataset_stall_s = o->dataset_stall_s,
                               .max_dataset_bytes = o->max_dataset_bytes,
                               .dataset_cache = o->dataset_cache,
+                              .s3 = o->s3,
                               .resume_from = resuming ? resume : NULL,
                               .checkpoint_seconds = o->checkpoint_seconds,
                               .stop_download = o->stop};

@@ -33,6 +33,7 @@ typedef struct agent_opts {
     long dataset_stall_s;      /* abort a dataset download stalled this long; 0: default */
     uint64_t max_dataset_bytes;  /* refuse datasets larger than this; 0: the fetch default */
     dscache *dataset_cache;      /* fetched datasets kept between jobs and attempts, or NULL */
+    const fetch_s3 *s3;          /* endpoint and credentials for s3:// URLs; NULL: refused */
     int max_jobs;                /* stop after this many jobs; 0 = run until stopped */
     double checkpoint_seconds;   /* least time between checkpoints (trainer_opts); 0 every epoch */
     /* Script jobs (worker/script_job.c; docs/OPERATIONS.md, "Script jobs") */
