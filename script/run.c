@@ -496,8 +496,11 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
                        "bundle) or give a .py",
                        o->script);
     if (is_py) {
-        rc = find_program(o->python && *o->python ? o->python : "python3", python, sizeof python,
+        char found[PATH_MAX];
+        rc = find_program(o->python && *o->python ? o->python : "python3", found, sizeof found,
                           err);
+        if (rc == 0)
+            rc = sandbox_python_executable(found, python, sizeof python, err);
         if (rc < 0)
             return rc;
     }

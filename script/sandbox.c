@@ -276,6 +276,20 @@ int sandbox_python_prefixes(const char *python, sandbox_args *ro, char *err)
     return 0;
 }
 
+int sandbox_python_executable(const char *python, char *out, size_t cap, char *err)
+{
+    char *argv[] = {(char *)python, "-c", "import sys; print(sys.executable)", NULL};
+    char got[PATH_MAX + 2];
+    int rc = capture(argv, got, sizeof got, err);
+    if (rc < 0)
+        return rc;
+    got[strcspn(got, "\n")] = '\0';
+    if (got[0] != '/' || strlen(got) >= cap)
+        return err_set(err, -ENOEXEC, "%s does not say where its executable is", python);
+    snprintf(out, cap, "%s", got);
+    return 0;
+}
+
 int sandbox_launcher_path(char *out, size_t cap, char *err)
 {
     ssize_t k = readlink("/proc/self/exe", out, cap - 1);

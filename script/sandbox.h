@@ -49,6 +49,10 @@ void sandbox_args_free(sandbox_args *a);
 int sandbox_bwrap_path(char *out, size_t cap, char *err);
 /* Appends bwrap's path and its options for c (not the command, nor the "--" before it). */
 int sandbox_args_bwrap(const sandbox_cfg *c, sandbox_args *a, char *err);
+/* The interpreter's own executable (sys.executable) into out[cap]: what runs, rather than a
+ * wrapper such as pyenv's shim, which needs things the script's environment and sandbox do not
+ * have (PYENV_ROOT, $HOME/.pyenv). A venv's python stays the venv's. */
+int sandbox_python_executable(const char *python, char *out, size_t cap, char *err);
 /* Appends the interpreter's prefixes (sys.prefix, base_prefix, exec_prefix, base_exec_prefix;
  * asked once, outside any sandbox) that are not under /usr, such as a venv or /opt/conda, for
  * binding read-only; duplicates skipped. -ENOEXEC when the interpreter cannot be run. */

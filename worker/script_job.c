@@ -30,6 +30,7 @@
 #include "util/json_out.h"
 #include "util/names.h"
 #include "util/sha256.h"
+#include "util/timeutil.h"
 #include "worker/agent_priv.h"
 #include "worker/fetch.h"
 #include "worker/pymodule.h"
@@ -41,7 +42,8 @@
 /* What the run's hooks need besides the heartbeat. */
 typedef struct script_ctx {
     beat *b;
-    FILE *log; /* dir/artifacts/train.log: this attempt's lines */
+    FILE *log;     /* dir/artifacts/train.log: this attempt's lines */
+    double last_t; /* when the script started, then its last epoch (time_mono) */
 } script_ctx;
 
 static int mkdir_p(const char *path, char *err)
@@ -51,16 +53,25 @@ static int mkdir_p(const char *path, char *err)
     return err_set(err, -errno, "cannot create %s: %s", path, strerror(errno));
 }
 
-static void say_job(beat *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void hook_script_log(void *user, const char *line)
+{
+    script_ctx *x = user;
+    agent_hook_log(x->b, line);
+    if (x->log)
+        fprintf(x->log, "%s\n", line);
+}
 
-static void say_job(beat *b, const char *fmt, ...)
+/* A line of the worker's own in the job's log (and its train.log). */
+static void say_job(script_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void say_job(script_ctx *x, const char *fmt, ...)
 {
     char line[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    agent_hook_log(b, line);
+    hook_script_log(x, line);
 }
 
 /* Reads a whole file (malloc'd) into *data, *len; -errno. */
@@ -145,14 +156,14 @@ static void code_to_cache(const char *cache, const char *hex, const char *data, 
 
 /* The job's code bundle (a .tar.gz) into *data, *len: from the cache by address, else from
  * the server (the lease's "code") or from code_url. */
-static int fetch_code(const agent_opts *o, client *c, beat *b, const json_t *lease,
+static int fetch_code(const agent_opts *o, client *c, script_ctx *x, const json_t *lease,
                       const job_spec *job, const char *dir, char **data, size_t *len, char *err)
 {
     char cache[4200], hex[65] = "";
     code_cache_dir(o, cache, sizeof cache);
     const char *want = job->code ? job->code + strlen("sha256:") : job->code_sha256;
     if (want && code_from_cache(cache, want, data, len)) {
-        say_job(b, "code sha256:%s from the worker's cache", want);
+        say_job(x, "code sha256:%s from the worker's cache", want);
         return 0;
     }
     int rc;
@@ -191,7 +202,7 @@ static int fetch_code(const agent_opts *o, client *c, beat *b, const json_t *lea
         free(*data);
         return err_set(err, -EBADMSG, "the code's sha256 is %s, not %s", hex, want);
     }
-    say_job(b, "code sha256:%s fetched (%zu bytes)", hex, *len);
+    say_job(x, "code sha256:%s fetched (%zu bytes)", hex, *len);
     code_to_cache(cache, hex, *data, *len);
     return 0;
 }
@@ -226,7 +237,7 @@ static void dataset_name(const char *url, int was_gzip, char *out, size_t cap)
 }
 
 /* Fetches the dataset (when the job names one) into dir/data/<name>. */
-static int fetch_dataset(const agent_opts *o, beat *b, const job_spec *job, const char *dir,
+static int fetch_dataset(const agent_opts *o, script_ctx *x, const job_spec *job, const char *dir,
                          char *err)
 {
     if (!job->dataset_url)
@@ -245,18 +256,18 @@ static int fetch_dataset(const agent_opts *o, beat *b, const job_spec *job, cons
     size_t len = 0;
     int rc = dscache_fetch(o->dataset_cache, job->dataset_url, &fo, &data, &len, &st, &cr, err);
     if (cr.note[0])
-        say_job(b, "dataset cache: %s", cr.note);
+        say_job(x, "dataset cache: %s", cr.note);
     if (rc < 0)
         return rc;
     if (cr.how == DSCACHE_FETCHED)
-        agent_hook_dataset(b, st.downloaded);
+        agent_hook_dataset(x->b, st.downloaded);
     char name[256], path[4600];
     dataset_name(job->dataset_url, st.was_gzip, name, sizeof name);
     snprintf(path, sizeof path, "%s/data/%s", dir, name);
     rc = write_file(path, data, len, err);
     free(data);
     if (rc == 0)
-        say_job(b, "dataset: %zu bytes%s%s, at $TRAINYARD_DATASET (data/%s)", len,
+        say_job(x, "dataset: %zu bytes%s%s, at $TRAINYARD_DATASET (data/%s)", len,
                 st.was_gzip ? " (gunzipped)" : "",
                 cr.how != DSCACHE_FETCHED ? " from the cache" : "", name);
     return rc;
@@ -264,7 +275,7 @@ static int fetch_dataset(const agent_opts *o, beat *b, const job_spec *job, cons
 
 /* When the lease names a checkpoint (the job's previous attempt uploaded one), unpacks it into
  * dir/checkpoint; one that cannot be had is said and the script starts without it. */
-static void fetch_checkpoint(client *c, beat *b, const json_t *lease, const char *dir)
+static void fetch_checkpoint(client *c, script_ctx *x, const json_t *lease, const char *dir)
 {
     const char *from = json_string_value(json_object_get(lease, "checkpoint"));
     if (!from)
@@ -286,11 +297,11 @@ static void fetch_checkpoint(client *c, beat *b, const json_t *lease, const char
     free(data);
     unlink(file);
     if (rc == 0)
-        say_job(b, "checkpoint of the previous attempt restored (%llu files) in "
+        say_job(x, "checkpoint of the previous attempt restored (%llu files) in "
                    "$TRAINYARD_CHECKPOINT_DIR",
                 (unsigned long long)info.files);
     else
-        say_job(b, "cannot restore the previous attempt's checkpoint, starting without it: %s",
+        say_job(x, "cannot restore the previous attempt's checkpoint, starting without it: %s",
                 err);
 }
 
@@ -357,18 +368,19 @@ static void cuda_visible(const ocl_device *dev, int device, char *out, size_t ca
     snprintf(out, cap, "%d", device);
 }
 
-static void hook_script_log(void *user, const char *line)
-{
-    script_ctx *x = user;
-    agent_hook_log(x->b, line);
-    if (x->log)
-        fprintf(x->log, "%s\n", line);
-}
-
+/* An epoch the script reported; without "seconds" of its own it gets the time since the
+ * previous one (or since the start), as a built-in job's epochs have. */
 static void hook_script_metrics(void *user, json_t *epoch)
 {
     script_ctx *x = user;
-    agent_queue_epoch(x->b, epoch);
+    double now = time_mono();
+    json_t *e = json_object_get(epoch, "seconds") ? json_incref(epoch) : json_deep_copy(epoch);
+    if (e && !json_object_get(e, "seconds"))
+        json_object_set_new(e, "seconds", json_real(now - x->last_t));
+    x->last_t = now;
+    if (e)
+        agent_queue_epoch(x->b, e);
+    json_decref(e);
 }
 
 /* A new snapshot of checkpoint/: it becomes the pending checkpoint (a newer one replaces a
@@ -413,7 +425,7 @@ int agent_script_cache_dir(const agent_opts *o, char *out, size_t cap)
 
 /* The interpreter for .py scripts: --python, or a venv made from code/requirements.txt when
  * the worker allows pip. */
-static int pick_python(const agent_opts *o, beat *b, const char *dir, char *python, size_t cap,
+static int pick_python(const agent_opts *o, script_ctx *x, const char *dir, char *python, size_t cap,
                        char *err)
 {
     char req[4200], code[4200], root[4096], venvs[4200];
@@ -423,7 +435,7 @@ static int pick_python(const agent_opts *o, beat *b, const char *dir, char *pyth
     if (access(req, F_OK) != 0)
         return 0;
     if (!o->allow_pip) {
-        say_job(b, "requirements.txt is not installed: this worker runs without --allow-pip");
+        say_job(x, "requirements.txt is not installed: this worker runs without --allow-pip");
         return 0;
     }
     if (agent_script_cache_dir(o, root, sizeof root) < 0)
@@ -433,16 +445,16 @@ static int pick_python(const agent_opts *o, beat *b, const char *dir, char *pyth
     if (rc == 0)
         rc = mkdir_p(venvs, err);
     if (rc == 0)
-        rc = script_venv(python, req, code, venvs, !o->no_sandbox, agent_hook_log, b, python, cap,
+        rc = script_venv(python, req, code, venvs, !o->no_sandbox, hook_script_log, x, python, cap,
                          err);
     if (rc == 0)
-        say_job(b, "requirements.txt installed: %s", python);
+        say_job(x, "requirements.txt installed: %s", python);
     return rc;
 }
 
 /* Moves what the script left in output/ to artifacts/ (a folder packed as NAME.tar.gz);
  * names the API cannot take, links and special files are said and left out. */
-static int collect_output(beat *b, const char *dir, char *err)
+static int collect_output(script_ctx *x, const char *dir, char *err)
 {
     char out[4200], arts[4200];
     snprintf(out, sizeof out, "%s/output", dir);
@@ -462,16 +474,16 @@ static int collect_output(beat *b, const char *dir, char *err)
         char art[300];
         snprintf(art, sizeof art, S_ISDIR(st.st_mode) ? "%s.tar.gz" : "%s", name);
         if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-            say_job(b, "output/%s is not a file or a folder: not uploaded", name);
+            say_job(x, "output/%s is not a file or a folder: not uploaded", name);
         } else if (!name_artifact_ok(art)) {
-            say_job(b, "output/%s: an artifact's name is 1 to 128 letters, digits, '.', '_' or "
+            say_job(x, "output/%s: an artifact's name is 1 to 128 letters, digits, '.', '_' or "
                        "'-', not starting with '.': not uploaded",
                     name);
         } else if (!strcmp(art, "job.json") || !strcmp(art, "metrics.csv") ||
                    !strcmp(art, "train.log")) {
-            say_job(b, "output/%s: the worker writes %s itself: not uploaded", name, art);
+            say_job(x, "output/%s: the worker writes %s itself: not uploaded", name, art);
         } else if (kept >= SCRIPT_MAX_ARTIFACTS - 3) {
-            say_job(b, "output/%s: more than %d artifacts: not uploaded", name,
+            say_job(x, "output/%s: more than %d artifacts: not uploaded", name,
                     SCRIPT_MAX_ARTIFACTS - 3);
         } else {
             snprintf(to, sizeof to, "%s/%s", arts, art);
@@ -490,6 +502,76 @@ static int collect_output(beat *b, const char *dir, char *err)
     return rc;
 }
 
+/* Everything before the run: the code unpacked into code/, the dataset into data/, the
+ * previous attempt's checkpoint into checkpoint/, the module into lib/, and the interpreter
+ * (a venv's when requirements.txt is installed) into python[cap]. */
+static int prepare(const agent_opts *o, client *c, script_ctx *x, const json_t *lease,
+                   const job_spec *job, const char *dir, bundle_info *info, char *python,
+                   size_t cap, char *err)
+{
+    char *code = NULL;
+    size_t code_len = 0;
+    int rc = fetch_code(o, c, x, lease, job, dir, &code, &code_len, err);
+    if (rc == 0) {
+        char into[4200];
+        snprintf(into, sizeof into, "%s/code", dir);
+        rmdir(into); /* bundle_unpack makes it */
+        rc = bundle_unpack(code, code_len, into, NULL, info, err);
+        free(code);
+    }
+    if (rc == 0)
+        rc = fetch_dataset(o, x, job, dir, err);
+    if (rc < 0)
+        return rc;
+    fetch_checkpoint(c, x, lease, dir);
+    rc = write_module(dir, err);
+    if (rc == 0)
+        rc = pick_python(o, x, dir, python, cap, err);
+    return rc;
+}
+
+/* The script's environment besides what script_run adds: the job, the attempt, the
+ * hyperparameters and the device. env[] gets pointers into bufs (and *hp, malloc'd). */
+typedef struct script_env {
+    char job[200], attempt[64], dev[64], plat[64], devi[64], cuda[128];
+    char *hp;
+    const char *v[10];
+} script_env;
+
+static int make_env(const agent_opts *o, const json_t *lease, const job_spec *job, script_env *e)
+{
+    size_t n = 0;
+    snprintf(e->job, sizeof e->job, "TRAINYARD_JOB_ID=%s",
+             json_string_value(json_object_get(lease, "job_id")));
+    snprintf(e->attempt, sizeof e->attempt, "TRAINYARD_ATTEMPT=%lld",
+             (long long)json_integer_value(json_object_get(lease, "attempt")));
+    e->v[n++] = e->job;
+    e->v[n++] = e->attempt;
+    size_t hp_len = strlen("TRAINYARD_HYPERPARAMETERS=") + strlen(job->hyperparameters_json) + 1;
+    e->hp = malloc(hp_len);
+    if (!e->hp)
+        return -ENOMEM;
+    snprintf(e->hp, hp_len, "TRAINYARD_HYPERPARAMETERS=%s", job->hyperparameters_json);
+    e->v[n++] = e->hp;
+    const ocl_device *dev = o->device_info;
+    if (dev) {
+        int plat = -1, devi = -1;
+        char visible[100];
+        device_place(dev, &plat, &devi);
+        cuda_visible(dev, devi, visible, sizeof visible);
+        snprintf(e->dev, sizeof e->dev, "TRAINYARD_DEVICE=%d", dev->index);
+        snprintf(e->plat, sizeof e->plat, "TRAINYARD_OPENCL_PLATFORM=%d", plat);
+        snprintf(e->devi, sizeof e->devi, "TRAINYARD_OPENCL_DEVICE=%d", devi);
+        snprintf(e->cuda, sizeof e->cuda, "CUDA_VISIBLE_DEVICES=%s", visible);
+        e->v[n++] = e->dev;
+        e->v[n++] = e->plat;
+        e->v[n++] = e->devi;
+        e->v[n++] = e->cuda;
+    }
+    e->v[n] = NULL;
+    return 0;
+}
+
 int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *lease,
                      const job_spec *job, const char *dir, int *exit_code, int *stopped,
                      char *tail, size_t tail_cap, char *err)
@@ -503,102 +585,58 @@ int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *leas
     }
     if (rc < 0)
         return rc;
-    agent_hook_phase(b, TRAINER_PHASE_DOWNLOADING);
-
-    char *code = NULL;
-    size_t code_len = 0;
-    bundle_info info = {0};
-    rc = fetch_code(o, c, b, lease, job, dir, &code, &code_len, err);
-    if (rc == 0) {
-        char into[4200];
-        snprintf(into, sizeof into, "%s/code", dir);
-        rmdir(into); /* bundle_unpack makes it */
-        rc = bundle_unpack(code, code_len, into, NULL, &info, err);
-        free(code);
-    }
-    if (rc == 0)
-        rc = fetch_dataset(o, b, job, dir, err);
-    if (rc < 0)
-        return rc;
-    fetch_checkpoint(c, b, lease, dir);
-    rc = write_module(dir, err);
-    if (rc == 0)
-        rc = pick_python(o, b, dir, python, sizeof python, err);
-    if (rc < 0)
-        return rc;
-
-    int plat = -1, devi = -1;
-    const ocl_device *dev = o->device_info;
-    char env_job[200], env_attempt[64], env_dev[64], env_plat[64], env_devi[64], cuda[128];
-    char *env_hp = NULL;
-    const char *env[10];
-    size_t ne = 0;
-    snprintf(env_job, sizeof env_job, "TRAINYARD_JOB_ID=%s",
-             json_string_value(json_object_get(lease, "job_id")));
-    snprintf(env_attempt, sizeof env_attempt, "TRAINYARD_ATTEMPT=%lld",
-             (long long)json_integer_value(json_object_get(lease, "attempt")));
-    env[ne++] = env_job;
-    env[ne++] = env_attempt;
-    size_t hp_len = strlen("TRAINYARD_HYPERPARAMETERS=") + strlen(job->hyperparameters_json) + 1;
-    env_hp = malloc(hp_len);
-    if (!env_hp)
-        return err_set(err, -ENOMEM, "out of memory");
-    snprintf(env_hp, hp_len, "TRAINYARD_HYPERPARAMETERS=%s", job->hyperparameters_json);
-    env[ne++] = env_hp;
-    if (dev) {
-        device_place(dev, &plat, &devi);
-        snprintf(env_dev, sizeof env_dev, "TRAINYARD_DEVICE=%d", dev->index);
-        snprintf(env_plat, sizeof env_plat, "TRAINYARD_OPENCL_PLATFORM=%d", plat);
-        snprintf(env_devi, sizeof env_devi, "TRAINYARD_OPENCL_DEVICE=%d", devi);
-        char visible[100];
-        cuda_visible(dev, devi, visible, sizeof visible);
-        snprintf(cuda, sizeof cuda, "CUDA_VISIBLE_DEVICES=%s", visible);
-        env[ne++] = env_dev;
-        env[ne++] = env_plat;
-        env[ne++] = env_devi;
-        env[ne++] = cuda;
-    }
-    env[ne] = NULL;
-
     snprintf(path, sizeof path, "%s/artifacts/train.log", dir);
-    script_ctx x = {.b = b, .log = fopen(path, "w")};
+    script_ctx ctx = {.b = b, .log = fopen(path, "w")}, *x = &ctx;
+    script_env env = {.hp = NULL};
+    bundle_info info = {0};
+    agent_hook_phase(b, TRAINER_PHASE_DOWNLOADING);
+    rc = prepare(o, c, x, lease, job, dir, &info, python, sizeof python, err);
+    if (rc == 0 && make_env(o, lease, job, &env) < 0)
+        rc = err_set(err, -ENOMEM, "out of memory");
+    if (rc < 0)
+        goto out;
+
     script_opts so = {.job_dir = dir,
                       .script = job->script,
                       .python = python,
-                      .env = env,
+                      .env = env.v,
                       .sandbox = !o->no_sandbox,
                       .network = o->script_network,
                       .memory_bytes = o->script_memory,
                       .ro_binds = o->script_ro_bind,
                       .grace_s = o->script_grace_s,
                       .checkpoint_poll_s = o->script_checkpoint_poll_s};
-    script_hooks hooks = {.user = &x,
+    script_hooks hooks = {.user = x,
                           .on_log = hook_script_log,
                           .on_metrics = hook_script_metrics,
                           .on_checkpoint = hook_script_checkpoint,
                           .should_stop = hook_script_stop};
     script_result res;
     memset(&res, 0, sizeof res);
-    say_job(b, "running %s (code sha256:%s, %llu files)%s", job->script,
+    say_job(x, "running %s (code sha256:%s, %llu files)%s", job->script,
             job->code ? job->code + strlen("sha256:") : "from code_url",
             (unsigned long long)info.files, o->no_sandbox ? " without a sandbox" : " in bubblewrap");
     agent_hook_phase(b, TRAINER_PHASE_TRAINING);
+    ctx.last_t = time_mono();
     rc = script_run(&so, &hooks, &res, err);
-    free(env_hp);
     if (rc == 0) {
         *exit_code = res.exit_code >= 0 ? res.exit_code : -res.signal;
         *stopped = res.stopped;
         snprintf(tail, tail_cap, "%s", res.tail);
         if (!res.stopped && *exit_code == 0) {
             agent_hook_phase(b, TRAINER_PHASE_SAVING);
-            rc = collect_output(b, dir, err);
+            rc = collect_output(x, dir, err);
         } else if (!res.stopped) {
-            say_job(b, "%s ended with %s %d", job->script, *exit_code > 0 ? "status" : "signal",
+            say_job(x, "%s ended with %s %d", job->script, *exit_code > 0 ? "status" : "signal",
                     *exit_code > 0 ? *exit_code : -*exit_code);
         }
     }
-    if (x.log)
-        fclose(x.log);
+out:
+    if (rc < 0)
+        say_job(x, "%s", err);
+    free(env.hp);
+    if (ctx.log)
+        fclose(ctx.log);
     return rc;
 }
 
@@ -608,19 +646,26 @@ static void csv_value(FILE *f, const json_t *v)
     char text[JSON_OUT_REAL_MAX];
     if (json_is_integer(v))
         fprintf(f, "%lld", (long long)json_integer_value(v));
-    else if (json_is_real(v) && json_out_real(json_real_value(v), 0, text) == 0)
+    else if (json_is_real(v) && json_out_real(json_real_value(v), 0, text) > 0)
         fputs(text, f);
 }
 
 /* dir/artifacts/metrics.csv from the server's metrics of the job (every attempt's epochs):
  * epoch, then every metric name in the order first seen. */
-static int write_metrics_csv(client *c, const char *job_id, const char *path, char *err)
+static int write_metrics_csv(client *c, const char *prefix, const char *path, char *err)
 {
-    char url[256];
+    char url[1100];
     long status = 0;
     json_t *reply = NULL;
-    snprintf(url, sizeof url, "/jobs/%s/metrics", job_id);
+    snprintf(url, sizeof url, "%s/metrics", prefix);
     int rc = client_get_json(c, url, &status, &reply, err);
+    /* a server that is away (restarting) is waited for a while, as uploads are */
+    for (int i = 0; i < 60 && (rc < 0 || status == 502 || status == 503 || status == 504); i++) {
+        json_decref(reply);
+        reply = NULL;
+        sleep(1);
+        rc = client_get_json(c, url, &status, &reply, err);
+    }
     if (rc == 0 && status != 200)
         rc = err_set(err, -EIO, "reading the job's metrics: the server answered %ld", status);
     json_t *epochs = json_object_get(reply, "epochs");
@@ -674,7 +719,7 @@ int agent_script_upload(const agent_opts *o, client *c, const char *prefix, cons
     if (rc < 0)
         return err_set(err, rc, "cannot write job.json");
     snprintf(path, sizeof path, "%s/metrics.csv", arts);
-    rc = write_metrics_csv(c, job_id, path, err);
+    rc = write_metrics_csv(c, prefix, path, err);
     if (rc < 0)
         return rc;
     struct dirent **list = NULL;
