@@ -564,3 +564,46 @@ def test_cli_submit_with_code_packs_uploads_and_runs_the_folder(serve, tmp_path)
     jobs = svc.http.get(f"{svc.url}/jobs").json()["jobs"]
     codes = {j["document"]["code"] for j in jobs}
     assert len(jobs) == 2 and len(codes) == 1, jobs
+
+
+def test_code_url_with_its_sha256(serve, data_server):
+    """code_url instead of an upload: the worker fetches the tar.gz and checks code_sha256; a
+    digest that does not match fails the job saying so, and the script never runs."""
+    folder_, base = data_server
+    body = pack({"train.py": "print('from code_url', flush=True)\n"})
+    (folder_ / "script-code.tar.gz").write_bytes(body)
+    svc = serve(*SERVE_ARGS)
+    good = submit(svc, {"model_name": "by-url", "training_script": "train.py",
+                        "code_url": f"{base}/script-code.tar.gz",
+                        "code_sha256": hashlib.sha256(body).hexdigest()}).json()
+    done = wait_for(svc, good["id"], TERMINAL, timeout=60)
+    assert done["status"] == "succeeded", (done, logs(svc, good["id"]))
+    assert "from code_url" in logs(svc, good["id"])
+
+    bad = submit(svc, {"model_name": "by-url", "training_script": "train.py", "max_attempts": 1,
+                       "code_url": f"{base}/script-code.tar.gz", "code_sha256": "0" * 64}).json()
+    done = wait_for(svc, bad["id"], TERMINAL, timeout=60)
+    assert done["status"] == "failed" and "sha256" in done["error"].lower(), done
+    assert "from code_url" not in logs(svc, bad["id"])
+
+
+def test_max_runtime_and_memory_limits_hold_for_scripts(serve):
+    """max_runtime_seconds ends a script that runs past it (its process group goes too); with
+    --script-memory a script that allocates past the limit fails instead of taking the machine."""
+    svc = serve(*SERVE_ARGS, "--script-memory", "256M")
+    slow = run_script(svc, "import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n",
+                      max_runtime_seconds=2, max_attempts=1)
+    t0 = time.time()
+    wait_log(svc, slow["id"], "sleeping")
+    pids = until(lambda: job_pids(slow["id"]), 15, "the script's processes")
+    done = wait_for(svc, slow["id"], TERMINAL, timeout=60)
+    assert done["status"] == "failed" and "max_runtime_seconds" in done["error"], done
+    assert time.time() - t0 < 30
+    until(lambda: not any(alive(p) for p in pids), 15, f"the processes {pids} to end")
+
+    hog = run_script(svc, "x = bytearray(1 << 30)\nprint('allocated 1 GiB', flush=True)\n",
+                     max_attempts=1)
+    done = wait_for(svc, hog["id"], TERMINAL, timeout=60)
+    assert done["status"] == "failed", done
+    assert "MemoryError" in done["error"], done
+    assert "allocated 1 GiB" not in logs(svc, hog["id"])
