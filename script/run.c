@@ -9,14 +9,16 @@
  *
  * The loop (one thread, poll on the two pipes, a tick at least every 200 ms): log lines as they
  * come; should_stop → SIGTERM to the group, SIGKILL grace_s later; metrics.jsonl read from
- * where it was left; checkpoint/ fingerprinted every checkpoint_poll_s. When the child has been
+ * where it was left; checkpoint/ fingerprinted every tick. When the child has been
  * reaped, whatever is left in its group is killed, the pipes are read to their end (2 s at
  * most: a process that left the group may hold them), and metrics and checkpoint/ are looked at
  * one last time.
  *
  * Checkpoints: a fingerprint (SHA-256 of every entry's path, type, size and mtime) that differs
- * from the last one handed over and equals the previous poll's is packed; if the folder changed
- * while it was packed, the pack is dropped and the next poll tries again. The folder as found at
+ * from the last one handed over and equals the previous tick's is packed, at most once per
+ * checkpoint_poll_s (a script that checkpoints every half second still has settled moments
+ * between its writes, where a 2 s stability rule would see none until it ended); if the folder
+ * changed while it was packed, the pack is dropped and a later tick tries again. The folder as found at
  * the start (a resumed checkpoint) is never handed back. */
 #include "script/run.h"
 
@@ -363,18 +365,21 @@ static int cp_hand_over(runner *r, const uint8_t fp[32], int check_after)
     return 1;
 }
 
-static void cp_poll(runner *r, int at_end)
+/* Looks at checkpoint/ (every tick): a change that has stayed the same since the previous
+ * tick is handed over when may_hand (at most once per checkpoint_poll_s); 1 when it was. */
+static int cp_poll(runner *r, int at_end, int may_hand)
 {
     uint8_t fp[32];
     long n;
     cp_fingerprint(r, fp, &n);
     if (memcmp(fp, r->cp_last, 32) != 0 && n > 0) {
         if (at_end)
-            cp_hand_over(r, fp, 0);
-        else if (!memcmp(fp, r->cp_prev, 32) && cp_hand_over(r, fp, 1))
-            return;
+            return cp_hand_over(r, fp, 0);
+        if (may_hand && !memcmp(fp, r->cp_prev, 32) && cp_hand_over(r, fp, 1))
+            return 1;
     }
     memcpy(r->cp_prev, fp, 32);
+    return 0;
 }
 
 /* ---- starting ---- */
@@ -727,10 +732,10 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
             kill_group(pid, SIGKILL);
         }
         metrics_poll(&r, 0);
-        if (now >= r.cp_next) {
-            cp_poll(&r, 0);
+        /* looked at every tick, so that a script that checkpoints more often than
+         * checkpoint_poll_s still shows a settled folder between two writes */
+        if (cp_poll(&r, 0, now >= r.cp_next))
             r.cp_next = now + cp_every;
-        }
     }
     if (!reaped) {
         while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
@@ -744,7 +749,7 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
     }
     out_p[0] = err_p[0] = -1;
     metrics_poll(&r, 1);
-    cp_poll(&r, 1);
+    cp_poll(&r, 1, 1);
 
     res->exit_code = -1;
     res->signal = 0;
