@@ -650,7 +650,7 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
                      job->script, -exit_code, strsignal(-exit_code), tail);
         complete(o, c, prefix, "failed", why);
     } else {
-        rc = script ? agent_script_upload(o, c, prefix, job_id, job, dir, err)
+        rc = script ? agent_script_upload(o, c, prefix, job, dir, err)
                     : upload(o, c, prefix, dir, err);
         if (rc < 0 && *o->stop && rc != -ENOSPC) {
             agent_say("job %s: stopping before its upload ended (%s); handing it back", job_id, err);

@@ -60,8 +60,8 @@ int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *leas
                      char *tail, size_t tail_cap, char *err);
 /* After a script that exited 0: uploads every file of dir/output (a folder as NAME.tar.gz),
  * then job.json, metrics.csv (every epoch the server holds, all attempts) and train.log. */
-int agent_script_upload(const agent_opts *o, client *c, const char *prefix, const char *job_id,
-                        const job_spec *job, const char *dir, char *err);
+int agent_script_upload(const agent_opts *o, client *c, const char *prefix, const job_spec *job,
+                        const char *dir, char *err);
 /* The folder script jobs cache in (code bundles by address, venvs): --script-cache, else
  * $TRAINYARD_SCRIPT_CACHE, else $XDG_CACHE_HOME/trainyard/scripts, else
  * ~/.cache/trainyard/scripts. -ENOENT when none is set, -ENAMETOOLONG. */

@@ -192,8 +192,11 @@ static int fetch_code(const agent_opts *o, client *c, script_ctx *x, const json_
                          .stop = o->stop};
         fetch_stats st;
         rc = fetch_url(job->code_url, &fo, data, len, &st, err);
-        if (rc < 0)
-            return err_set(err, rc, "fetching code_url: %.400s", err);
+        if (rc < 0) {
+            char why[ERR_LEN];
+            snprintf(why, sizeof why, "%s", err);
+            return err_set(err, rc, "fetching code_url: %.400s", why);
+        }
     }
     if (rc < 0)
         return rc;
@@ -707,8 +710,8 @@ static int write_metrics_csv(client *c, const char *prefix, const char *path, ch
     return rc;
 }
 
-int agent_script_upload(const agent_opts *o, client *c, const char *prefix, const char *job_id,
-                        const job_spec *job, const char *dir, char *err)
+int agent_script_upload(const agent_opts *o, client *c, const char *prefix, const job_spec *job,
+                        const char *dir, char *err)
 {
     char arts[4200], path[4600];
     snprintf(arts, sizeof arts, "%s/artifacts", dir);
