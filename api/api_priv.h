@@ -59,6 +59,7 @@ int api_jobs_cancel(http_req *r, void *app);
 int api_jobs_delete(http_req *r, void *app);
 /* api/job_output.c */
 int api_jobs_metrics(http_req *r, void *app);
+int api_jobs_metrics_leased(http_req *r, void *app);
 int api_jobs_logs(http_req *r, void *app);
 int api_jobs_events(http_req *r, void *app);
 /* api/artifacts.c */

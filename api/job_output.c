@@ -27,6 +27,7 @@
 #include "db/jobs.h"
 #include "db/logs.h"
 #include "db/metrics.h"
+#include "scheduler/lifecycle.h"
 #include "util/dynbuf.h"
 #include "util/json_out.h"
 #include "util/timeutil.h"
@@ -101,6 +102,26 @@ int api_jobs_metrics(http_req *r, void *ctx)
     json_t *epochs = json_array();
     rc = epochs ? db_metric_list(d, j.seq, api_metric_add, epochs, http_errbuf(r)) : -ENOMEM;
     db_job_clear(&j);
+    return api_reply_list(r, "epochs", epochs, rc);
+}
+
+/* GET /workers/{worker}/jobs/{id}/metrics: the same list for the worker holding the job's lease
+ * (a script job's metrics.csv is written from it, with every attempt's epochs). */
+int api_jobs_metrics_leased(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    db *d = NULL;
+    db_job j;
+    int rc = api_job_find(r, a, &d, &j);
+    if (rc < 0)
+        return rc;
+    rc = sched_lease_check(&j, http_param(r, "worker"), http_errbuf(r));
+    json_t *epochs = rc == 0 ? json_array() : NULL;
+    if (rc == 0)
+        rc = epochs ? db_metric_list(d, j.seq, api_metric_add, epochs, http_errbuf(r)) : -ENOMEM;
+    db_job_clear(&j);
+    if (rc < 0 && !epochs)
+        return rc;
     return api_reply_list(r, "epochs", epochs, rc);
 }
 

@@ -59,6 +59,52 @@ int cli_dscache_open(const char *cmd, const char *dir, uint64_t max_bytes, struc
     "                       the cache's cap: the least recently used datasets go beyond it\n"      \
     "                       (K, M, G, T suffixes; default 10G)\n"
 
+/* The script flags of `worker` and `serve` (cli_script.c): when argv[*i] is one, it sets o's
+ * field (advancing *i past a value) and, when words is given, appends the flag and its value
+ * to words (NULL-terminated, room for cap entries) for serve to pass on. 1 taken, 0 not a
+ * script flag, or a negative code after saying what is wrong on stderr. */
+struct agent_opts;
+int cli_script_flag(const char *cmd, int argc, char **argv, int *i, struct agent_opts *o,
+                    const char **words, size_t *nwords, size_t cap);
+/* Their --help lines. */
+#define CLI_SCRIPT_HELP                                                                            \
+    "  --allow-scripts      also run script jobs (users' own training programs); they run in\n"   \
+    "                       a bubblewrap sandbox: read-only system, only their job folder\n"     \
+    "                       writable, no network, nothing of the worker's but its device\n"      \
+    "  --python PATH        the interpreter of .py scripts (default python3 on PATH); its\n"     \
+    "                       installation is visible read-only in the sandbox\n"                  \
+    "  --allow-pip          install a script's requirements.txt into a venv cached by its\n"     \
+    "                       hash (pip runs in the sandbox, with the network)\n"                  \
+    "  --script-network     leave the network on in the sandbox\n"                              \
+    "  --script-memory N    a script's memory limit (RLIMIT_DATA; K, M, G suffixes; default\n"   \
+    "                       none)\n"                                                             \
+    "  --script-ro-bind PATHS\n"                                                                 \
+    "                       more folders the sandbox shows read-only (comma-separated)\n"        \
+    "  --script-cache DIR   code bundles by address and venvs (default\n"                        \
+    "                       $TRAINYARD_SCRIPT_CACHE, else ~/.cache/trainyard/scripts)\n"         \
+    "  --script-grace-seconds S\n"                                                               \
+    "                       a cancelled script gets SIGTERM, then SIGKILL after S (default 10)\n" \
+    "  --no-sandbox         run scripts without bubblewrap (only where it cannot run; the\n"     \
+    "                       script then sees everything the worker's user can)\n"
+/* Reads --s3-endpoint and --s3-region (NULL when not given) over the AWS_* variables into *out
+ * (fetch_s3_from_env) and checks them: 0, or -EINVAL after saying what is wrong on stderr. */
+struct fetch_s3;
+int cli_s3_opts(const char *cmd, const char *endpoint, const char *region, struct fetch_s3 *out);
+/* serve's: checks the two flags and puts them in the environment its local workers inherit
+ * (AWS_ENDPOINT_URL_S3, AWS_REGION). Call before any thread starts. */
+int cli_s3_export(const char *endpoint, const char *region);
+/* The --help lines of --s3-endpoint and --s3-region (worker, serve and train). */
+#define CLI_S3_HELP                                                                                \
+    "  --s3-endpoint URL    where s3://bucket/key datasets are fetched from, path-style\n"         \
+    "                       (<URL>/<bucket>/<key>, signed with AWS SigV4); its host is\n"          \
+    "                       trusted as is: no --dataset-allow or private-address rule\n"           \
+    "                       (default $AWS_ENDPOINT_URL_S3, else $AWS_ENDPOINT_URL, else\n"         \
+    "                       https://s3.<region>.amazonaws.com). Credentials come only from\n"      \
+    "                       the environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and\n"       \
+    "                       AWS_SESSION_TOKEN\n"                                                   \
+    "  --s3-region R        the region the requests are signed for (default $AWS_REGION,\n"        \
+    "                       else $AWS_DEFAULT_REGION, else us-east-1)\n"
+
 /* Checks the --dataset-allow value of cmd and appends it to the comma-separated list (cap bytes
  * with the NUL). 0, or a negative code after printing what is wrong to stderr. */
 int cli_allow_add(char *list, size_t cap, const char *value, const char *cmd);

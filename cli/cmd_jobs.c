@@ -17,6 +17,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_client.h"
+#include "script/bundle.h"
 #include "util/err.h"
 #include "util/json_out.h"
 
@@ -25,7 +26,7 @@ typedef struct job_args {
     const char *pos[2];
     int npos;
     int follow;
-    const char *status, *name, *key, *cursor;
+    const char *status, *name, *key, *cursor, *code;
     long limit;
 } job_args;
 
@@ -61,6 +62,7 @@ static int job_args_parse(int argc, char **argv, const char *help, const char *a
                             : !strcmp(w, "--name")            ? &a->name
                             : !strcmp(w, "--idempotency-key") ? &a->key
                             : !strcmp(w, "--cursor")          ? &a->cursor
+                            : !strcmp(w, "--code")            ? &a->code
                                                               : NULL;
         const char *limit = NULL;
         if (!strcmp(w, "--limit"))
@@ -114,9 +116,14 @@ static const char submit_help[] =
     "and one that got no answer is sent again with the same key, so it never makes two jobs;\n"
     "give the same KEY to run the command again safely.\n"
     "\n"
+    "A script job (one with training_script) takes its code from --code DIR: the folder is\n"
+    "packed into a .tar.gz (the same files always give the same bytes), sent to POST /code,\n"
+    "and its address put in the document's \"code\".\n"
+    "\n"
     "options:\n"
     "  -f, --follow            wait for the job and show its progress\n"
-    "  --idempotency-key KEY   the key to send (1 to 200 characters)\n";
+    "  --idempotency-key KEY   the key to send (1 to 200 characters)\n"
+    "  --code DIR              upload DIR as the job's code first\n";
 
 static int submit_send(job_args *a, client *c, const json_t *doc, json_t **job)
 {
@@ -157,13 +164,51 @@ static int submit_send(job_args *a, client *c, const json_t *doc, json_t **job)
     return 0;
 }
 
+/* Packs dir, uploads it (POST /code) and sets the document's "code" to its address. */
+static int submit_code(job_args *a, client *c, const char *dir, json_t *doc)
+{
+    char tmp[] = "/tmp/trainyard-code-XXXXXX", err[ERR_LEN];
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr, "trainyard submit: cannot make a temporary file: %s\n", strerror(errno));
+        return CLI_EXIT_FAILED;
+    }
+    close(fd);
+    bundle_info info;
+    int rc = bundle_pack(dir, tmp, NULL, &info, err);
+    if (rc < 0) {
+        unlink(tmp);
+        fprintf(stderr, "trainyard submit: --code %s: %s\n", dir, err);
+        return CLI_EXIT_USAGE;
+    }
+    long status = 0;
+    json_t *reply = NULL;
+    rc = client_post_file(c, "/code", tmp, "application/gzip", &status, &reply, err);
+    unlink(tmp);
+    if (rc < 0)
+        return cli_no_answer(&a->conn, rc, err);
+    const char *address = json_string_value(json_object_get(reply, "code"));
+    if ((status != 200 && status != 201) || !address) {
+        rc = cli_refused(&a->conn, status, reply);
+        json_decref(reply);
+        return rc;
+    }
+    if (!a->conn.json)
+        fprintf(stderr, "code %s: %llu files, %s\n", dir, (unsigned long long)info.files,
+                address);
+    json_object_set_new(doc, "code", json_string(address));
+    json_decref(reply);
+    return 0;
+}
+
 int cmd_submit(int argc, char **argv)
 {
     job_args a;
     client *c = NULL;
     json_t *doc = NULL, *job = NULL;
     json_error_t jerr;
-    int rc = job_args_parse(argc, argv, submit_help, " --follow -f --idempotency-key ", 1, 1, &a);
+    int rc = job_args_parse(argc, argv, submit_help, " --follow -f --idempotency-key --code ", 1,
+                            1, &a);
     if (rc != 0)
         return rc == 1 ? 0 : rc;
     const char *file = a.pos[0];
@@ -173,6 +218,9 @@ int cmd_submit(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     rc = cli_conn_open(&a.conn, &c);
+    if (rc == 0 && a.code)
+        rc = json_is_object(doc) ? submit_code(&a, c, a.code, doc)
+                                 : cli_usage_error(&a.conn, "not a job document:", file);
     if (rc != 0)
         goto out;
     rc = submit_send(&a, c, doc, &job);

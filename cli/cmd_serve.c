@@ -9,6 +9,9 @@
 #include "scheduler/supervisor.h"
 #include "serve/serve.h"
 #include "util/err.h"
+#include "script/run.h"
+#include "util/err.h"
+#include "worker/agent.h"
 #include "worker/dscache.h"
 
 static const char usage_text[] =
@@ -51,7 +54,8 @@ static const char usage_text[] =
     "                       ~/.cache/trainyard/datasets; none: no cache)\n"
     "  --dataset-cache-bytes N\n"
     "                       the cache's cap: the least recently used datasets go beyond it\n"
-    "                       (K, M, G, T suffixes; default 10G)\n"
+    "                       (K, M, G, T suffixes; default 10G)\n" CLI_S3_HELP
+    "script jobs (passed on to the local workers; see `trainyard worker --help`):\n" CLI_SCRIPT_HELP
     "  --max-artifact-bytes N\n"
     "                       refuse an uploaded artifact or checkpoint larger than this\n"
     "                       (default and most 4G); its job fails saying so\n"
@@ -91,8 +95,12 @@ int cmd_serve(int argc, char **argv)
     long max_queued = 10000, per_client = 256;
     uint64_t max_dataset = 0, max_artifact = 4ull << 30, max_code = 64ull << 20;
     const char *max_dataset_text = NULL, *cache_dir = NULL, *cache_bytes_text = NULL;
+    const char *s3_endpoint = NULL, *s3_region = NULL;
     uint64_t cache_bytes = 0;
     static char allow[CLI_ALLOW_LEN];
+    static const char *script_words[32];
+    size_t n_script_words = 0;
+    agent_opts script = {0}; /* the script flags, checked here, passed on to local workers */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0;
@@ -100,6 +108,12 @@ int cmd_serve(int argc, char **argv)
             fputs(usage_text, stdout);
             return 0;
         }
+        rc = cli_script_flag("serve", argc, argv, &i, &script, script_words, &n_script_words,
+                             sizeof script_words / sizeof script_words[0]);
+        if (rc < 0)
+            return 2;
+        if (rc)
+            continue;
         if (!v) {
             fprintf(stderr, "trainyard serve: '%s' needs a value (try --help)\n", a);
             return 2;
@@ -137,6 +151,10 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--dataset-cache-bytes")) {
             rc = cli_bytes("serve", a, v, &cache_bytes);
             cache_bytes_text = v;
+        } else if (!strcmp(a, "--s3-endpoint")) {
+            s3_endpoint = v;
+        } else if (!strcmp(a, "--s3-region")) {
+            s3_region = v;
         } else if (!strcmp(a, "--max-artifact-bytes"))
             rc = cli_bytes("serve", a, v, &max_artifact);
         else if (!strcmp(a, "--max-code-bytes"))
@@ -172,6 +190,16 @@ int cmd_serve(int argc, char **argv)
     }
     if (dataset_ca && cli_pem_check("serve", "--dataset-ca", dataset_ca) < 0)
         return 2;
+    if (cli_s3_export(s3_endpoint, s3_region) < 0) /* the local workers inherit them */
+        return 2;
+    char err[ERR_LEN];
+    if (script.allow_scripts && !script.no_sandbox && !script_sandbox_available(err)) {
+        fprintf(stderr,
+                "trainyard serve: --allow-scripts needs a bubblewrap sandbox, and %s (install "
+                "Debian's bubblewrap; --no-sandbox runs scripts without one)\n",
+                err);
+        return 1;
+    }
     dscache *cache = NULL; /* opened only to check the folder now rather than in each worker */
     if (cache_dir && cli_dscache_open("serve", cache_dir, cache_bytes, &cache) < 0)
         return 2;
@@ -197,6 +225,7 @@ int cmd_serve(int argc, char **argv)
                      .max_dataset_bytes = max_dataset_text,
                      .dataset_cache = cache_dir,
                      .dataset_cache_bytes = cache_bytes_text,
+                     .worker_args = n_script_words ? script_words : NULL,
                      .lease_seconds = lease,
                      .checkpoint_seconds = every,
                      .dataset_stall_seconds = stall,

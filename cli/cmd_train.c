@@ -42,7 +42,7 @@ static const char usage_text[] =
     "                       system store (for a private CA)\n"
     "  --max-dataset-bytes N\n"
     "                       refuse a dataset larger than N bytes (K, M, G suffixes; default\n"
-    "                       2G)\n" CLI_DSCACHE_HELP
+    "                       2G)\n" CLI_DSCACHE_HELP CLI_S3_HELP
     "  --resume FILE        continue from a checkpoint.safetensors that this same job\n"
     "                       wrote (after a crash or kill); the result is identical to an\n"
     "                       uninterrupted run, and metrics.csv holds every epoch once\n"
@@ -106,7 +106,7 @@ int cmd_train(int argc, char **argv)
 {
     const char *job_path = NULL, *out = NULL, *root = NULL, *resume = NULL, *dataset_ca = NULL,
                *val_outputs = NULL;
-    const char *cache_dir = NULL;
+    const char *cache_dir = NULL, *s3_endpoint = NULL, *s3_region = NULL;
     double every = TRAIN_CHECKPOINT_SECONDS;
     uint64_t max_dataset = 0, cache_bytes = 0;
     static char allow[CLI_ALLOW_LEN];
@@ -136,6 +136,10 @@ int cmd_train(int argc, char **argv)
                 return 2;
         } else if (!strcmp(a, "--dataset-cache") && i + 1 < argc) {
             cache_dir = argv[++i];
+        } else if (!strcmp(a, "--s3-endpoint") && i + 1 < argc) {
+            s3_endpoint = argv[++i];
+        } else if (!strcmp(a, "--s3-region") && i + 1 < argc) {
+            s3_region = argv[++i];
         } else if (!strcmp(a, "--dataset-cache-bytes") && i + 1 < argc) {
             if (cli_bytes("train", a, argv[++i], &cache_bytes) < 0)
                 return 2;
@@ -157,6 +161,9 @@ int cmd_train(int argc, char **argv)
             return 2;
         }
     }
+    fetch_s3 s3;
+    if (cli_s3_opts("train", s3_endpoint, s3_region, &s3) < 0)
+        return 2;
     if (!job_path || !out) {
         fputs(usage_text, stderr);
         return 2;
@@ -187,6 +194,17 @@ int cmd_train(int argc, char **argv)
                     errs.items[i].message);
         return 2;
     }
+    if (job_is_script(job)) {
+        fprintf(stderr,
+                "trainyard train: %s is a script job: it runs on a worker (`trainyard serve "
+                "--allow-scripts`, or `trainyard worker --allow-scripts`); to try the script "
+                "here, run it directly (it falls back to ./output and ./checkpoint, with "
+                "TRAINYARD_DATASET naming the dataset file)\n",
+                job_path);
+        job_free(job);
+        dscache_free(cache);
+        return 2;
+    }
 
     static const char *const device_names[] = {"any", "gpu", "cpu"};
     ocl_device dev;
@@ -210,6 +228,7 @@ int cmd_train(int argc, char **argv)
                          .resume_from = resume,
                          .checkpoint_seconds = every,
                          .dataset_cache = cache,
+                         .s3 = &s3,
                          .val_outputs = val_outputs};
     trainer_hooks hooks = {.user = &quiet, .on_log = print_line};
     trainer_result res;

@@ -25,6 +25,7 @@
 #include "cli/cli.h"
 #include "util/err.h"
 #include "worker/agent.h"
+#include "script/run.h"
 #include "worker/dscache.h"
 
 static const char usage_text[] =
@@ -60,7 +61,7 @@ static const char usage_text[] =
     "                       fail a dataset download that stalls this long (default 30)\n"
     "  --max-dataset-bytes N\n"
     "                       refuse a dataset larger than N bytes (K, M, G suffixes; default\n"
-    "                       2G)\n" CLI_DSCACHE_HELP
+    "                       2G)\n" CLI_DSCACHE_HELP CLI_S3_HELP CLI_SCRIPT_HELP
     "  --max-jobs N         exit after N jobs (default: never)\n"
     "  --parent PID         exit (SIGKILL) when process PID ends; serve passes its own pid to\n"
     "                       its local workers. Without it the worker outlives its server and\n"
@@ -100,7 +101,8 @@ int cmd_worker(int argc, char **argv)
                     .checkpoint_seconds = 10,
                     .stop = &stop_requested};
     static char allow[CLI_ALLOW_LEN];
-    const char *pin = NULL, *cache_dir = NULL;
+    const char *pin = NULL, *cache_dir = NULL, *s3_endpoint = NULL, *s3_region = NULL;
+    char err[ERR_LEN] = "";
     uint64_t cache_bytes = 0;
     /* the first ones fill slots[] with a string; the last two are counts */
     static const char *const flags[] = {"--server",
@@ -112,15 +114,23 @@ int cmd_worker(int argc, char **argv)
                                         "--ca",
                                         "--dataset-ca",
                                         "--pin-cert",
+                                        "--s3-endpoint",
+                                        "--s3-region",
                                         "--max-jobs",
                                         "--dataset-stall-seconds"};
-    const char **slots[] = {&o.server,       &o.token,   &o.device,     &o.name, &o.work_dir,
-                            &o.dataset_root, &o.ca_file, &o.dataset_ca, &pin};
+    const char **slots[] = {&o.server,   &o.token,        &o.device,  &o.name,
+                            &o.work_dir, &o.dataset_root, &o.ca_file, &o.dataset_ca,
+                            &pin,        &s3_endpoint,    &s3_region};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage_text, stdout);
             return 0;
         }
+        int taken = cli_script_flag("worker", argc, argv, &i, &o, NULL, NULL, 0);
+        if (taken < 0)
+            return 2;
+        if (taken)
+            continue;
         if (!strcmp(argv[i], "--dataset-allow") && i + 1 < argc) {
             if (cli_allow_add(allow, sizeof allow, argv[++i], "worker") < 0)
                 return 2;
@@ -207,8 +217,21 @@ int cmd_worker(int argc, char **argv)
     if ((o.ca_file && cli_pem_check("worker", pin ? "--pin-cert" : "--ca", o.ca_file) < 0) ||
         (o.dataset_ca && cli_pem_check("worker", "--dataset-ca", o.dataset_ca) < 0))
         return 2;
+    if (o.allow_scripts && !o.no_sandbox && !script_sandbox_available(err)) {
+        fprintf(stderr,
+                "trainyard worker: --allow-scripts needs a bubblewrap sandbox, and %s (install "
+                "Debian's bubblewrap; --no-sandbox runs scripts without one)\n",
+                err);
+        return 1;
+    }
     if (cli_dscache_open("worker", cache_dir, cache_bytes, &o.dataset_cache) < 0)
         return 2;
+    fetch_s3 s3;
+    if (cli_s3_opts("worker", s3_endpoint, s3_region, &s3) < 0) {
+        dscache_free(o.dataset_cache);
+        return 2;
+    }
+    o.s3 = &s3;
 
     char work[4096];
     if (!o.work_dir) {
@@ -229,7 +252,6 @@ int cmd_worker(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    char err[ERR_LEN] = "";
     int rc = agent_run(&o, err);
     if (o.work_dir == work)
         rmdir(work);

@@ -223,8 +223,9 @@ int client_post_json(client *c, const char *path, const json_t *body, long *stat
     return rc;
 }
 
-int client_put_file(client *c, const char *path, const char *file, long *status, json_t **reply,
-                    char *err)
+/* Sends file as the body of method (PUT, POST) with content_type. */
+static int send_file(client *c, const char *method, const char *path, const char *file,
+                     const char *content_type, long *status, json_t **reply, char *err)
 {
     FILE *f = fopen(file, "rb");
     struct stat st;
@@ -235,14 +236,28 @@ int client_put_file(client *c, const char *path, const char *file, long *status,
         return err_set(err, -errno, "cannot stat %s: %s", file, strerror(errno));
     }
     struct curl_slist *headers = NULL;
-    headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+    char type[128];
+    snprintf(type, sizeof type, "Content-Type: %s", content_type);
+    headers = curl_slist_append(headers, type);
     headers = curl_slist_append(headers, "Expect:");
     curl_easy_setopt(c->curl, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(c->curl, CURLOPT_READDATA, f);
     curl_easy_setopt(c->curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)st.st_size);
-    int rc = perform(c, "PUT", path, headers, status, reply, err);
+    int rc = perform(c, method, path, headers, status, reply, err);
     fclose(f);
     return rc;
+}
+
+int client_put_file(client *c, const char *path, const char *file, long *status, json_t **reply,
+                    char *err)
+{
+    return send_file(c, "PUT", path, file, "application/octet-stream", status, reply, err);
+}
+
+int client_post_file(client *c, const char *path, const char *file, const char *content_type,
+                     long *status, json_t **reply, char *err)
+{
+    return send_file(c, "POST", path, file, content_type, status, reply, err);
 }
 
 int client_download(client *c, const char *path, const char *file, long *status, char *err)

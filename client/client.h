@@ -44,6 +44,9 @@ int client_post_json(client *c, const char *path, const json_t *body, long *stat
 /* PUT path with the bytes of a file as application/octet-stream. */
 int client_put_file(client *c, const char *path, const char *file, long *status, json_t **reply,
                     char *err);
+/* POST file as the body, with that Content-Type (POST /code's .tar.gz). */
+int client_post_file(client *c, const char *path, const char *file, const char *content_type,
+                     long *status, json_t **reply, char *err);
 /* GET path into a file (created or truncated). */
 int client_download(client *c, const char *path, const char *file, long *status, char *err);
 

@@ -2,8 +2,10 @@
 # The README's first command: installs what trainyard needs on Debian 12 (PoCL as the OpenCL
 # device when no GPU driver is installed), builds it (a release build in build/), and starts the
 # service on http://127.0.0.1:8080 with one local worker per OpenCL device, its data in
-# ./trainyard-data, and file:// datasets allowed from examples/. Extra arguments go to
-# `trainyard serve` (e.g. --port 9000, --bind 0.0.0.0).
+# ./trainyard-data, file:// datasets allowed from examples/, and script jobs (users' own
+# training programs, in a bubblewrap sandbox; only admin tokens and tokens made with the scripts
+# right may submit them). Extra arguments go to `trainyard serve` (e.g. --port 9000,
+# --bind 0.0.0.0).
 #
 # The build is quiet when it works; when it fails, the compiler's or meson's own messages are
 # printed and the script exits 1 saying so. A build/ folder left by a configure that failed is
@@ -12,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 need=(build-essential meson ninja-build pkg-config libmicrohttpd-dev libjansson-dev
       libsqlite3-dev libcurl4-openssl-dev ocl-icd-opencl-dev opencl-headers zlib1g-dev
-      libpng-dev libjpeg62-turbo-dev python3)
+      libpng-dev libjpeg62-turbo-dev python3 bubblewrap)
 # A machine with no OpenCL driver gets PoCL, which runs the kernels on the CPU.
 ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1 || need+=(pocl-opencl-icd)
 missing=()
@@ -40,4 +42,4 @@ if [ ! -f build/build.ninja ]; then
 fi
 echo "serve.sh: building build/trainyard" >&2
 ninja -C build >"$log" 2>&1 || fail "the build (ninja -C build)"
-exec build/trainyard serve --dataset-root "$PWD/examples" "$@"
+exec build/trainyard serve --dataset-root "$PWD/examples" --allow-scripts "$@"

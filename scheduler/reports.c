@@ -36,6 +36,7 @@
 #include "db/logs.h"
 #include "db/workers.h"
 #include "util/datadir.h"
+#include "util/names.h"
 #include "util/sha256.h"
 
 int sched_job_heartbeat(db *d, const char *job_id, const char *worker_id, const sched_progress *p,
@@ -92,17 +93,7 @@ out:
 
 int sched_artifact_name_ok(const char *name)
 {
-    size_t n = name ? strlen(name) : 0;
-    if (n == 0 || n > DB_ARTIFACT_NAME_MAX || name[0] == '.')
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = name[i];
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '.' || c == '_' || c == '-';
-        if (!ok)
-            return 0;
-    }
-    return 1;
+    return name_artifact_ok(name);
 }
 
 /* fsync of a path (a file's data, or a folder's entries). */

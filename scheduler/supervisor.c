@@ -50,6 +50,7 @@ struct supervisor {
     supervisor_opts o;
     char *exe, *url, *root, *allow, *work, *pin, *dataset_ca, *max_dataset;
     char *cache, *cache_bytes;
+    char **extra; /* a copy of o.extra_args, NULL-terminated */
     slot slots[SUPERVISOR_MAX_WORKERS];
     pthread_mutex_t mu;
     pthread_t thread;
@@ -96,7 +97,7 @@ static int spawn(supervisor *s, int i, char *err)
     snprintf(name, sizeof name, SUPERVISOR_NAME_FMT, i);
     if (datadir_worker_dir(s->work, i, work) < 0)
         return err_set(err, -ENAMETOOLONG, "%s: a local worker's folder path is too long", s->work);
-    const char *argv[32];
+    const char *argv[64];
     int n = 0;
     argv[n++] = s->exe;
     argv[n++] = "worker";
@@ -138,6 +139,8 @@ static int spawn(supervisor *s, int i, char *err)
         argv[n++] = "--checkpoint-seconds";
         argv[n++] = every;
     }
+    for (size_t k = 0; s->extra && s->extra[k] && n < 62; k++)
+        argv[n++] = s->extra[k];
     argv[n] = NULL;
     pid_t pid;
     int rc = posix_spawn(&pid, s->exe, NULL, NULL, (char *const *)argv, environ);
@@ -280,6 +283,7 @@ int supervisor_start(const supervisor_opts *o, supervisor **out, char *err)
     if (!s)
         return err_set(err, -ENOMEM, "out of memory");
     s->o = *o;
+    s->o.extra_args = NULL; /* s->extra holds the copy */
     s->exe = strdup(o->exe);
     s->url = strdup(o->server_url);
     s->work = strdup(o->work_dir);
@@ -292,6 +296,17 @@ int supervisor_start(const supervisor_opts *o, supervisor **out, char *err)
     s->cache_bytes = dup_or_null(o->dataset_cache_bytes);
     pthread_mutex_init(&s->mu, NULL);
     int rc = 0;
+    size_t n_extra = 0;
+    while (o->extra_args && o->extra_args[n_extra])
+        n_extra++;
+    if (n_extra > 24)
+        rc = err_set(err, -E2BIG, "too many options for the local workers");
+    s->extra = rc == 0 && n_extra ? calloc(n_extra + 1, sizeof *s->extra) : NULL;
+    for (size_t k = 0; s->extra && k < n_extra; k++)
+        if (!(s->extra[k] = strdup(o->extra_args[k])))
+            rc = err_set(err, -ENOMEM, "out of memory");
+    if (rc == 0 && n_extra && !s->extra)
+        rc = err_set(err, -ENOMEM, "out of memory");
     if (!s->exe || !s->url || !s->work || (o->dataset_allow && !s->allow) ||
         (o->pin_cert && !s->pin) || (o->dataset_ca && !s->dataset_ca) ||
         (o->max_dataset_bytes && !s->max_dataset) || (o->dataset_cache && !s->cache) ||
@@ -345,5 +360,8 @@ void supervisor_stop(supervisor *s, int grace_ms)
     free(s->max_dataset);
     free(s->cache);
     free(s->cache_bytes);
+    for (size_t k = 0; s->extra && s->extra[k]; k++)
+        free(s->extra[k]);
+    free(s->extra);
     free(s);
 }

@@ -35,6 +35,8 @@ typedef struct supervisor_opts {
     const char *dataset_cache;       /* passed on as --dataset-cache, or NULL */
     const char *dataset_cache_bytes; /* passed on as --dataset-cache-bytes, or NULL */
     const char *work_dir;            /* parent of each worker's --work-dir */
+    const char *const *extra_args;   /* more words for each worker's command line (copied),
+                                        NULL-terminated, or NULL */
     long dataset_stall_s;            /* passed on as --dataset-stall-seconds when > 0 */
     long checkpoint_s;               /* passed on as --checkpoint-seconds when >= 0 */
     int count;                       /* workers to run, 1..SUPERVISOR_MAX_WORKERS */

@@ -4,19 +4,21 @@
  * push keystrokes into), PR_SET_PDEATHSIG(SIGKILL), every signal's disposition back to the
  * default, RLIMIT_DATA, stdin /dev/null, stdout and stderr on two pipes, every other descriptor
  * of the worker closed, an environment built from nothing. Sandboxed, it is bwrap, started with
- * SIGTERM blocked and running `<this binary> __script-exec 3 -- ARGV`, which reports the
+ * SIGTERM blocked and running `<this binary> __script-exec 3 LIMIT -- ARGV`, which reports the
  * script's real end on fd 3 (sandbox.h says why); directly, it is the script itself.
  *
  * The loop (one thread, poll on the two pipes, a tick at least every 200 ms): log lines as they
  * come; should_stop → SIGTERM to the group, SIGKILL grace_s later; metrics.jsonl read from
- * where it was left; checkpoint/ fingerprinted every checkpoint_poll_s. When the child has been
+ * where it was left; checkpoint/ fingerprinted every tick. When the child has been
  * reaped, whatever is left in its group is killed, the pipes are read to their end (2 s at
  * most: a process that left the group may hold them), and metrics and checkpoint/ are looked at
  * one last time.
  *
  * Checkpoints: a fingerprint (SHA-256 of every entry's path, type, size and mtime) that differs
- * from the last one handed over and equals the previous poll's is packed; if the folder changed
- * while it was packed, the pack is dropped and the next poll tries again. The folder as found at
+ * from the last one handed over and equals the previous tick's is packed, at most once per
+ * checkpoint_poll_s (a script that checkpoints every half second still has settled moments
+ * between its writes, where a 2 s stability rule would see none until it ended); if the folder
+ * changed while it was packed, the pack is dropped and a later tick tries again. The folder as found at
  * the start (a resumed checkpoint) is never handed back. */
 #include "script/run.h"
 
@@ -363,18 +365,21 @@ static int cp_hand_over(runner *r, const uint8_t fp[32], int check_after)
     return 1;
 }
 
-static void cp_poll(runner *r, int at_end)
+/* Looks at checkpoint/ (every tick): a change that has stayed the same since the previous
+ * tick is handed over when may_hand (at most once per checkpoint_poll_s); 1 when it was. */
+static int cp_poll(runner *r, int at_end, int may_hand)
 {
     uint8_t fp[32];
     long n;
     cp_fingerprint(r, fp, &n);
     if (memcmp(fp, r->cp_last, 32) != 0 && n > 0) {
         if (at_end)
-            cp_hand_over(r, fp, 0);
-        else if (!memcmp(fp, r->cp_prev, 32) && cp_hand_over(r, fp, 1))
-            return;
+            return cp_hand_over(r, fp, 0);
+        if (may_hand && !memcmp(fp, r->cp_prev, 32) && cp_hand_over(r, fp, 1))
+            return 1;
     }
     memcpy(r->cp_prev, fp, 32);
+    return 0;
 }
 
 /* ---- starting ---- */
@@ -432,66 +437,6 @@ static int find_program(const char *name, char *out, size_t cap, char *err)
     }
     return err_set(err, -ENOENT, "the interpreter \"%s\" is not on PATH; give its path (--python)",
                    name);
-}
-
-/* Runs argv outside any sandbox and returns its stdout (up to cap - 1 bytes). */
-static int capture(char *const argv[], char *out, size_t cap, char *err)
-{
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return err_set(err, -errno, "pipe: %s", strerror(errno));
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(p[0]);
-        close(p[1]);
-        return err_set(err, -errno, "fork: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        dup2(p[1], 1);
-        int nul = open("/dev/null", O_RDWR);
-        if (nul >= 0)
-            dup2(nul, 0);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    close(p[1]);
-    size_t n = 0;
-    ssize_t k;
-    while (n < cap - 1 && ((k = read(p[0], out + n, cap - 1 - n)) > 0 || (k < 0 && errno == EINTR)))
-        if (k > 0)
-            n += (size_t)k;
-    out[n] = '\0';
-    close(p[0]);
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        return err_set(err, -ENOEXEC, "%s could not be run to find its prefix", argv[0]);
-    return 0;
-}
-
-/* The interpreter's prefixes that are not under /usr (a venv, /opt/conda): bound read-only. */
-static int python_prefixes(const char *python, strv *ro, char *err)
-{
-    char *argv[] = {(char *)python, "-c",
-                    "import sys; print(sys.prefix); print(sys.base_prefix); "
-                    "print(sys.exec_prefix); print(sys.base_exec_prefix)",
-                    NULL};
-    char out[4 * PATH_MAX];
-    int rc = capture(argv, out, sizeof out, err);
-    if (rc < 0)
-        return rc;
-    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
-        if (line[0] != '/' || !strcmp(line, "/usr") || !strncmp(line, "/usr/", 5) ||
-            !strcmp(line, "/"))
-            continue;
-        int dup = 0;
-        for (size_t i = 0; i < ro->n; i++)
-            dup |= !strcmp(ro->v[i], line);
-        if (!dup && strv_add(ro, line) < 0)
-            return err_set(err, -ENOMEM, "out of memory");
-    }
-    return 0;
 }
 
 static void reset_signals(void)
@@ -556,8 +501,11 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
                        "bundle) or give a .py",
                        o->script);
     if (is_py) {
-        rc = find_program(o->python && *o->python ? o->python : "python3", python, sizeof python,
+        char found[PATH_MAX];
+        rc = find_program(o->python && *o->python ? o->python : "python3", found, sizeof found,
                           err);
+        if (rc == 0)
+            rc = sandbox_python_executable(found, python, sizeof python, err);
         if (rc < 0)
             return rc;
     }
@@ -566,10 +514,8 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
     char launcher[PATH_MAX];
     if (o->sandbox) {
         rc = sandbox_launcher_path(launcher, sizeof launcher, err);
-        if (rc == 0)
-            rc = strv_add(&ro, launcher) < 0 ? err_set(err, -ENOMEM, "out of memory") : 0;
         if (rc == 0 && is_py)
-            rc = python_prefixes(python, &ro, err);
+            rc = sandbox_python_prefixes(python, &ro, err);
         if (rc < 0)
             goto out;
         char cwd[PATH_MAX];
@@ -578,15 +524,17 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
                          .chdir = cwd,
                          .network = o->network,
                          .ro_binds = o->ro_binds,
-                         .ro_paths = (const char *const *)ro.v};
+                         .ro_paths = (const char *const *)ro.v,
+                         .launcher = launcher};
         rc = sandbox_args_bwrap(&c, &argv, err);
         if (rc < 0)
             goto out;
-        char fdnum[16];
+        char fdnum[16], limit[32];
         snprintf(fdnum, sizeof fdnum, "%d", STATUS_FD);
-        if (strv_add(&argv, "--") < 0 || strv_add(&argv, launcher) < 0 ||
+        snprintf(limit, sizeof limit, "%llu", (unsigned long long)o->memory_bytes);
+        if (strv_add(&argv, "--") < 0 || strv_add(&argv, SANDBOX_LAUNCHER) < 0 ||
             strv_add(&argv, "__script-exec") < 0 || strv_add(&argv, fdnum) < 0 ||
-            strv_add(&argv, "--") < 0) {
+            strv_add(&argv, limit) < 0 || strv_add(&argv, "--") < 0) {
             rc = err_set(err, -ENOMEM, "out of memory");
             goto out;
         }
@@ -693,7 +641,7 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
         if (o->sandbox)
             sigaddset(&mask, SIGTERM);
         sigprocmask(SIG_SETMASK, &mask, NULL);
-        if (o->memory_bytes)
+        if (o->memory_bytes && !o->sandbox) /* sandboxed: the launcher sets it */
             setrlimit(RLIMIT_DATA, &rl);
         int nul = open("/dev/null", O_RDONLY);
         if (nul < 0 || move_fd(nul, 0) < 0 || move_fd(out_p[1], 1) < 0 || move_fd(err_p[1], 2) < 0)
@@ -784,10 +732,10 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
             kill_group(pid, SIGKILL);
         }
         metrics_poll(&r, 0);
-        if (now >= r.cp_next) {
-            cp_poll(&r, 0);
+        /* looked at every tick, so that a script that checkpoints more often than
+         * checkpoint_poll_s still shows a settled folder between two writes */
+        if (cp_poll(&r, 0, now >= r.cp_next))
             r.cp_next = now + cp_every;
-        }
     }
     if (!reaped) {
         while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
@@ -801,7 +749,7 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
     }
     out_p[0] = err_p[0] = -1;
     metrics_poll(&r, 1);
-    cp_poll(&r, 1);
+    cp_poll(&r, 1, 1);
 
     res->exit_code = -1;
     res->signal = 0;

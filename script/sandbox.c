@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -205,10 +206,87 @@ int sandbox_args_bwrap(const sandbox_cfg *c, sandbox_args *a, char *err)
     rc = bind_list(a, "--bind", c->rw_paths, err);
     if (rc < 0)
         return rc;
+    if (c->launcher && add3(a, "--ro-bind", c->launcher, SANDBOX_LAUNCHER) < 0)
+        return err_set(err, -ENOMEM, "out of memory");
+    if (rc == 0) /* the root tmpfs bwrap builds on: no writes outside what is bound */
+        rc = add3(a, "--remount-ro", "/", NULL);
     if (rc == 0 && c->chdir)
         rc = add3(a, "--chdir", c->chdir, NULL);
     if (rc < 0)
         return err_set(err, rc, "out of memory");
+    return 0;
+}
+
+/* Runs argv outside any sandbox and returns its stdout (up to cap - 1 bytes). */
+static int capture(char *const argv[], char *out, size_t cap, char *err)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return err_set(err, -errno, "pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return err_set(err, -errno, "fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        dup2(p[1], 1);
+        int nul = open("/dev/null", O_RDWR);
+        if (nul >= 0)
+            dup2(nul, 0);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t n = 0;
+    ssize_t k;
+    while (n < cap - 1 && ((k = read(p[0], out + n, cap - 1 - n)) > 0 || (k < 0 && errno == EINTR)))
+        if (k > 0)
+            n += (size_t)k;
+    out[n] = '\0';
+    close(p[0]);
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return err_set(err, -ENOEXEC, "%s could not be run to find its prefix", argv[0]);
+    return 0;
+}
+
+int sandbox_python_prefixes(const char *python, sandbox_args *ro, char *err)
+{
+    char *argv[] = {(char *)python, "-c",
+                    "import sys; print(sys.prefix); print(sys.base_prefix); "
+                    "print(sys.exec_prefix); print(sys.base_exec_prefix)",
+                    NULL};
+    char out[4 * PATH_MAX];
+    int rc = capture(argv, out, sizeof out, err);
+    if (rc < 0)
+        return rc;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] != '/' || !strcmp(line, "/usr") || !strncmp(line, "/usr/", 5) ||
+            !strcmp(line, "/"))
+            continue;
+        int dup = 0;
+        for (size_t i = 0; i < ro->n; i++)
+            dup |= !strcmp(ro->v[i], line);
+        if (!dup && sandbox_args_add(ro, line) < 0)
+            return err_set(err, -ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+int sandbox_python_executable(const char *python, char *out, size_t cap, char *err)
+{
+    char *argv[] = {(char *)python, "-c", "import sys; print(sys.executable)", NULL};
+    char got[PATH_MAX + 2];
+    int rc = capture(argv, got, sizeof got, err);
+    if (rc < 0)
+        return rc;
+    got[strcspn(got, "\n")] = '\0';
+    if (got[0] != '/' || strlen(got) >= cap)
+        return err_set(err, -ENOEXEC, "%s does not say where its executable is", python);
+    snprintf(out, cap, "%s", got);
     return 0;
 }
 
@@ -226,11 +304,13 @@ int sandbox_launcher_path(char *out, size_t cap, char *err)
 
 int sandbox_exec_main(int argc, char **argv)
 {
-    if (argc < 4 || strcmp(argv[2], "--") != 0) {
-        fprintf(stderr, "usage: trainyard __script-exec FD -- PROGRAM [ARGS...] (internal)\n");
+    if (argc < 5 || strcmp(argv[3], "--") != 0) {
+        fprintf(stderr,
+                "usage: trainyard __script-exec FD DATA_LIMIT -- PROGRAM [ARGS...] (internal)\n");
         return 2;
     }
     int fd = atoi(argv[1]);
+    unsigned long long limit = strtoull(argv[2], NULL, 10);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "trainyard: cannot start the script: %s\n", strerror(errno));
@@ -241,8 +321,13 @@ int sandbox_exec_main(int argc, char **argv)
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         close(fd);
-        execv(argv[3], argv + 3);
-        fprintf(stderr, "trainyard: cannot run %s: %s\n", argv[3], strerror(errno));
+        struct rlimit rl = {.rlim_cur = limit, .rlim_max = limit};
+        if (limit && setrlimit(RLIMIT_DATA, &rl) < 0) {
+            fprintf(stderr, "trainyard: cannot limit the script's memory: %s\n", strerror(errno));
+            _exit(127);
+        }
+        execv(argv[4], argv + 4);
+        fprintf(stderr, "trainyard: cannot run %s: %s\n", argv[4], strerror(errno));
         _exit(127);
     }
     int st;

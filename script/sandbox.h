@@ -11,15 +11,19 @@
  * The launcher: a signal to the run's process group reaches bwrap's own processes too, and the
  * outer bwrap dying of SIGTERM would take the script with it (--die-with-parent) before its
  * grace. So bwrap is started with SIGTERM blocked (the mask survives exec and fork), and inside
- * it `<this binary> __script-exec FD -- ARGV` forks the script with SIGTERM unblocked, waits
- * for it and writes "exit N" or "signal N" to FD (bwrap's own exit status cannot tell a signal
- * from an exit of 128 + N). The binary is /proc/self/exe, bound read-only at its own path, so a
- * program that runs sandboxed scripts must dispatch `__script-exec` to sandbox_exec_main() in
- * its main() (trainyard's cli/main.c does; so do the unit tests). */
+ * it `<this binary> __script-exec FD DATA_LIMIT -- ARGV` forks the script with SIGTERM
+ * unblocked and RLIMIT_DATA set (set there, not on bwrap: a sanitizer build of the launcher
+ * reserves more address space than a script's limit), waits for it and writes "exit N" or
+ * "signal N" to FD (bwrap's own exit status cannot tell a signal from an exit of 128 + N). The
+ * binary is /proc/self/exe, bound read-only at SANDBOX_LAUNCHER, so a program that runs
+ * sandboxed scripts must dispatch `__script-exec` to sandbox_exec_main() in its main()
+ * (trainyard's cli/main.c does; so do the unit tests). */
 #ifndef TRAINYARD_SCRIPT_SANDBOX_H
 #define TRAINYARD_SCRIPT_SANDBOX_H
 
 #include <stddef.h>
+
+#define SANDBOX_LAUNCHER "/run/trainyard/script-exec" /* where the launcher is inside */
 
 /* A growing argv; v is NULL-terminated after every add. Freed with sandbox_args_free. */
 typedef struct sandbox_args {
@@ -34,6 +38,7 @@ typedef struct sandbox_cfg {
     const char *ro_binds;        /* comma-separated extra read-only paths, or NULL */
     const char *const *ro_paths; /* NULL-terminated read-only paths bound at themselves, or NULL */
     const char *const *rw_paths; /* NULL-terminated read-write paths bound at themselves, or NULL */
+    const char *launcher;        /* bound read-only at SANDBOX_LAUNCHER, or NULL */
 } sandbox_cfg;
 
 /* Appends a copy of s: 0 or -ENOMEM. */
@@ -44,10 +49,18 @@ void sandbox_args_free(sandbox_args *a);
 int sandbox_bwrap_path(char *out, size_t cap, char *err);
 /* Appends bwrap's path and its options for c (not the command, nor the "--" before it). */
 int sandbox_args_bwrap(const sandbox_cfg *c, sandbox_args *a, char *err);
+/* The interpreter's own executable (sys.executable) into out[cap]: what runs, rather than a
+ * wrapper such as pyenv's shim, which needs things the script's environment and sandbox do not
+ * have (PYENV_ROOT, $HOME/.pyenv). A venv's python stays the venv's. */
+int sandbox_python_executable(const char *python, char *out, size_t cap, char *err);
+/* Appends the interpreter's prefixes (sys.prefix, base_prefix, exec_prefix, base_exec_prefix;
+ * asked once, outside any sandbox) that are not under /usr, such as a venv or /opt/conda, for
+ * binding read-only; duplicates skipped. -ENOEXEC when the interpreter cannot be run. */
+int sandbox_python_prefixes(const char *python, sandbox_args *ro, char *err);
 /* The launcher's path (this binary, /proc/self/exe resolved) into out[cap]. */
 int sandbox_launcher_path(char *out, size_t cap, char *err);
-/* `__script-exec FD -- ARGV...` (argv[0] is "__script-exec"): the launcher; see above. Returns
- * an exit status for main(). */
+/* `__script-exec FD DATA_LIMIT -- ARGV...` (argv[0] is "__script-exec"; DATA_LIMIT in bytes, 0
+ * for none): the launcher; see above. Returns an exit status for main(). */
 int sandbox_exec_main(int argc, char **argv);
 
 #endif

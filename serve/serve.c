@@ -433,6 +433,7 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
                               .max_dataset_bytes = max_dataset_text,
                               .dataset_cache = o->dataset_cache,
                               .dataset_cache_bytes = o->dataset_cache_bytes,
+                              .extra_args = o->worker_args,
                               .checkpoint_s = every,
                               .count = (int)workers,
                               .devices = dev_index,

@@ -28,6 +28,8 @@ typedef struct serve_opts {
     const char *max_dataset_bytes;   /* --max-dataset-bytes as given, or NULL */
     const char *dataset_cache;       /* --dataset-cache as given (for local workers), or NULL */
     const char *dataset_cache_bytes; /* --dataset-cache-bytes as given, or NULL */
+    const char *const *worker_args;  /* more words for each local worker's command line (the
+                                        script flags), NULL-terminated, or NULL */
     long lease_seconds, checkpoint_seconds, dataset_stall_seconds, shutdown_seconds;
     uint64_t max_artifact_bytes;
     uint64_t max_code_bytes; /* POST /code bodies; 0: the default, 64 MiB */

@@ -34,6 +34,7 @@
  * from; one that cannot be downloaded or belongs to another job document is logged and the job
  * trains from scratch (its epochs then replace the stored ones: each epoch still appears once). */
 #include "worker/agent.h"
+#include "worker/agent_priv.h"
 
 #include <errno.h>
 #include <math.h>
@@ -64,8 +65,6 @@
 #define AGENT_LINES_PER_BEAT  1000                 /* openapi Heartbeat.logs maxItems */
 #define AGENT_LINE_BYTES      1000                 /* and its maxLength: bytes bound characters */
 #define AGENT_CKPT_COPY       "checkpoint.copy"    /* the trainer thread's copy, being written */
-#define AGENT_CKPT_PENDING    "checkpoint.pending" /* the newest copy not yet sent */
-#define AGENT_CKPT_SENDING    "checkpoint.sending" /* the copy the heartbeat thread uploads */
 #define AGENT_CKPT_RESUME     "checkpoint.resume"  /* the server's checkpoint, downloaded */
 
 static const char *const artifact_names[] = {"model.safetensors", "metrics.csv", "job.json",
@@ -85,9 +84,7 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void say(const char *fmt, ...)
+void agent_say(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -131,42 +128,34 @@ static double agent_retry_deadline(const agent_opts *o)
 
 /* ---- the heartbeat thread ------------------------------------------------------------------ */
 
-typedef struct beat {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    client *c; /* its own connection */
-    char path[1024];
-    char ckpt_path[1024];  /* PUT here */
-    const char *dir;       /* the job folder */
-    int ckpt_pending;      /* dir/checkpoint.pending waits to be sent */
-    json_t *logs, *epochs; /* queued for the next heartbeat */
-    char phase[16];
-    uint64_t dataset_bytes; /* fetched, not yet reported (GET /metrics counts them) */
-    int urgent, done;
-    volatile int cancel, lost; /* read by the trainer thread without the lock: flags only */
-    const agent_opts *o;
-} beat;
 
-/* Uploads the checkpoint copy at sending; on failure it becomes pending again unless a newer one
- * is. A lost checkpoint costs only retrained epochs after a crash. */
-static void beat_send_checkpoint(beat *b, const char *sending, const char *pending)
+/* Uploads the checkpoint copy at sending (a script job's snapshot with its epoch); on failure
+ * it becomes pending again unless a newer one is. A lost checkpoint costs only retrained epochs
+ * after a crash. */
+static void beat_send_checkpoint(beat *b, const char *sending, const char *pending, int epoch)
 {
-    char err[ERR_LEN], why[512];
+    char err[ERR_LEN], why[512], path[1100];
     long status = 0;
     json_t *reply = NULL;
-    int rc = client_put_file(b->c, b->ckpt_path, sending, &status, &reply, err);
+    if (b->script)
+        snprintf(path, sizeof path, "%s?epoch=%d", b->ckpt_path, epoch);
+    else
+        snprintf(path, sizeof path, "%s", b->ckpt_path);
+    int rc = client_put_file(b->c, path, sending, &status, &reply, err);
     if (rc == 0 && (status == 200 || status == 201)) {
         unlink(sending);
     } else {
         if (rc < 0) {
-            say("checkpoint upload failed, retrying: %s", err);
+            agent_say("checkpoint upload failed, retrying: %s", err);
         } else {
             client_problem(status, reply, why, sizeof why);
-            say("checkpoint upload refused: %s", why);
+            agent_say("checkpoint upload refused: %s", why);
         }
         pthread_mutex_lock(&b->mu);
-        if (rc < 0 && !b->ckpt_pending && rename(sending, pending) == 0)
+        if (rc < 0 && !b->ckpt_pending && rename(sending, pending) == 0) {
             b->ckpt_pending = 1;
+            b->ckpt_epoch = epoch;
+        }
         pthread_mutex_unlock(&b->mu);
     }
     json_decref(reply);
@@ -191,6 +180,7 @@ static int beat_send(beat *b)
     snprintf(pending, sizeof pending, "%s/" AGENT_CKPT_PENDING, b->dir);
     snprintf(sending, sizeof sending, "%s/" AGENT_CKPT_SENDING, b->dir);
     int ckpt = b->ckpt_pending && rename(pending, sending) == 0;
+    int ckpt_epoch = b->ckpt_epoch;
     b->ckpt_pending = 0;
     json_t *body = json_pack("{s:O, s:O}", "epochs", sent_epochs, "logs", sent_logs);
     if (*b->phase)
@@ -210,17 +200,17 @@ static int beat_send(beat *b)
         if (json_is_true(json_object_get(reply, "cancel")))
             b->cancel = 1;
         if (ckpt)
-            beat_send_checkpoint(b, sending, pending);
+            beat_send_checkpoint(b, sending, pending, ckpt_epoch);
     } else if (rc == 0 && (status == 404 || status == 409)) {
         char why[512];
         client_problem(status, reply, why, sizeof why);
-        say("lease lost: %s", why);
+        agent_say("lease lost: %s", why);
         b->lost = 1;
     } else {
         if (rc < 0)
-            say("heartbeat failed, retrying: %s", err);
+            agent_say("heartbeat failed, retrying: %s", err);
         else
-            say("heartbeat answered %ld, retrying", status);
+            agent_say("heartbeat answered %ld, retrying", status);
         pthread_mutex_lock(&b->mu);
         json_array_extend(sent_logs, b->logs);
         json_array_extend(sent_epochs, b->epochs);
@@ -228,8 +218,10 @@ static int beat_send(beat *b)
         json_decref(b->epochs);
         b->logs = json_incref(sent_logs);
         b->epochs = json_incref(sent_epochs);
-        if (ckpt && !b->ckpt_pending && rename(sending, pending) == 0)
+        if (ckpt && !b->ckpt_pending && rename(sending, pending) == 0) {
             b->ckpt_pending = 1; /* with its epochs, back to the queue */
+            b->ckpt_epoch = ckpt_epoch;
+        }
         pthread_mutex_unlock(&b->mu);
         retry = 1;
     }
@@ -278,7 +270,7 @@ static json_t *json_text(const char *text, size_t cap)
     return json_string(clean);
 }
 
-static void hook_log(void *user, const char *line)
+void agent_hook_log(void *user, const char *line)
 {
     beat *b = user;
     pthread_mutex_lock(&b->mu);
@@ -302,7 +294,7 @@ static const char *agent_phase_name(int phase)
     }
 }
 
-static void hook_phase(void *user, int phase)
+void agent_hook_phase(void *user, int phase)
 {
     beat *b = user;
     pthread_mutex_lock(&b->mu);
@@ -312,7 +304,7 @@ static void hook_phase(void *user, int phase)
     pthread_mutex_unlock(&b->mu);
 }
 
-static void hook_dataset(void *user, uint64_t bytes)
+void agent_hook_dataset(void *user, uint64_t bytes)
 {
     beat *b = user;
     pthread_mutex_lock(&b->mu);
@@ -325,6 +317,15 @@ static json_t *num_or_null(double v)
     return isnan(v) ? json_null() : json_real(v);
 }
 
+void agent_queue_epoch(beat *b, json_t *epoch)
+{
+    pthread_mutex_lock(&b->mu);
+    json_array_append(b->epochs, epoch);
+    b->urgent = 1;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
 static int hook_epoch(void *user, const trainer_epoch *e)
 {
     beat *b = user;
@@ -332,11 +333,8 @@ static int hook_epoch(void *user, const trainer_epoch *e)
                           "val_loss", num_or_null(e->val_loss), "accuracy",
                           num_or_null(e->accuracy), "val_accuracy", num_or_null(e->val_accuracy),
                           "seconds", e->seconds, "samples_per_second", e->samples_per_second);
-    pthread_mutex_lock(&b->mu);
-    json_array_append_new(b->epochs, m);
-    b->urgent = 1;
-    pthread_cond_signal(&b->cv);
-    pthread_mutex_unlock(&b->mu);
+    agent_queue_epoch(b, m);
+    json_decref(m);
     return b->cancel || b->lost || *b->o->stop;
 }
 
@@ -386,7 +384,7 @@ static void hook_checkpoint(void *user, const char *path, int epoch)
     snprintf(pending, sizeof pending, "%s/" AGENT_CKPT_PENDING, b->dir);
     int rc = copy_file(path, copy);
     if (rc < 0) {
-        say("cannot copy the checkpoint after epoch %d for upload: %s", epoch, strerror(-rc));
+        agent_say("cannot copy the checkpoint after epoch %d for upload: %s", epoch, strerror(-rc));
         unlink(copy);
         return;
     }
@@ -417,36 +415,41 @@ static void remove_dir(const char *dir)
     rmdir(dir);
 }
 
-/* Uploads the artifacts, each retried while the server is away (agent_retryable). A refusal
- * fails: 507 (the server's disk is full) as -ENOSPC, anything else -EIO. The job then fails for
- * good, a full disk included (docs/OPERATIONS.md says why it is not retried). */
+int agent_upload(const agent_opts *o, client *c, const char *prefix, const char *name,
+                 const char *file, char *err)
+{
+    char path[1024], why[512];
+    snprintf(path, sizeof path, "%s/artifacts/%s", prefix, name);
+    long status = 0, backoff = 100;
+    json_t *reply = NULL;
+    double deadline = agent_retry_deadline(o);
+    int rc = client_put_file(c, path, file, &status, &reply, err);
+    while (agent_retryable(rc, status) && agent_retry_wait(deadline, &backoff)) {
+        agent_say("uploading %s: %s, retrying", name, rc < 0 ? err : "the server is unavailable");
+        json_decref(reply);
+        reply = NULL;
+        status = 0;
+        rc = client_put_file(c, path, file, &status, &reply, err);
+    }
+    if (rc == 0 && status != 201) {
+        client_problem(status, reply, why, sizeof why);
+        rc = err_set(err, status == 507 ? -ENOSPC : -EIO, "uploading %s: %s%s", name, why,
+                     status == 507 ? " (the server's disk is full: free space there and "
+                                     "submit the job again)"
+                                   : "");
+    }
+    json_decref(reply);
+    return rc;
+}
+
+/* Uploads the trainer's artifacts (agent_upload). The job then fails for good on a refusal, a
+ * full disk included (docs/OPERATIONS.md says why it is not retried). */
 static int upload(const agent_opts *o, client *c, const char *prefix, const char *dir, char *err)
 {
     for (size_t i = 0; i < sizeof artifact_names / sizeof artifact_names[0]; i++) {
-        char file[4200], path[1024], why[512];
+        char file[4200];
         snprintf(file, sizeof file, "%s/%s", dir, artifact_names[i]);
-        snprintf(path, sizeof path, "%s/artifacts/%s", prefix, artifact_names[i]);
-        long status = 0, backoff = 100;
-        json_t *reply = NULL;
-        double deadline = agent_retry_deadline(o);
-        int rc = client_put_file(c, path, file, &status, &reply, err);
-        while (agent_retryable(rc, status) && agent_retry_wait(deadline, &backoff)) {
-            say("uploading %s: %s, retrying", artifact_names[i],
-                rc < 0 ? err : "the server is unavailable");
-            json_decref(reply);
-            reply = NULL;
-            status = 0;
-            rc = client_put_file(c, path, file, &status, &reply, err);
-        }
-        if (rc == 0 && status != 201) {
-            client_problem(status, reply, why, sizeof why);
-            rc = err_set(err, status == 507 ? -ENOSPC : -EIO, "uploading %s: %s%s",
-                         artifact_names[i], why,
-                         status == 507 ? " (the server's disk is full: free space there and "
-                                         "submit the job again)"
-                                       : "");
-        }
-        json_decref(reply);
+        int rc = agent_upload(o, c, prefix, artifact_names[i], file, err);
         if (rc < 0)
             return rc;
     }
@@ -468,15 +471,15 @@ static void report(const agent_opts *o, client *c, const char *prefix, const cha
         json_decref(reply);
         if (!agent_retryable(rc, status)) {
             if (status != 200)
-                say("%s answered %ld", call, status);
+                agent_say("%s answered %ld", call, status);
             break;
         }
         if (!agent_retry_wait(deadline, &backoff)) {
-            say("%s: giving up (%s); the lease lapses and the job is requeued", call,
+            agent_say("%s: giving up (%s); the lease lapses and the job is requeued", call,
                 rc < 0 ? err : "the server is unavailable");
             break;
         }
-        say("%s failed, retrying: %s", call, rc < 0 ? err : "the server is unavailable");
+        agent_say("%s failed, retrying: %s", call, rc < 0 ? err : "the server is unavailable");
     }
 }
 
@@ -519,9 +522,9 @@ static int fetch_checkpoint(client *c, const json_t *lease, const job_spec *job,
     if (rc == 0)
         rc = checkpoint_check_job(ck, doc, err);
     if (rc == 0)
-        say("resuming from the checkpoint after epoch %d", checkpoint_state_of(ck)->epoch);
+        agent_say("resuming from the checkpoint after epoch %d", checkpoint_state_of(ck)->epoch);
     else
-        say("cannot resume from the server's checkpoint, training from scratch: %s", err);
+        agent_say("cannot resume from the server's checkpoint, training from scratch: %s", err);
     json_decref(doc);
     checkpoint_free(ck);
     return rc == 0;
@@ -557,7 +560,7 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
     char prefix[512], dir[4096], err[ERR_LEN] = "";
     snprintf(prefix, sizeof prefix, "/workers/%s/jobs/%s", worker_id, job_id);
     snprintf(dir, sizeof dir, "%s/%s", o->work_dir, job_id);
-    say("job %s attempt %lld", job_id,
+    agent_say("job %s attempt %lld", job_id,
         (long long)json_integer_value(json_object_get(lease, "attempt")));
 
     field_errors errs = {0};
@@ -571,10 +574,11 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
         return;
     }
 
+    int script = job_is_script(job);
     char resume[4200];
-    int resuming = fetch_checkpoint(c, lease, job, dir, resume, sizeof resume);
+    int resuming = !script && fetch_checkpoint(c, lease, job, dir, resume, sizeof resume);
 
-    beat b = {.o = o, .logs = json_array(), .epochs = json_array(), .dir = dir};
+    beat b = {.o = o, .logs = json_array(), .epochs = json_array(), .dir = dir, .script = script};
     pthread_mutex_init(&b.mu, NULL);
     pthread_cond_init(&b.cv, NULL);
     snprintf(b.path, sizeof b.path, "%s/heartbeat", prefix);
@@ -588,7 +592,12 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
         rc = err_set(err, -EAGAIN, "cannot start the heartbeat thread");
 
     trainer_result res = {0};
-    if (rc == 0) {
+    int exit_code = 0;
+    char tail[2048] = "";
+    if (rc == 0 && script) {
+        rc = agent_script_run(o, c, &b, lease, job, dir, &exit_code, &res.stopped, tail,
+                              sizeof tail, err);
+    } else if (rc == 0) {
         trainer_opts topts = {.out_dir = dir,
                               .dataset_root = o->dataset_root,
                               .dataset_allow = o->dataset_allow,
@@ -596,16 +605,17 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
                               .dataset_stall_s = o->dataset_stall_s,
                               .max_dataset_bytes = o->max_dataset_bytes,
                               .dataset_cache = o->dataset_cache,
+                              .s3 = o->s3,
                               .resume_from = resuming ? resume : NULL,
                               .checkpoint_seconds = o->checkpoint_seconds,
                               .stop_download = o->stop};
         trainer_hooks hooks = {.user = &b,
-                               .on_log = hook_log,
-                               .on_phase = hook_phase,
+                               .on_log = agent_hook_log,
+                               .on_phase = agent_hook_phase,
                                .on_epoch = hook_epoch,
                                .should_stop = hook_stop,
                                .on_checkpoint = hook_checkpoint,
-                               .on_dataset = hook_dataset};
+                               .on_dataset = agent_hook_dataset};
         rc = trainer_run(job, ctx, k, &topts, &hooks, &res, err);
     }
     if (have_thread) {
@@ -620,28 +630,41 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
     client_set_abort(c, NULL);
     int trained = rc == 0 && !res.stopped;
     if (b.lost) {
-        say("job %s: lease lost, dropping the attempt", job_id);
+        agent_say("job %s: lease lost, dropping the attempt", job_id);
     } else if (res.stopped && b.cancel) {
         complete(o, c, prefix, "cancelled", NULL);
     } else if (*o->stop && !trained) {
         /* Stopped by a signal (which may also have cut a download short): the job is not this
          * attempt's to fail. Its newest checkpoint went with the last heartbeat. */
-        say("job %s: stopping; handing it back to the queue", job_id);
+        agent_say("job %s: stopping; handing it back to the queue", job_id);
         report(o, c, prefix, "release", NULL);
     } else if (rc < 0) {
         complete(o, c, prefix, "failed", err);
+    } else if (script && exit_code != 0) {
+        char why[4096];
+        if (exit_code > 0)
+            snprintf(why, sizeof why, "%s exited with status %d; its last lines:\n%s",
+                     job->script, exit_code, tail);
+        else
+            snprintf(why, sizeof why, "%s was killed by signal %d (%s); its last lines:\n%s",
+                     job->script, -exit_code, strsignal(-exit_code), tail);
+        complete(o, c, prefix, "failed", why);
     } else {
-        rc = upload(o, c, prefix, dir, err);
+        rc = script ? agent_script_upload(o, c, prefix, job_id, job, dir, err)
+                    : upload(o, c, prefix, dir, err);
         if (rc < 0 && *o->stop && rc != -ENOSPC) {
-            say("job %s: stopping before its upload ended (%s); handing it back", job_id, err);
+            agent_say("job %s: stopping before its upload ended (%s); handing it back", job_id, err);
             report(o, c, prefix, "release", NULL);
         } else {
             complete(o, c, prefix, rc == 0 ? "succeeded" : "failed", rc == 0 ? NULL : err);
         }
     }
     client_set_abort(c, o->stop);
-    say("job %s finished", job_id);
-    remove_dir(dir);
+    agent_say("job %s finished", job_id);
+    if (script)
+        agent_script_cleanup(dir);
+    else
+        remove_dir(dir);
     client_free(b.c);
     json_decref(b.logs);
     json_decref(b.epochs);
@@ -678,7 +701,8 @@ static int register_worker(const agent_opts *o, client *c, const ocl_device *dev
         snprintf(name, sizeof name, "%s", o->name);
     else
         snprintf(name, sizeof name, "%s-%d", host, (int)getpid());
-    json_t *body = json_pack("{s:s, s:[o]}", "name", name, "devices", agent_device_json(dev));
+    json_t *body = json_pack("{s:s, s:[o], s:b}", "name", name, "devices", agent_device_json(dev),
+                             "scripts", o->allow_scripts);
     long backoff = 100;
     int rc = 0;
     while (!*o->stop) {
@@ -689,17 +713,17 @@ static int register_worker(const agent_opts *o, client *c, const ocl_device *dev
             snprintf(id, cap, "%s", json_string_value(json_object_get(reply, "id")));
             json_decref(reply);
             json_decref(body);
-            say("registered as %s (%s) with %s", id, name, dev->name);
+            agent_say("registered as %s (%s) with %s", id, name, dev->name);
             return 0;
         }
         if (rc == 0) {
             char why[512];
             client_problem(status, reply, why, sizeof why);
-            say("registration refused: %s", why);
+            agent_say("registration refused: %s", why);
         } else if (rc == -EKEYREJECTED) {
             break; /* the same certificate fails the same way: say so and stop */
         } else {
-            say("cannot reach %s, retrying: %s", o->server, err);
+            agent_say("cannot reach %s, retrying: %s", o->server, err);
         }
         json_decref(reply);
         sleep_ms(backoff);
@@ -711,8 +735,9 @@ static int register_worker(const agent_opts *o, client *c, const ocl_device *dev
     return err_set(err, -EINTR, "stopped before registering");
 }
 
-int agent_run(const agent_opts *o, char *err)
+int agent_run(const agent_opts *given, char *err)
 {
+    agent_opts mine = *given, *o = &mine; /* with the device, for script jobs */
     ocl_device dev;
     ocl_ctx *ctx = NULL;
     kern *k = NULL;
@@ -721,13 +746,14 @@ int agent_run(const agent_opts *o, char *err)
     int rc = fetch_global_init(err);
     if (rc == 0)
         rc = pick_device(o->device ? o->device : "any", &dev, err);
+    mine.device_info = &dev;
     if (rc == 0)
         rc = ocl_ctx_new(&dev, NULL, &ctx, err);
     if (rc == 0)
         rc = kern_new(ctx, &k, err);
     double t_warm = time_mono();
     if (rc == 0 && kern_warmup(k, err) < 0)
-        say("kernel warm-up failed, kernels compile on first use instead: %s", err);
+        agent_say("kernel warm-up failed, kernels compile on first use instead: %s", err);
     t_warm = time_mono() - t_warm;
     if (rc == 0)
         ocl_ctx_save(ctx); /* with what the warm-up compiled: the next worker compiles nothing */
@@ -737,7 +763,7 @@ int agent_run(const agent_opts *o, char *err)
         goto out;
     client_set_ca(c, o->ca_file, o->ca_pinned);
     client_set_abort(c, o->stop);
-    say("device %s, kernels %s in %.2fs, warmed up in %.2fs", dev.name,
+    agent_say("device %s, kernels %s in %.2fs, warmed up in %.2fs", dev.name,
         ctx->from_cache ? "from cache" : "compiled", ctx->build_seconds, t_warm);
     client_set_timeout(c, AGENT_LEASE_WAIT_S + 30);
     rc = register_worker(o, c, &dev, worker_id, sizeof worker_id, err);
@@ -752,9 +778,9 @@ int agent_run(const agent_opts *o, char *err)
         int lrc = client_post_json(c, path, NULL, &status, &lease, err);
         if (lrc < 0 || (status != 200 && status != 204 && status != 404)) {
             if (lrc < 0)
-                say("lease failed, retrying: %s", err);
+                agent_say("lease failed, retrying: %s", err);
             else
-                say("lease answered %ld, retrying", status);
+                agent_say("lease answered %ld, retrying", status);
             json_decref(lease);
             sleep_ms(backoff);
             backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;

@@ -679,15 +679,17 @@ static int hand_out(const dscache_entry *e, char *data, size_t n, const fetch_op
 }
 
 /* Keyed by the job's sha256: a hit makes no request. */
-static int fetch_pinned(dscache *c, const char *url, const fetch_opts *o, char **out, size_t *len,
-                        fetch_stats *st, dscache_result *res, char *err)
+static int fetch_pinned(dscache *c, const char *id, const char *url, const fetch_opts *o,
+                        char **out, size_t *len, fetch_stats *st, dscache_result *res, char *err)
 {
     char key[65], cerr[ERR_LEN];
     dscache_entry e = {0};
     char *data = NULL;
     size_t n = 0;
     double t0 = time_mono();
-    dscache_key(url, o->sha256, key);
+    fetch_stats own; /* store() reads the stats, which the caller may not want */
+    st = st ? st : &own;
+    dscache_key(id, o->sha256, key);
     int rc = dscache_get(c, key, &data, &n, &e, cerr);
     if (rc == 0 && strcasecmp(e.wire_sha256, o->sha256) == 0) {
         res->how = DSCACHE_HIT;
@@ -711,8 +713,8 @@ static int fetch_pinned(dscache *c, const char *url, const fetch_opts *o, char *
 }
 
 /* Keyed by the URL: a conditional request with the stored validator. */
-static int fetch_validated(dscache *c, const char *url, const fetch_opts *o, char **out,
-                           size_t *len, fetch_stats *st, dscache_result *res, char *err)
+static int fetch_validated(dscache *c, const char *id, const char *url, const fetch_opts *o,
+                           char **out, size_t *len, fetch_stats *st, dscache_result *res, char *err)
 {
     char key[65], cerr[ERR_LEN];
     dscache_entry old = {0}, e = {0};
@@ -720,7 +722,7 @@ static int fetch_validated(dscache *c, const char *url, const fetch_opts *o, cha
     fetch_stats own;
     double t0 = time_mono();
     st = st ? st : &own;
-    dscache_key(url, NULL, key);
+    dscache_key(id, NULL, key);
     int have = dscache_peek(c, key, &old, NULL) == 0;
     if (have && old.etag[0])
         fo.if_none_match = old.etag;
@@ -753,6 +755,20 @@ static int fetch_validated(dscache *c, const char *url, const fetch_opts *o, cha
     return 0;
 }
 
+/* What an s3:// URL is cached under (malloc'd, NULL when out of memory): the URL, the endpoint
+ * and the access key id, so that another endpoint's object of the same name, or bytes that
+ * other credentials fetched, are never handed out. The secret is not part of it. */
+static char *s3_identity(const char *url, const fetch_s3 *s3)
+{
+    const char *ep = s3->endpoint ? s3->endpoint : "aws";
+    const char *region = s3->region ? s3->region : "";
+    size_t n = strlen(url) + strlen(ep) + strlen(region) + strlen(s3->access_key) + 4;
+    char *id = malloc(n);
+    if (id)
+        snprintf(id, n, "%s\n%s\n%s\n%s", url, ep, region, s3->access_key);
+    return id;
+}
+
 int dscache_fetch(dscache *c, const char *url, const fetch_opts *o, char **out, size_t *len,
                   fetch_stats *st, dscache_result *res, char *err)
 {
@@ -762,12 +778,19 @@ int dscache_fetch(dscache *c, const char *url, const fetch_opts *o, char **out, 
     memset(res, 0, sizeof *res);
     o = o ? o : &none;
     int http = url && (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0);
+    int s3 =
+        url && strncmp(url, "s3://", 5) == 0 && o->s3 && o->s3->access_key && o->s3->secret_key;
     /* file:// is not cached: it is a local read already, as quick as reading a copy */
-    if (!c || !http || o->if_none_match || o->if_modified_since)
+    if (!c || !(http || s3) || o->if_none_match || o->if_modified_since)
         return fetch_url(url, o, out, len, st, err);
-    if (o->sha256 && strlen(o->sha256) == KEY_LEN && is_hex(o->sha256, KEY_LEN))
-        return fetch_pinned(c, url, o, out, len, st, res, err);
-    if (o->sha256) /* malformed: fetch_url says how */
-        return fetch_url(url, o, out, len, st, err);
-    return fetch_validated(c, url, o, out, len, st, res, err);
+    if (o->sha256 && !(strlen(o->sha256) == KEY_LEN && is_hex(o->sha256, KEY_LEN)))
+        return fetch_url(url, o, out, len, st, err); /* malformed: fetch_url says how */
+    char *id = s3 ? s3_identity(url, o->s3) : NULL;
+    if (s3 && !id)
+        return err_set(err, -ENOMEM, "out of memory");
+    const char *key = id ? id : url;
+    int rc = o->sha256 ? fetch_pinned(c, key, url, o, out, len, st, res, err)
+                       : fetch_validated(c, key, url, o, out, len, st, res, err);
+    free(id);
+    return rc;
 }

@@ -10,6 +10,8 @@
  *     Last-Modified when the answer's Date is at least a second later, as RFC 9110 asks of a
  *     strong one): a hit sends a conditional GET, and a 304 reads the cached bytes, a 200
  *     replaces the entry. An answer with no usable validator is not cached (the note says so).
+ * s3:// URLs are cached like http(s) ones, keyed by the s3:// URL itself with the endpoint,
+ * region and access key id it was fetched with (never the secret).
  * file:// datasets are not cached: they are local reads already, and a copy would only double
  * the disk they take (the note says so).
  *

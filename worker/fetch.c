@@ -6,6 +6,8 @@
  * private addresses that no pattern allows (so a DNS answer cannot sneak one in). With a proxy
  * from the environment the socket is the proxy's: the address rule then judges the proxy (a
  * private one must be allowed by address) and only the host rule judges the target.
+ * s3:// becomes a signed GET of the endpoint's path-style URL through the same function, with
+ * no redirects and the S3 error code taken from the body of a failed answer (fetch_s3.c).
  * file:// never reaches curl: the path is resolved with realpath(), checked against the resolved
  * root and read directly, so that what is checked is what is read. Both paths feed the same sink,
  * which hashes the bytes as they come, grows the buffer geometrically and refuses to pass
@@ -32,6 +34,7 @@
 
 #include "util/err.h"
 #include "worker/allow.h"
+#include "worker/fetch_priv.h"
 #include "util/sha256.h"
 #include "util/timeutil.h"
 #include "util/url.h"
@@ -312,19 +315,26 @@ static int fetch_conditional(const fetch_opts *o, struct curl_slist **list, char
 /* Downloads an http(s) URL into the sink; messages show the URL as shown. Redirects are
  * followed here rather than by curl, so that each target's scheme and host are checked before
  * anything is sent to it; the sink is emptied between hops (a redirect's own body is not data).
- * The conditional headers go with every hop; a final 304 returns FETCH_NOT_MODIFIED. */
+ * The conditional headers go with every hop; a final 304 returns FETCH_NOT_MODIFIED. With s3
+ * (the URL is then an S3 endpoint's) the request is signed, redirects and error answers end the
+ * fetch with the S3 error, and the host and address rules do not apply (fetch.h). */
 static int fetch_http(const char *url, const char *shown, const fetch_opts *o,
-                      const allow_list *allow, fetch_sink *s, fetch_headers *hd, char *err)
+                      const allow_list *allow, const fetch_s3 *s3, fetch_sink *s, fetch_headers *hd,
+                      char *err)
 {
-    char cerr[CURL_ERROR_SIZE] = "", hop_shown[FETCH_SHOWN];
+    static const allow_list anyone;
+    char cerr[CURL_ERROR_SIZE] = "", hop_shown[FETCH_SHOWN], sigv4[64];
     char *cur = NULL;
-    fetch_guard g = {.allow = allow, .allow_private = o->allow_private};
-    struct curl_slist *cond = NULL;
+    /* the S3 endpoint's host is the operator's choice: no host or address rule for it */
+    fetch_guard g = {.allow = s3 ? &anyone : allow, .allow_private = s3 ? 1 : o->allow_private};
+    struct curl_slist *hdrs = NULL;
     int rc = 0;
     CURL *h = curl_easy_init();
     if (!h)
         return err_set(err, -ENOMEM, "could not create a curl handle");
-    rc = fetch_conditional(o, &cond, err);
+    rc = fetch_conditional(o, &hdrs, err);
+    if (rc == 0 && s3)
+        rc = fetch_s3_headers(s3, &hdrs, err);
     if (rc < 0)
         goto out;
     long connect = o->connect_timeout_s > 0 ? o->connect_timeout_s : FETCH_DEFAULT_CONNECT;
@@ -342,7 +352,8 @@ static int fetch_http(const char *url, const char *shown, const fetch_opts *o,
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, (long)FETCH_LOW_SPEED);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, low);
     curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)s->max);
-    curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
+    /* S3 errors carry their code in the body, which FAILONERROR would throw away */
+    curl_easy_setopt(h, CURLOPT_FAILONERROR, s3 ? 0L : 1L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "trainyard/" TRAINYARD_VERSION);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, fetch_write);
@@ -352,12 +363,19 @@ static int fetch_http(const char *url, const char *shown, const fetch_opts *o,
     curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, &g);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, fetch_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, hd);
-    if (cond)
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, cond);
+    if (hdrs)
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     if (o->ca_file) {
         /* this bundle alone: Debian's libcurl would also read /etc/ssl/certs */
         curl_easy_setopt(h, CURLOPT_CAINFO, o->ca_file);
         curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
+    }
+    if (s3) {
+        snprintf(sigv4, sizeof sigv4, "aws:amz:%s:s3", fetch_s3_region(s3));
+        curl_easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4);
+        curl_easy_setopt(h, CURLOPT_USERNAME, s3->access_key);
+        curl_easy_setopt(h, CURLOPT_PASSWORD, s3->secret_key);
+        curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L); /* the path signed is the path sent */
     }
     if (o->stop) {
         curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, fetch_progress);
@@ -390,8 +408,12 @@ static int fetch_http(const char *url, const char *shown, const fetch_opts *o,
         char *next = NULL;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
         curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &next);
-        if (status == 304 && cond) {
+        if (status == 304 && (o->if_none_match || o->if_modified_since)) {
             rc = FETCH_NOT_MODIFIED;
+            goto out;
+        }
+        if (s3 && status >= 300) { /* a signed request is never sent on to another host */
+            rc = fetch_s3_error(status, s->buf, s->len, hop_shown, err);
             goto out;
         }
         if (status < 300 || status > 399 || !next)
@@ -412,7 +434,31 @@ static int fetch_http(const char *url, const char *shown, const fetch_opts *o,
 out:
     free(cur);
     curl_easy_cleanup(h);
-    curl_slist_free_all(cond);
+    curl_slist_free_all(hdrs);
+    return rc;
+}
+
+/* Fetches an s3:// URL with o->s3's endpoint and credentials (fetch.h, fetch_s3.c). */
+static int fetch_s3_get(const char *url, const char *shown, const fetch_opts *o, fetch_sink *s,
+                        fetch_headers *hd, char *err)
+{
+    const fetch_s3 *s3 = o->s3;
+    char *http_url = NULL;
+    if (!s3)
+        return err_set(err, -EACCES, "%s: s3:// URLs are not fetched here", shown);
+    if (!s3->access_key || !*s3->access_key || !s3->secret_key || !*s3->secret_key)
+        return err_set(err, -EACCES,
+                       "%s: s3:// needs credentials: set AWS_ACCESS_KEY_ID and "
+                       "AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones) in the "
+                       "environment of the worker (or of serve, which hands it to its local "
+                       "workers)",
+                       shown);
+    int rc = fetch_s3_url(url, s3, &http_url, err);
+    if (rc == 0)
+        rc = fetch_global_init(err);
+    if (rc == 0)
+        rc = fetch_http(http_url, shown, o, NULL, s3, s, hd, err);
+    free(http_url);
     return rc;
 }
 
@@ -712,11 +758,14 @@ int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, 
         rc = fetch_global_init(err);
         if (rc < 0)
             goto out;
-        rc = fetch_http(url, shown, o, &allow, &s, &hd, err);
+        rc = fetch_http(url, shown, o, &allow, NULL, &s, &hd, err);
     } else if (strncasecmp(url, "file://", 7) == 0) {
         rc = fetch_file(url, shown, o, &s, err);
+    } else if (strncmp(url, "s3://", 5) == 0) {
+        rc = fetch_s3_get(url, shown, o, &s, &hd, err);
     } else {
-        rc = err_set(err, -EINVAL, "unsupported URL '%s': use http://, https:// or file://", shown);
+        rc = err_set(err, -EINVAL, "unsupported URL '%s': use http://, https://, file:// or s3://",
+                     shown);
     }
     if (rc < 0)
         goto out;
@@ -752,7 +801,7 @@ int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, 
 
     uint64_t downloaded = s.len;
     int was_gzip = s.len >= 2 && (unsigned char)s.buf[0] == 0x1f && (unsigned char)s.buf[1] == 0x8b;
-    if (was_gzip) {
+    if (was_gzip && !o->keep_gzip) {
         char *plain = NULL;
         size_t plain_len = 0;
         rc = fetch_gunzip(s.buf, s.len, s.max, shown, &plain, &plain_len, err);

@@ -247,7 +247,8 @@ static int load_data(run *r, char *err)
                      .allow = r->opts->dataset_allow,
                      .ca_file = r->opts->dataset_ca,
                      .allow_private = r->opts->allow_private,
-                     .stop = r->opts->stop_download};
+                     .stop = r->opts->stop_download,
+                     .s3 = r->opts->s3};
     dscache_result cr;
     phase(r, TRAINER_PHASE_DOWNLOADING);
     int rc =

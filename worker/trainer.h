@@ -77,6 +77,7 @@ typedef struct trainer_opts {
     const char *dataset_allow;  /* comma-separated host patterns (fetch.h), or NULL */
     const char *dataset_ca;     /* PEM CA bundle for https datasets (fetch.h), or NULL */
     int allow_private;          /* 1: datasets on private addresses need no allow pattern */
+    const fetch_s3 *s3;         /* endpoint and credentials for s3:// datasets; NULL: refused */
     uint64_t max_dataset_bytes; /* 0: the fetch default */
     long dataset_stall_s;       /* abort a download stalled this long; 0: the fetch default */
     const char *resume_from;    /* a checkpoint to continue from, or NULL to start afresh */

@@ -132,3 +132,11 @@ def test_image_job_section(readme_clone):
     assert "succeeded" in proc.stdout, proc.stdout + proc.stderr
     model = load_file(str(readme_clone / "shapes" / "model.safetensors"))
     assert model["0.weight"].shape == (16, 3, 3, 3)  # Conv2d(3, 16, 3): [out, in, kh, kw]
+
+
+def test_script_job_section(readme_clone):
+    proc = run_block(readme_clone, "path", "script")
+    assert "succeeded" in proc.stdout, proc.stdout + proc.stderr
+    import json
+    model = json.loads((readme_clone / "spirals-script" / "model.json").read_text())
+    assert model["labels"] == ["a", "b"] and len(model["w1"]) == 2, list(model)

@@ -1,6 +1,7 @@
 /* Unit tests of worker/fetch against a real local HTTP server (fetch_server.py, started here on
  * a port the kernel picks) and real files: plain and gzip bodies, checksums, HTTP errors, size
- * caps, timeouts, redirects, and file:// confinement to the dataset root. */
+ * caps, timeouts, redirects, file:// confinement to the dataset root, and s3:// URLs: their
+ * mapping, the AWS_* environment, and signed GETs that the server checks. */
 #include "worker/fetch.h"
 
 #include <ctype.h>
@@ -21,6 +22,7 @@
 #include "util/sha256.h"
 #include "util/timeutil.h"
 #include "worker/allow.h"
+#include "worker/dscache.h"
 
 static char base[64];  /* http://127.0.0.1:PORT */
 static char tmp[256];  /* scratch directory */
@@ -285,7 +287,8 @@ static void test_http_errors(void)
     CHECK(strstr(err, "hunter2") == NULL && strstr(err, "SECRET") == NULL);
     expect_fail("/loop", &o, -EIO, "more than 5", __LINE__);
     expect_fail("/redirect?to=file:///etc/passwd", &o, -EACCES, "not http or https", __LINE__);
-    expect_fail("ftp://127.0.0.1/x", &o, -EINVAL, "use http://, https:// or file://", __LINE__);
+    expect_fail("ftp://127.0.0.1/x", &o, -EINVAL, "use http://, https://, file:// or s3://",
+                __LINE__);
     expect_fail("", &o, -EINVAL, "unsupported URL", __LINE__);
     expect_fail("http://127.0.0.1:1/refused", &o, -EIO, "127.0.0.1:1", __LINE__);
 }
@@ -557,6 +560,200 @@ static void make_files(void)
     write_file(path, "plain.csv", plain, n);
 }
 
+/* s3:// URLs map to path-style endpoint URLs with the key encoded once; bad ones are refused. */
+static void test_s3_urls(void)
+{
+    const struct {
+        const char *url, *endpoint, *region, *want;
+    } good[] = {
+        {"s3://bkt/data.csv", "http://127.0.0.1:9000", NULL, "http://127.0.0.1:9000/bkt/data.csv"},
+        {"s3://bkt/a/b.csv", "http://h:1//", NULL, "http://h:1/bkt/a/b.csv"},
+        {"s3://my.bucket-1/k", NULL, NULL, "https://s3.us-east-1.amazonaws.com/my.bucket-1/k"},
+        {"s3://bkt/k", NULL, "eu-west-3", "https://s3.eu-west-3.amazonaws.com/bkt/k"},
+        {"s3://bkt/my%20file+x=y.csv", "http://h", NULL, "http://h/bkt/my%20file%2Bx%3Dy.csv"},
+        {"s3://bkt/%7e~%2f_.-", "https://h/prefix", NULL, "https://h/prefix/bkt/~~/_.-"},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        fetch_s3 s3 = {.endpoint = good[i].endpoint, .region = good[i].region};
+        char err[ERR_LEN] = "", *url = NULL;
+        int rc = fetch_s3_url(good[i].url, &s3, &url, err);
+        CHECK_INT(rc, 0);
+        if (rc == 0)
+            CHECK_STR(url, good[i].want);
+        free(url);
+    }
+    const struct {
+        const char *url, *endpoint, *region, *want;
+    } bad[] = {
+        {"s3://Bkt/k", NULL, NULL, "a-z, 0-9"},
+        {"s3://user:pw@bkt/k", NULL, NULL, "credentials come from"},
+        {"s3://ab/k", NULL, NULL, "3 to 63"},
+        {"s3://bkt", NULL, NULL, "no key"},
+        {"s3://bkt/", NULL, NULL, "no key"},
+        {"s3://bkt/a%zz", NULL, NULL, "%XX"},
+        {"s3://bkt/a%0a", NULL, NULL, "control character"},
+        {"s3://bkt/k", NULL, "us east", "not a region name"},
+        {"s3://bkt/k", NULL, "us:east", "not a region name"},
+        {"s3://bkt/k", "ftp://h", NULL, "not an http:// or https:// URL"},
+        {"s3://bkt/k", "http://h/?x", NULL, "query or fragment"},
+        {"http://bkt/k", NULL, NULL, "must start with s3://"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        fetch_s3 s3 = {.endpoint = bad[i].endpoint, .region = bad[i].region};
+        char err[ERR_LEN] = "", *url = (char *)"untouched";
+        CHECK_INT(fetch_s3_url(bad[i].url, &s3, &url, err), -EINVAL);
+        if (!strstr(err, bad[i].want)) {
+            fprintf(stderr, "%s: \"%s\" does not say \"%s\"\n", bad[i].url, err, bad[i].want);
+            check_failures++;
+        }
+        CHECK_STR(url, "untouched");
+    }
+}
+
+/* The environment, then the flags over it; empty values count as unset. */
+static void test_s3_env(void)
+{
+    const char *names[] = {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL",  "AWS_REGION",
+                           "AWS_DEFAULT_REGION",  "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                           "AWS_SESSION_TOKEN"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        unsetenv(names[i]);
+    fetch_s3 s3;
+    fetch_s3_from_env(&s3, NULL, NULL);
+    CHECK(!s3.endpoint && !s3.region && !s3.access_key && !s3.secret_key && !s3.session_token);
+    setenv("AWS_ENDPOINT_URL", "http://generic", 1);
+    setenv("AWS_DEFAULT_REGION", "eu-north-1", 1);
+    setenv("AWS_ACCESS_KEY_ID", "AK", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", "SK", 1);
+    setenv("AWS_SESSION_TOKEN", "", 1);
+    fetch_s3_from_env(&s3, NULL, "");
+    CHECK_STR(s3.endpoint, "http://generic");
+    CHECK_STR(s3.region, "eu-north-1");
+    CHECK_STR(s3.access_key, "AK");
+    CHECK_STR(s3.secret_key, "SK");
+    CHECK(s3.session_token == NULL);
+    setenv("AWS_ENDPOINT_URL_S3", "http://s3only", 1);
+    setenv("AWS_REGION", "ap-south-1", 1);
+    fetch_s3_from_env(&s3, NULL, NULL);
+    CHECK_STR(s3.endpoint, "http://s3only");
+    CHECK_STR(s3.region, "ap-south-1");
+    fetch_s3_from_env(&s3, "http://flag", "us-west-2");
+    CHECK_STR(s3.endpoint, "http://flag");
+    CHECK_STR(s3.region, "us-west-2");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        unsetenv(names[i]);
+}
+
+/* Signed GETs against the test server's S3 (fetch_server.py checks the signature). */
+static void test_s3_fetch(void)
+{
+    fetch_s3 s3 = {.endpoint = base, .access_key = "AKIDTEST", .secret_key = "s3cret/Key+1"};
+    /* the endpoint is trusted: neither the allow list nor the private-address rule applies */
+    fetch_opts o = {.s3 = &s3, .allow = "data.example.com"};
+    expect_body("s3://bkt/plain.csv", &o, plain, strlen(plain), 0, __LINE__);
+    expect_body("s3://bkt/sub%20dir/inner.csv", &o, plain, strlen(plain), 0, __LINE__);
+    expect_body("s3://bkt/data.csv.gz", &o, plain, strlen(plain), 1, __LINE__);
+    s3.region = "eu-central-1";
+    expect_body("s3://bkt/plain.csv", &o, plain, strlen(plain), 0, __LINE__);
+
+    /* conditional requests with the object's ETag */
+    char err[ERR_LEN], *out = NULL, etag[FETCH_HEADER_MAX] = "";
+    size_t len = 0;
+    fetch_stats st;
+    CHECK_INT(get("s3://bkt/plain.csv", &o, &out, &len, &st, err), 0);
+    free(out);
+    memcpy(etag, st.etag, sizeof etag);
+    CHECK(etag[0] == '"');
+    o.if_none_match = etag;
+    CHECK_INT(get("s3://bkt/plain.csv", &o, &out, &len, &st, err), FETCH_NOT_MODIFIED);
+    o.if_none_match = NULL;
+
+    /* errors name the S3 code and never the secret */
+    expect_fail("s3://bkt/missing.csv", &o, -ENOENT,
+                "S3 error NoSuchKey (HTTP 404) for "
+                "s3://bkt/missing.csv",
+                __LINE__);
+    expect_fail("s3://other/plain.csv", &o, -ENOENT, "NoSuchBucket", __LINE__);
+    s3.secret_key = "wrong-secret";
+    expect_fail("s3://bkt/plain.csv", &o, -EACCES, "SignatureDoesNotMatch", __LINE__);
+    CHECK_INT(get("s3://bkt/plain.csv", &o, &out, &len, NULL, err), -EACCES);
+    CHECK(strstr(err, "wrong-secret") == NULL);
+    s3.access_key = "AKIDNOPE";
+    expect_fail("s3://bkt/plain.csv", &o, -EACCES, "InvalidAccessKeyId", __LINE__);
+
+    /* temporary credentials: the session token goes along, signed */
+    s3.access_key = "ASIATEST";
+    s3.secret_key = "tempSecret";
+    expect_fail("s3://bkt/plain.csv", &o, -EACCES, "InvalidToken", __LINE__);
+    s3.session_token = "tok/en+=";
+    expect_body("s3://bkt/plain.csv", &o, plain, strlen(plain), 0, __LINE__);
+    s3.session_token = "bad\r\ntoken";
+    expect_fail("s3://bkt/plain.csv", &o, -EINVAL, "AWS_SESSION_TOKEN", __LINE__);
+
+    /* no credentials, no S3 settings */
+    s3.access_key = NULL;
+    expect_fail("s3://bkt/plain.csv", &o, -EACCES, "s3:// needs credentials: set AWS_ACCESS_KEY_ID",
+                __LINE__);
+    o.s3 = NULL;
+    expect_fail("s3://bkt/plain.csv", &o, -EACCES, "not fetched here", __LINE__);
+    expect_fail("s3://bkt/plain.csv", NULL, -EACCES, "not fetched here", __LINE__);
+}
+
+/* Fetches url through cache c with o; returns how it came (enum dscache_how), or the error. */
+static int cached(dscache *c, const char *url, const fetch_opts *o)
+{
+    char err[ERR_LEN], *out = NULL;
+    size_t len = 0;
+    dscache_result res;
+    int rc = dscache_fetch(c, url, o, &out, &len, NULL, &res, err);
+    if (rc == 0)
+        CHECK(len == strlen(plain) && memcmp(out, plain, len) == 0);
+    else
+        fprintf(stderr, "dscache_fetch %s: %s\n", url, err);
+    free(out);
+    return rc < 0 ? rc : res.how;
+}
+
+/* s3:// entries: revalidated with the ETag; keyed by URL, endpoint, region and access key id,
+ * not by the secret. */
+static void test_s3_cache(void)
+{
+    char dir[400], err[ERR_LEN], other[80];
+    dscache *c = NULL;
+    snprintf(dir, sizeof dir, "%s/s3cache", tmp);
+    CHECK_INT(dscache_open(dir, 0, &c, err), 0);
+    if (!c)
+        return;
+    fetch_s3 s3 = {.endpoint = base, .access_key = "AKIDTEST", .secret_key = "s3cret/Key+1"};
+    fetch_opts o = {.s3 = &s3};
+    CHECK_INT(cached(c, "s3://bkt/plain.csv", &o), DSCACHE_FETCHED);
+    CHECK_INT(cached(c, "s3://bkt/plain.csv", &o), DSCACHE_REVALIDATED);
+    /* the same object through another spelling of the endpoint, or another region: its own */
+    snprintf(other, sizeof other, "http://localhost:%s", strrchr(base, ':') + 1);
+    s3.endpoint = other;
+    CHECK_INT(cached(c, "s3://bkt/plain.csv", &o), DSCACHE_FETCHED);
+    s3.endpoint = base;
+    s3.region = "eu-west-1";
+    CHECK_INT(cached(c, "s3://bkt/plain.csv", &o), DSCACHE_FETCHED);
+    s3.region = NULL;
+    /* other credentials never read what these fetched */
+    s3.access_key = "ASIATEST";
+    s3.secret_key = "tempSecret";
+    s3.session_token = "tok/en+=";
+    CHECK_INT(cached(c, "s3://bkt/plain.csv", &o), DSCACHE_FETCHED);
+    /* pinned by sha256: a hit sends nothing, so even a wrong secret reads the entry the same key
+     * id stored (the secret is not part of the key) */
+    char sha[65];
+    sha256_buf_hex(plain, strlen(plain), sha);
+    o.sha256 = sha;
+    CHECK_INT(cached(c, "s3://bkt/plain.csv", &o), DSCACHE_FETCHED);
+    s3.secret_key = "changed";
+    CHECK_INT(cached(c, "s3://bkt/plain.csv", &o), DSCACHE_HIT);
+    o.sha256 = NULL;
+    CHECK_INT(cached(c, "s3://bkt/plain.csv", &o), -EACCES); /* revalidation is signed */
+    dscache_free(c);
+}
+
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     return remove(path);
@@ -590,11 +787,15 @@ int main(void)
         test_limits();
         test_timeouts();
         test_allow();
+        test_s3_fetch();
+        test_s3_cache();
         kill(pid, SIGTERM);
         waitpid(pid, NULL, 0);
     }
     test_files();
     test_patterns();
+    test_s3_urls();
+    test_s3_env();
     nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return check_exit();
 }

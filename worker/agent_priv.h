@@ -1,0 +1,72 @@
+/* agent_priv: what the worker loop (agent.c) shares with the script-job path (script_job.c).
+ *
+ * One job has one heartbeat thread, whatever runs it: the trainer on this worker's device, or
+ * a user's script (script/run.h) in a sandbox. Both feed the same queues (log lines, epochs,
+ * the pending checkpoint) and read the same flags (cancel, lease lost). */
+#ifndef TRAINYARD_WORKER_AGENT_PRIV_H
+#define TRAINYARD_WORKER_AGENT_PRIV_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "client/client.h"
+#include "job/job.h"
+#include "worker/agent.h"
+
+#define AGENT_CKPT_PENDING "checkpoint.pending" /* the newest copy not yet sent */
+#define AGENT_CKPT_SENDING "checkpoint.sending" /* the copy the heartbeat thread uploads */
+
+typedef struct beat {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    client *c; /* its own connection */
+    char path[1024];
+    char ckpt_path[1024];  /* PUT here (a script job's adds ?epoch=ckpt_epoch) */
+    const char *dir;       /* the job folder */
+    int ckpt_pending;      /* dir/checkpoint.pending waits to be sent */
+    int script;            /* a script job: its checkpoints are .tar.gz snapshots */
+    int ckpt_epoch;        /* the pending snapshot's epoch (script jobs) */
+    json_t *logs, *epochs; /* queued for the next heartbeat */
+    char phase[16];
+    uint64_t dataset_bytes; /* fetched, not yet reported (GET /metrics counts them) */
+    int urgent, done;
+    volatile int cancel, lost; /* read by the job's thread without the lock: flags only */
+    const agent_opts *o;
+} beat;
+
+/* "worker: ..." on stderr. */
+void agent_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Queues a log line for the next heartbeat (and echoes it to stderr). */
+void agent_hook_log(void *user, const char *line);
+/* Sets the phase (enum trainer_phase) reported with the next heartbeat, sent at once. */
+void agent_hook_phase(void *user, int phase);
+/* Adds fetched dataset bytes to what the next heartbeat reports. */
+void agent_hook_dataset(void *user, uint64_t bytes);
+/* Queues one epoch's metrics (a new reference is taken) and wakes the heartbeat thread. */
+void agent_queue_epoch(beat *b, json_t *epoch);
+/* Uploads file as the artifact name, retried while the server is away; a refusal is -EIO, or
+ * -ENOSPC for 507 (the server's disk is full), with a sentence in err. */
+int agent_upload(const agent_opts *o, client *c, const char *prefix, const char *name,
+                 const char *file, char *err);
+
+/* A script job (script_job.c): fetches its code, dataset and checkpoint into dir, runs the
+ * script under the worker's sandbox and reports through b. Returns 0 when the script ran to an
+ * end (*exit_code, *stopped: the run was ended by cancel, a lost lease or the worker's stop), or
+ * -errno when the job could not start (err says why: code, dataset, venv, sandbox). */
+int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *lease,
+                     const job_spec *job, const char *dir, int *exit_code, int *stopped,
+                     char *tail, size_t tail_cap, char *err);
+/* After a script that exited 0: uploads every file of dir/output (a folder as NAME.tar.gz),
+ * then job.json, metrics.csv (every epoch the server holds, all attempts) and train.log. */
+int agent_script_upload(const agent_opts *o, client *c, const char *prefix, const char *job_id,
+                        const job_spec *job, const char *dir, char *err);
+/* The folder script jobs cache in (code bundles by address, venvs): --script-cache, else
+ * $TRAINYARD_SCRIPT_CACHE, else $XDG_CACHE_HOME/trainyard/scripts, else
+ * ~/.cache/trainyard/scripts. -ENOENT when none is set, -ENAMETOOLONG. */
+int agent_script_cache_dir(const agent_opts *o, char *out, size_t cap);
+/* Removes a script job's folder and everything in it. */
+void agent_script_cleanup(const char *dir);
+
+#endif
