@@ -18,8 +18,8 @@
  * from the last one handed over and equals the previous tick's is packed, at most once per
  * checkpoint_poll_s (a script that checkpoints every half second still has settled moments
  * between its writes, where a 2 s stability rule would see none until it ended); if the folder
- * changed while it was packed, the pack is dropped and a later tick tries again. The folder as found at
- * the start (a resumed checkpoint) is never handed back. */
+ * changed while it was packed, the pack is dropped and a later tick tries again. The folder as
+ * found at the start (a resumed checkpoint) is never handed back. */
 #include "script/run.h"
 
 #include <dirent.h>
@@ -502,8 +502,8 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
                        o->script);
     if (is_py) {
         char found[PATH_MAX];
-        rc = find_program(o->python && *o->python ? o->python : "python3", found, sizeof found,
-                          err);
+        rc =
+            find_program(o->python && *o->python ? o->python : "python3", found, sizeof found, err);
         if (rc == 0)
             rc = sandbox_python_executable(found, python, sizeof python, err);
         if (rc < 0)

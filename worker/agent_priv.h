@@ -56,8 +56,8 @@ int agent_upload(const agent_opts *o, client *c, const char *prefix, const char 
  * end (*exit_code, *stopped: the run was ended by cancel, a lost lease or the worker's stop), or
  * -errno when the job could not start (err says why: code, dataset, venv, sandbox). */
 int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *lease,
-                     const job_spec *job, const char *dir, int *exit_code, int *stopped,
-                     char *tail, size_t tail_cap, char *err);
+                     const job_spec *job, const char *dir, int *exit_code, int *stopped, char *tail,
+                     size_t tail_cap, char *err);
 /* After a script that exited 0: uploads every file of dir/output (a folder as NAME.tar.gz),
  * then job.json, metrics.csv (every epoch the server holds, all attempts) and train.log. */
 int agent_script_upload(const agent_opts *o, client *c, const char *prefix, const job_spec *job,

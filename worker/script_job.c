@@ -21,7 +21,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 #include "kernels/ocl.h"
 #include "script/bundle.h"
 #include "script/run.h"
@@ -300,8 +299,9 @@ static void fetch_checkpoint(client *c, script_ctx *x, const json_t *lease, cons
     free(data);
     unlink(file);
     if (rc == 0)
-        say_job(x, "checkpoint of the previous attempt restored (%llu files) in "
-                   "$TRAINYARD_CHECKPOINT_DIR",
+        say_job(x,
+                "checkpoint of the previous attempt restored (%llu files) in "
+                "$TRAINYARD_CHECKPOINT_DIR",
                 (unsigned long long)info.files);
     else
         say_job(x, "cannot restore the previous attempt's checkpoint, starting without it: %s",
@@ -428,8 +428,8 @@ int agent_script_cache_dir(const agent_opts *o, char *out, size_t cap)
 
 /* The interpreter for .py scripts: --python, or a venv made from code/requirements.txt when
  * the worker allows pip. */
-static int pick_python(const agent_opts *o, script_ctx *x, const char *dir, char *python, size_t cap,
-                       char *err)
+static int pick_python(const agent_opts *o, script_ctx *x, const char *dir, char *python,
+                       size_t cap, char *err)
 {
     char req[4200], code[4200], root[4096], venvs[4200];
     snprintf(python, cap, "%s", o->python ? o->python : "python3");
@@ -479,8 +479,9 @@ static int collect_output(script_ctx *x, const char *dir, char *err)
         if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
             say_job(x, "output/%s is not a file or a folder: not uploaded", name);
         } else if (!name_artifact_ok(art)) {
-            say_job(x, "output/%s: an artifact's name is 1 to 128 letters, digits, '.', '_' or "
-                       "'-', not starting with '.': not uploaded",
+            say_job(x,
+                    "output/%s: an artifact's name is 1 to 128 letters, digits, '.', '_' or "
+                    "'-', not starting with '.': not uploaded",
                     name);
         } else if (!strcmp(art, "job.json") || !strcmp(art, "metrics.csv") ||
                    !strcmp(art, "train.log")) {
@@ -576,8 +577,8 @@ static int make_env(const agent_opts *o, const json_t *lease, const job_spec *jo
 }
 
 int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *lease,
-                     const job_spec *job, const char *dir, int *exit_code, int *stopped,
-                     char *tail, size_t tail_cap, char *err)
+                     const job_spec *job, const char *dir, int *exit_code, int *stopped, char *tail,
+                     size_t tail_cap, char *err)
 {
     static const char *const subdirs[] = {"", "/code", "/data", "/checkpoint", "/artifacts"};
     char path[4200], python[4096];
@@ -618,7 +619,8 @@ int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *leas
     memset(&res, 0, sizeof res);
     say_job(x, "running %s (code sha256:%s, %llu files)%s", job->script,
             job->code ? job->code + strlen("sha256:") : "from code_url",
-            (unsigned long long)info.files, o->no_sandbox ? " without a sandbox" : " in bubblewrap");
+            (unsigned long long)info.files,
+            o->no_sandbox ? " without a sandbox" : " in bubblewrap");
     agent_hook_phase(b, TRAINER_PHASE_TRAINING);
     ctx.last_t = time_mono();
     rc = script_run(&so, &hooks, &res, err);
