@@ -507,7 +507,7 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
     if (o->sandbox) {
         rc = sandbox_launcher_path(launcher, sizeof launcher, err);
         if (rc == 0 && is_py)
-            rc = sandbox_python_prefixes(python, &ro, err);
+            rc = sandbox_python_prefixes(python, &ro, python, sizeof python, err);
         if (rc < 0)
             goto out;
         char cwd[PATH_MAX];

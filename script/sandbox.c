@@ -253,17 +253,20 @@ static int capture(char *const argv[], char *out, size_t cap, char *err)
     return 0;
 }
 
-int sandbox_python_prefixes(const char *python, sandbox_args *ro, char *err)
+int sandbox_python_prefixes(const char *python, sandbox_args *ro, char *exe, size_t cap, char *err)
 {
     char *argv[] = {(char *)python, "-c",
-                    "import sys; print(sys.prefix); print(sys.base_prefix); "
-                    "print(sys.exec_prefix); print(sys.base_exec_prefix)",
+                    "import sys; print(sys.executable); print(sys.prefix); "
+                    "print(sys.base_prefix); print(sys.exec_prefix); print(sys.base_exec_prefix)",
                     NULL};
-    char out[4 * PATH_MAX];
+    char out[5 * PATH_MAX];
     int rc = capture(argv, out, sizeof out, err);
     if (rc < 0)
         return rc;
-    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+    char *save = NULL, *first = strtok_r(out, "\n", &save);
+    if (!first || first[0] != '/')
+        return err_set(err, -ENOEXEC, "%s did not tell its sys.executable", python);
+    for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (line[0] != '/' || !strcmp(line, "/usr") || !strncmp(line, "/usr/", 5) ||
             !strcmp(line, "/"))
             continue;
@@ -272,6 +275,11 @@ int sandbox_python_prefixes(const char *python, sandbox_args *ro, char *err)
             dup |= !strcmp(ro->v[i], line);
         if (!dup && sandbox_args_add(ro, line) < 0)
             return err_set(err, -ENOMEM, "out of memory");
+    }
+    if (exe) {
+        if (strlen(first) >= cap)
+            return err_set(err, -ENAMETOOLONG, "the interpreter's path is too long");
+        memcpy(exe, first, strlen(first) + 1);
     }
     return 0;
 }

@@ -51,8 +51,10 @@ int sandbox_bwrap_path(char *out, size_t cap, char *err);
 int sandbox_args_bwrap(const sandbox_cfg *c, sandbox_args *a, char *err);
 /* Appends the interpreter's prefixes (sys.prefix, base_prefix, exec_prefix, base_exec_prefix;
  * asked once, outside any sandbox) that are not under /usr, such as a venv or /opt/conda, for
- * binding read-only; duplicates skipped. -ENOEXEC when the interpreter cannot be run. */
-int sandbox_python_prefixes(const char *python, sandbox_args *ro, char *err);
+ * binding read-only; duplicates skipped. exe[cap] (unless NULL) gets its sys.executable, the
+ * path to run inside, so that a wrapper such as a pyenv shim is not needed there. -ENOEXEC when
+ * the interpreter cannot be run. */
+int sandbox_python_prefixes(const char *python, sandbox_args *ro, char *exe, size_t cap, char *err);
 /* The launcher's path (this binary, /proc/self/exe resolved) into out[cap]. */
 int sandbox_launcher_path(char *out, size_t cap, char *err);
 /* `__script-exec FD DATA_LIMIT -- ARGV...` (argv[0] is "__script-exec"; DATA_LIMIT in bytes, 0

@@ -179,7 +179,8 @@ static int step_argv(sandbox_args *a, int sandbox, const char *venv, const char 
     int rc = 0;
     if (sandbox) {
         sandbox_args ro = {0};
-        rc = sandbox_python_prefixes(python, &ro, err);
+        char exe[PATH_MAX];
+        rc = sandbox_python_prefixes(python, &ro, exe, sizeof exe, err);
         if (rc == 0 && code_dir)
             rc = sandbox_args_add(&ro, code_dir) < 0 ? -ENOMEM : 0;
         if (rc == 0 && requirements)
@@ -196,8 +197,11 @@ static int step_argv(sandbox_args *a, int sandbox, const char *venv, const char 
             err_set(err, rc, "out of memory");
         if (rc < 0)
             return rc;
+        /* the interpreter itself: its sys.executable (a pyenv shim cannot run in there) */
+        if (!strcmp(cmd[0], python) && sandbox_args_add(a, exe) < 0)
+            return err_set(err, -ENOMEM, "out of memory");
     }
-    for (size_t i = 0; cmd[i]; i++)
+    for (size_t i = sandbox && !strcmp(cmd[0], python) ? 1 : 0; cmd[i]; i++)
         if (sandbox_args_add(a, cmd[i]) < 0)
             return err_set(err, -ENOMEM, "out of memory");
     return 0;

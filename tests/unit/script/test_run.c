@@ -523,6 +523,28 @@ static void test_environment(int sb)
     seen_free(&s);
 }
 
+/* A wrapper as the interpreter (a pyenv shim, say), outside what the sandbox shows: the run
+ * uses the sys.executable it answers. */
+static void test_python_wrapper(int sb)
+{
+    char jd[600], err[ERR_LEN] = "", name[32], wrapper[700];
+    snprintf(name, sizeof name, "wrap-%d", sb);
+    job_make(jd, sizeof jd, name, "train.py", "import sys\nprint('ran by', sys.executable)\n");
+    snprintf(wrapper, sizeof wrapper, "%s/py-wrapper", root);
+    write_file(wrapper, "#!/bin/sh\nexec " PY " \"$@\"\n", 0755);
+    seen s;
+    seen_init(&s, jd);
+    script_result res;
+    script_opts o = {.job_dir = jd, .script = "train.py", .python = wrapper, .sandbox = sb};
+    script_hooks h = {.user = &s, .on_log = on_log};
+    CHECK_INT(script_run(&o, &h, &res, err), 0);
+    CHECK_INT(res.exit_code, 0);
+    CHECK(logged(&s, "ran by /usr/bin/python3"));
+    if (check_failures)
+        dump(&s, name);
+    seen_free(&s);
+}
+
 static void test_memory(int sb)
 {
     char jd[600], err[ERR_LEN] = "", name[32];
@@ -575,6 +597,7 @@ int main(int argc, char **argv)
             test_checkpoints(sb);
             test_environment(sb);
             test_memory(sb);
+            test_python_wrapper(sb);
         }
     }
     if (sandbox)
