@@ -238,6 +238,20 @@ static void metrics_line(runner *r, const char *line, size_t len)
     json_decref(j);
 }
 
+/* The line gathered so far is complete. */
+static void metrics_end_line(runner *r)
+{
+    if (r->mskip) {
+        r->mline_no++;
+        logf_line(r, "metrics line %ld ignored: longer than %d bytes", r->mline_no,
+                  METRICS_LINE_MAX);
+    } else {
+        metrics_line(r, r->mline, r->mlen);
+    }
+    r->mlen = 0;
+    r->mskip = 0;
+}
+
 /* Reads what metrics.jsonl gained; at_end: a last line without its newline counts too. */
 static void metrics_poll(runner *r, int at_end)
 {
@@ -256,15 +270,7 @@ static void metrics_poll(runner *r, int at_end)
         r->moff += k;
         for (ssize_t i = 0; i < k; i++) {
             if (buf[i] == '\n') {
-                if (r->mskip) {
-                    r->mline_no++;
-                    logf_line(r, "metrics line %ld ignored: longer than %d bytes", r->mline_no,
-                              METRICS_LINE_MAX);
-                } else {
-                    metrics_line(r, r->mline, r->mlen);
-                }
-                r->mlen = 0;
-                r->mskip = 0;
+                metrics_end_line(r);
             } else if (!r->mskip) {
                 if (r->mlen == METRICS_LINE_MAX)
                     r->mskip = 1;
@@ -273,17 +279,8 @@ static void metrics_poll(runner *r, int at_end)
             }
         }
     }
-    if (at_end && (r->mlen || r->mskip)) {
-        if (r->mskip) {
-            r->mline_no++;
-            logf_line(r, "metrics line %ld ignored: longer than %d bytes", r->mline_no,
-                      METRICS_LINE_MAX);
-        } else {
-            metrics_line(r, r->mline, r->mlen);
-        }
-        r->mlen = 0;
-        r->mskip = 0;
-    }
+    if (at_end && (r->mlen || r->mskip))
+        metrics_end_line(r);
 }
 
 /* ---- checkpoints ---- */
@@ -415,23 +412,10 @@ static int find_program(const char *name, char *out, size_t cap, char *err)
                            strerror(errno));
         return 0;
     }
-    const char *path = getenv("PATH");
-    if (!path || !*path)
-        path = "/usr/local/bin:/usr/bin:/bin";
-    for (const char *p = path; *p;) {
-        const char *e = strchr(p, ':');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len > 0) {
-            snprintf(out, cap, "%.*s/%s", (int)len, p, name);
-            if (access(out, X_OK) == 0)
-                return 0;
-        }
-        p += len;
-        if (*p == ':')
-            p++;
-    }
-    return err_set(err, -ENOENT, "the interpreter \"%s\" is not on PATH; give its path (--python)",
-                   name);
+    if (sandbox_which(name, out, cap) < 0)
+        return err_set(err, -ENOENT,
+                       "the interpreter \"%s\" is not on PATH; give its path (--python)", name);
+    return 0;
 }
 
 static void reset_signals(void)

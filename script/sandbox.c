@@ -70,30 +70,28 @@ static int add3(sandbox_args *a, const char *x, const char *y, const char *z)
     return rc;
 }
 
-int sandbox_bwrap_path(char *out, size_t cap, char *err)
+int sandbox_which(const char *name, char *out, size_t cap)
 {
     const char *path = getenv("PATH");
     if (!path || !*path)
         path = "/usr/local/bin:/usr/bin:/bin";
-    const char *p = path;
-    while (*p) {
+    for (const char *p = path; *p;) {
         const char *e = strchr(p, ':');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        char cand[PATH_MAX];
-        if (len > 0 && len + 7 < sizeof cand) {
-            memcpy(cand, p, len);
-            memcpy(cand + len, "/bwrap", 7);
-            if (access(cand, X_OK) == 0) {
-                if (strlen(cand) >= cap)
-                    return err_set(err, -ENAMETOOLONG, "bwrap's path is too long");
-                memcpy(out, cand, strlen(cand) + 1);
-                return 0;
-            }
-        }
+        int n = snprintf(out, cap, "%.*s/%s", (int)len, p, name);
+        if (len > 0 && n > 0 && (size_t)n < cap && access(out, X_OK) == 0)
+            return 0;
         p += len;
         if (*p == ':')
             p++;
     }
+    return -ENOENT;
+}
+
+int sandbox_bwrap_path(char *out, size_t cap, char *err)
+{
+    if (sandbox_which("bwrap", out, cap) == 0)
+        return 0;
     return err_set(err, -ENOENT,
                    "bubblewrap (bwrap) is not on PATH: install it (Debian: apt-get install "
                    "bubblewrap) or run scripts without a sandbox (--no-sandbox)");

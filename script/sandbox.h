@@ -45,6 +45,9 @@ typedef struct sandbox_cfg {
 int sandbox_args_add(sandbox_args *a, const char *s);
 /* Frees the strings and the array; accepts an empty (zeroed) one. */
 void sandbox_args_free(sandbox_args *a);
+/* The first executable name on $PATH (/usr/local/bin:/usr/bin:/bin without one) into
+ * out[cap]: 0, or -ENOENT. */
+int sandbox_which(const char *name, char *out, size_t cap);
 /* The path of bwrap on PATH into out[cap]: 0, or -ENOENT with a sentence. */
 int sandbox_bwrap_path(char *out, size_t cap, char *err);
 /* Appends bwrap's path and its options for c (not the command, nor the "--" before it). */

@@ -214,20 +214,9 @@ static int find_python(const char *python, char *out, size_t cap, char *err)
             return err_set(err, -ENAMETOOLONG, "the interpreter's path is too long");
         return 0;
     }
-    const char *path = getenv("PATH");
-    if (!path || !*path)
-        path = "/usr/local/bin:/usr/bin:/bin";
-    for (const char *p = path; *p;) {
-        const char *e = strchr(p, ':');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len > 0 && snprintf(out, cap, "%.*s/%s", (int)len, p, python) < (int)cap &&
-            access(out, X_OK) == 0)
-            return 0;
-        p += len;
-        if (*p == ':')
-            p++;
-    }
-    return err_set(err, -ENOENT, "the interpreter \"%s\" is not on PATH", python);
+    if (sandbox_which(python, out, cap) < 0)
+        return err_set(err, -ENOENT, "the interpreter \"%s\" is not on PATH", python);
+    return 0;
 }
 
 int script_venv(const char *python, const char *requirements, const char *code_dir,
