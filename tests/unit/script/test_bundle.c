@@ -245,6 +245,53 @@ static void test_refusals(void)
     free(c.p);
 }
 
+/* Archives written by GNU tar (long names as 'L' members) and by Python's tarfile in its pax
+ * and GNU formats: what users' own tools make must pass. */
+static void test_other_writers(void)
+{
+    char src[300], cmd[1400], name[200];
+    snprintf(src, sizeof src, "%s/other", tmp);
+    mkdir(src, 0755);
+    memset(name, 'q', 140);
+    name[140] = '\0';
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && mkdir -p sub && echo hi > 'sub/%s' && ln -s 'sub/%s' link && "
+             "echo x > plain.txt",
+             src, name, name);
+    CHECK_INT(system(cmd), 0);
+    const char *makers[] = {
+        "tar --format=gnu -czf '%s/gnu.tgz' -C '%s' .",
+        "/usr/bin/python3 -c \"import tarfile; t = tarfile.open('%s/pax.tgz', 'w:gz', "
+        "format=tarfile.PAX_FORMAT); t.add('%s', arcname='.'); t.close()\"",
+        "/usr/bin/python3 -c \"import tarfile; t = tarfile.open('%s/gnupy.tgz', 'w:gz', "
+        "format=tarfile.GNU_FORMAT); t.add('%s', arcname='.'); t.close()\"",
+    };
+    const char *files[] = {"gnu.tgz", "pax.tgz", "gnupy.tgz"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, makers[i], tmp, src);
+        if (system(cmd) != 0) {
+            printf("(no archive from \"%s\": its tool is missing)\n", files[i]);
+            continue;
+        }
+        char p[500], out[400], err[ERR_LEN] = "";
+        snprintf(p, sizeof p, "%s/%s", tmp, files[i]);
+        size_t len;
+        char *gz = read_all(p, &len);
+        bundle_info info = {0};
+        snprintf(out, sizeof out, "%s/other-out-%d", tmp, i);
+        CHECK_INT(bundle_unpack(gz, len, out, NULL, &info, err), 0);
+        if (err[0])
+            fprintf(stderr, "%s: %s\n", files[i], err);
+        CHECK_INT(info.files, 2);
+        snprintf(p, sizeof p, "%s/link", out);
+        size_t n;
+        char *text = read_all(p, &n); /* through the symlink, to the long-named file */
+        CHECK(text && !strcmp(text, "hi\n"));
+        free(text);
+        free(gz);
+    }
+}
+
 int main(void)
 {
     snprintf(tmp, sizeof tmp, "%s/trainyard-bundle-XXXXXX",
@@ -253,6 +300,7 @@ int main(void)
         return 1;
     test_round_trip();
     test_refusals();
+    test_other_writers();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0)
