@@ -292,6 +292,34 @@ static void test_other_writers(void)
     }
 }
 
+/* A folder that is a symlink to a place outside is packed as the link, never followed. */
+static void test_pack_no_follow(void)
+{
+    char src[300], p[400], gzp[300], out[300], err[ERR_LEN] = "";
+    snprintf(src, sizeof src, "%s/nofollow", tmp);
+    mkdir(src, 0755);
+    snprintf(p, sizeof p, "%s/outside", tmp);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/outside/secret.txt", tmp);
+    write_file(p, "secret\n", 0644);
+    snprintf(p, sizeof p, "%s/dirlink", src);
+    char target[300];
+    snprintf(target, sizeof target, "%s/outside", tmp);
+    CHECK_INT(symlink(target, p), 0);
+    snprintf(gzp, sizeof gzp, "%s/nofollow.tar.gz", tmp);
+    bundle_info info = {0};
+    CHECK_INT(bundle_pack(src, gzp, NULL, &info, err), 0);
+    CHECK_INT(info.files, 0);
+    size_t len;
+    char *gz = read_all(gzp, &len);
+    /* an absolute link out: bundle_check refuses it, as the server would */
+    CHECK_INT(bundle_check(gz, len, NULL, NULL, err), -EINVAL);
+    CHECK(strstr(err, "dirlink") != NULL);
+    snprintf(out, sizeof out, "%s/nofollow-out", tmp);
+    CHECK(access(out, F_OK) < 0);
+    free(gz);
+}
+
 int main(void)
 {
     snprintf(tmp, sizeof tmp, "%s/trainyard-bundle-XXXXXX",
@@ -301,6 +329,7 @@ int main(void)
     test_round_trip();
     test_refusals();
     test_other_writers();
+    test_pack_no_follow();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0)
