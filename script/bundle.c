@@ -1128,8 +1128,8 @@ int bundle_pack(const char *dir, const char *out_path, const bundle_limits *lim,
     p.max_files = lim && lim->max_files ? lim->max_files : DEF_MAX_FILES;
     p.max_bytes = lim && lim->max_unpacked_bytes ? lim->max_unpacked_bytes : DEF_MAX_BYTES;
     char tmp[PATH_CAP + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_path, (long)getpid());
-    int zinit = 0, rc = 0;
+    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", out_path);
+    int zinit = 0, made_tmp = 0, rc = 0;
     p.root_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int list_fd = p.root_fd < 0 ? -1 : dup(p.root_fd);
     if (list_fd < 0) {
@@ -1150,8 +1150,17 @@ int bundle_pack(const char *dir, const char *out_path, const bundle_limits *lim,
         goto out;
     }
     zinit = 1;
-    p.f = fopen(tmp, "wbe");
-    if (!p.f) {
+    /* a fresh name (O_EXCL): a link put there beforehand is never written through */
+    int tfd = mkostemp(tmp, O_CLOEXEC);
+    if (tfd < 0) {
+        rc = err_set(err, -errno, "cannot write %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    made_tmp = 1;
+    p.f = fdopen(tfd, "wb");
+    if (!p.f || fchmod(tfd, 0644) < 0) {
+        if (!p.f)
+            close(tfd);
         rc = err_set(err, -errno, "cannot write %s: %s", tmp, strerror(errno));
         goto out;
     }
@@ -1190,7 +1199,7 @@ out:
         close(p.root_fd);
     if (p.f)
         fclose(p.f);
-    if (rc < 0)
+    if (rc < 0 && made_tmp)
         unlink(tmp);
     if (zinit)
         deflateEnd(&p.z);

@@ -206,6 +206,9 @@ int sandbox_args_bwrap(const sandbox_cfg *c, sandbox_args *a, char *err)
         return rc;
     if (c->launcher && add3(a, "--ro-bind", c->launcher, SANDBOX_LAUNCHER) < 0)
         return err_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; c->hidden && c->hidden[i]; i++)
+        if (add3(a, "--tmpfs", c->hidden[i], NULL) < 0)
+            return err_set(err, -ENOMEM, "out of memory");
     if (rc == 0) /* the root tmpfs bwrap builds on: no writes outside what is bound */
         rc = add3(a, "--remount-ro", "/", NULL);
     if (rc == 0 && c->chdir)

@@ -39,6 +39,7 @@ typedef struct sandbox_cfg {
     const char *const *ro_paths; /* NULL-terminated read-only paths bound at themselves, or NULL */
     const char *const *rw_paths; /* NULL-terminated read-write paths bound at themselves, or NULL */
     const char *launcher;        /* bound read-only at SANDBOX_LAUNCHER, or NULL */
+    const char *const *hidden;   /* NULL-terminated paths inside covered by an empty tmpfs */
 } sandbox_cfg;
 
 /* Appends a copy of s: 0 or -ENOMEM. */

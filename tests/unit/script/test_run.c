@@ -305,7 +305,7 @@ static void test_checkpoints(int sb)
         CHECK_INT(s.cp_epochs[s.ncp - 1], 2);
     }
     /* nothing left behind in the job folder */
-    snprintf(p, sizeof p, "%s/.checkpoint-1.tar.gz", jd);
+    snprintf(p, sizeof p, "%s/.trainyard/checkpoint-1.tar.gz", jd);
     CHECK(access(p, F_OK) < 0);
     if (check_failures)
         dump(&s, name);
@@ -452,15 +452,21 @@ static void test_sandbox_walls(void)
              "for d in /home /root /work /var /srv /opt /mnt; do [ -e $d ] && echo SEES-$d; done\n"
              "touch /job/output/ok && echo WROTE-JOB\n"
              "touch /tmp/ok && echo WROTE-TMP\n"
+             "ls -A /job/.trainyard\n"
              "echo pwd=$(pwd)\n",
              p, root);
     job_make(jd, sizeof jd, "walls", "run.sh", text);
+    snprintf(p, sizeof p, "%s/.trainyard", jd);
+    mkdir(p, 0700);
+    snprintf(p, sizeof p, "%s/.trainyard/worker-only.txt", jd);
+    write_file(p, "private", 0600);
     seen s;
     seen_init(&s, jd);
     script_result res;
     CHECK_INT(run(jd, "run.sh", 1, &s, &res, 0, err), 0);
     CHECK(!logged(&s, "the-worker-secret") && !logged(&s, "READ-OUTSIDE"));
     CHECK(!logged(&s, "READ-SHADOW"));
+    CHECK(!logged(&s, "worker-only.txt"));
     CHECK(!logged(&s, "WROTE-USR") && !logged(&s, "WROTE-ETC") && !logged(&s, "WROTE-ROOT"));
     CHECK(!logged(&s, "WROTE-OUTSIDE") && !logged(&s, "SEES-"));
     CHECK(logged(&s, "WROTE-JOB") && logged(&s, "WROTE-TMP") && logged(&s, "pwd=/job/code"));
