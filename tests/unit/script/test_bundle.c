@@ -12,33 +12,10 @@
 #include "script/bundle.h"
 #include "tests/unit/check.h"
 #include "tests/unit/script/tarbuild.h"
+#include "tests/unit/script/testfs.h"
 #include "util/err.h"
 
 static char tmp[256];
-
-static void write_file(const char *path, const char *text, mode_t mode)
-{
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
-    chmod(path, mode);
-}
-
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    size_t got = fread(b, 1, (size_t)n, f);
-    b[got] = '\0';
-    fclose(f);
-    *len = got;
-    return b;
-}
 
 static void test_round_trip(void)
 {
@@ -275,7 +252,7 @@ static void test_other_writers(void)
         }
         char p[500], out[400], err[ERR_LEN] = "";
         snprintf(p, sizeof p, "%s/%s", tmp, files[i]);
-        size_t len;
+        size_t len = 0;
         char *gz = read_all(p, &len);
         bundle_info info = {0};
         snprintf(out, sizeof out, "%s/other-out-%d", tmp, i);
@@ -330,9 +307,6 @@ int main(void)
     test_refusals();
     test_other_writers();
     test_pack_no_follow();
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmp);
+    rm_tree(tmp);
     return check_exit();
 }

@@ -14,30 +14,10 @@
 
 #include "tests/unit/alloc_fail.h"
 #include "tests/unit/check.h"
+#include "tests/unit/script/testfs.h"
 #include "util/err.h"
 
 static char tmp[] = "/tmp/trainyard-test-bundle-alloc-XXXXXX";
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
-}
-
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    *len = fread(b, 1, (size_t)n, f);
-    fclose(f);
-    return b;
-}
 
 /* Entries of tmp (not counting . and ..). */
 static int entries(void)
@@ -59,16 +39,16 @@ int main(void)
     snprintf(src, sizeof src, "%s/src", tmp);
     mkdir(src, 0755);
     snprintf(p, sizeof p, "%s/a.py", src);
-    write_file(p, "print(1)\n");
+    write_file(p, "print(1)\n", 0644);
     snprintf(p, sizeof p, "%s/sub", src);
     mkdir(p, 0755);
     snprintf(p, sizeof p, "%s/sub/b.txt", src);
-    write_file(p, "bee\n");
+    write_file(p, "bee\n", 0644);
     char longname[200];
     memset(longname, 'z', 150);
     longname[150] = '\0';
     snprintf(p, sizeof p, "%s/sub/%s", src, longname); /* a pax record */
-    write_file(p, "long\n");
+    write_file(p, "long\n", 0644);
     snprintf(p, sizeof p, "%s/sub/link", src);
     CHECK_INT(symlink("b.txt", p), 0);
     snprintf(gz_path, sizeof gz_path, "%s/ref.tar.gz", tmp);
@@ -119,16 +99,13 @@ int main(void)
             CHECK(access(out, F_OK) < 0);
         } else {
             CHECK_INT(rc, 0);
-            snprintf(p, sizeof p, "rm -rf '%s'", out);
-            CHECK_INT(system(p), 0);
+            rm_tree(out);
         }
     });
     printf("bundle_unpack: %ld failure points\n", points);
     CHECK(points >= 5);
 
     free(ref);
-    snprintf(p, sizeof p, "rm -rf '%s'", tmp);
-    if (system(p) != 0)
-        fprintf(stderr, "could not remove %s\n", tmp);
+    rm_tree(tmp);
     return check_exit();
 }

@@ -24,6 +24,7 @@
 #include "script/run.h"
 #include "script/sandbox.h"
 #include "tests/unit/check.h"
+#include "tests/unit/script/testfs.h"
 #include "util/err.h"
 #include "util/timeutil.h"
 
@@ -104,14 +105,6 @@ static void dump(const seen *s, const char *what)
     fprintf(stderr, "-- log of %s:\n", what);
     for (int i = 0; i < s->n; i++)
         fprintf(stderr, "   %s\n", s->lines[i]);
-}
-
-static void write_file(const char *path, const char *text, mode_t mode)
-{
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
-    chmod(path, mode);
 }
 
 /* A fresh job folder root/<name>/ with code/<script> holding text. */
@@ -238,15 +231,16 @@ static void test_metrics(int sb)
     seen_free(&s);
 }
 
-static char *slurp(const char *path)
+/* The file's text in a buffer valid until the next call, or NULL. */
+static const char *slurp(const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return NULL;
     static char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
+    size_t n;
+    char *b = read_all(path, &n);
+    if (!b)
+        return NULL;
+    snprintf(buf, sizeof buf, "%s", b);
+    free(b);
     return buf;
 }
 
@@ -609,11 +603,7 @@ int main(int argc, char **argv)
     if (sandbox)
         test_sandbox_walls();
     int rc = check_exit();
-    if (rc == 0) {
-        char cmd[600];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", root);
-    }
+    if (rc == 0)
+        rm_tree(root);
     return rc;
 }
