@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -22,6 +23,8 @@
 
 #include "script/run.h"
 #include "util/err.h"
+
+extern char **environ;
 
 static const char *const etc_entries[] = {
     "ld.so.cache", "ld.so.conf", "ld.so.conf.d",  "alternatives", "ssl",       "ca-certificates",
@@ -218,38 +221,69 @@ int sandbox_args_bwrap(const sandbox_cfg *c, sandbox_args *a, char *err)
     return 0;
 }
 
-/* Runs argv outside any sandbox and returns its stdout (up to cap - 1 bytes). */
-static int capture(char *const argv[], char *out, size_t cap, char *err)
+int sandbox_spawn(char *const argv[], char *const envp[], const char *cwd, int both, pid_t *pid,
+                  int *fd, char *err)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return err_set(err, -errno, "pipe: %s", strerror(errno));
-    pid_t pid = fork();
-    if (pid < 0) {
+    pid_t parent = getpid();
+    pid_t child = fork();
+    if (child < 0) {
         close(p[0]);
         close(p[1]);
         return err_set(err, -errno, "fork: %s", strerror(errno));
     }
-    if (pid == 0) {
-        dup2(p[1], 1);
-        int nul = open("/dev/null", O_RDWR);
-        if (nul >= 0)
-            dup2(nul, 0);
-        execv(argv[0], argv);
+    if (child == 0) { /* async-signal-safe calls only */
+        setsid();
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGPIPE, SIG_DFL);
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul < 0 || dup2(nul, 0) < 0 || dup2(p[1], 1) < 0 || (both && dup2(p[1], 2) < 0))
+            _exit(127);
+        close_range(3, ~0u, 0);
+        if (cwd && chdir(cwd) < 0)
+            _exit(127);
+        umask(022);
+        execve(argv[0], argv, envp ? envp : environ);
         _exit(127);
     }
     close(p[1]);
+    *pid = child;
+    *fd = p[0];
+    return 0;
+}
+
+int sandbox_wait(pid_t pid)
+{
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -errno;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Runs argv outside any sandbox and returns its stdout (up to cap - 1 bytes). */
+static int capture(char *const argv[], char *out, size_t cap, char *err)
+{
+    pid_t pid;
+    int fd;
+    int rc = sandbox_spawn(argv, NULL, NULL, 0, &pid, &fd, err);
+    if (rc < 0)
+        return rc;
     size_t n = 0;
     ssize_t k;
-    while (n < cap - 1 && ((k = read(p[0], out + n, cap - 1 - n)) > 0 || (k < 0 && errno == EINTR)))
+    while (n < cap - 1 && ((k = read(fd, out + n, cap - 1 - n)) > 0 || (k < 0 && errno == EINTR)))
         if (k > 0)
             n += (size_t)k;
     out[n] = '\0';
-    close(p[0]);
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    close(fd);
+    if (sandbox_wait(pid) != 0)
         return err_set(err, -ENOEXEC, "%s could not be run to find its prefix", argv[0]);
     return 0;
 }

@@ -22,6 +22,7 @@
 #define TRAINYARD_SCRIPT_SANDBOX_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #define SANDBOX_LAUNCHER "/run/trainyard/script-exec" /* where the launcher is inside */
 
@@ -59,6 +60,14 @@ int sandbox_args_bwrap(const sandbox_cfg *c, sandbox_args *a, char *err);
  * path to run inside, so that a wrapper such as a pyenv shim is not needed there. -ENOEXEC when
  * the interpreter cannot be run. */
 int sandbox_python_prefixes(const char *python, sandbox_args *ro, char *exe, size_t cap, char *err);
+/* Starts argv[0] (a path) with envp (NULL: this process's environment) in its own session,
+ * killed when this thread ends (PR_SET_PDEATHSIG), stdin /dev/null, stdout (and stderr too when
+ * both) on a pipe whose read end goes to *fd (the caller closes it), in cwd (NULL: here), with
+ * no other descriptor of this process. *pid and *fd are written only on success. */
+int sandbox_spawn(char *const argv[], char *const envp[], const char *cwd, int both, pid_t *pid,
+                  int *fd, char *err);
+/* Waits for pid: its exit status, 128 + the signal that ended it, or -errno. */
+int sandbox_wait(pid_t pid);
 /* The launcher's path (this binary, /proc/self/exe resolved) into out[cap]. */
 int sandbox_launcher_path(char *out, size_t cap, char *err);
 /* `__script-exec FD DATA_LIMIT -- ARGV...` (argv[0] is "__script-exec"; DATA_LIMIT in bytes, 0

@@ -14,20 +14,15 @@
  * worker's proxy and PIP_* index settings, so an operator's mirror reaches pip. */
 #include "script/venv.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "script/sandbox.h"
@@ -110,40 +105,15 @@ static void emit(venv_log *l, char *line)
 static int run_logged(char *const argv[], char *const envp[], const char *cwd, venv_log *l,
                       char *err)
 {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return err_set(err, -errno, "pipe: %s", strerror(errno));
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(p[0]);
-        close(p[1]);
-        return err_set(err, -errno, "fork: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        setsid();
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        signal(SIGPIPE, SIG_DFL);
-        int nul = open("/dev/null", O_RDONLY);
-        if (nul < 0 || dup2(nul, 0) < 0 || dup2(p[1], 1) < 0 || dup2(p[1], 2) < 0)
-            _exit(127);
-        close_range(3, ~0u, 0);
-        if (cwd && chdir(cwd) < 0)
-            _exit(127);
-        umask(022);
-        execve(argv[0], argv, envp);
-        _exit(127);
-    }
-    close(p[1]);
+    pid_t pid;
+    int fd;
+    int rc = sandbox_spawn(argv, envp, cwd, 1, &pid, &fd, err);
+    if (rc < 0)
+        return rc;
     char line[VENV_LINE_MAX + 1], buf[8192];
     size_t len = 0;
     ssize_t k;
-    while ((k = read(p[0], buf, sizeof buf)) != 0) {
+    while ((k = read(fd, buf, sizeof buf)) != 0) {
         if (k < 0) {
             if (errno == EINTR)
                 continue;
@@ -164,12 +134,11 @@ static int run_logged(char *const argv[], char *const envp[], const char *cwd, v
         line[len] = '\0';
         emit(l, line);
     }
-    close(p[0]);
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return err_set(err, -errno, "waitpid: %s", strerror(errno));
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    close(fd);
+    rc = sandbox_wait(pid);
+    if (rc < 0)
+        return err_set(err, rc, "waitpid: %s", strerror(-rc));
+    return rc;
 }
 
 /* The full command line for one step: bwrap's options and "--" first when sandboxed. */
