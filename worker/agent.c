@@ -577,7 +577,13 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
     char resume[4200];
     int resuming = !script && fetch_checkpoint(c, lease, job, dir, resume, sizeof resume);
 
-    beat b = {.o = o, .logs = json_array(), .epochs = json_array(), .dir = dir, .script = script};
+    char private_dir[4200];
+    snprintf(private_dir, sizeof private_dir, "%s/" AGENT_SCRIPT_PRIVATE, dir);
+    beat b = {.o = o,
+              .logs = json_array(),
+              .epochs = json_array(),
+              .dir = script ? private_dir : dir,
+              .script = script};
     pthread_mutex_init(&b.mu, NULL);
     pthread_cond_init(&b.cv, NULL);
     snprintf(b.path, sizeof b.path, "%s/heartbeat", prefix);

@@ -17,6 +17,10 @@
 
 #define AGENT_CKPT_PENDING "checkpoint.pending" /* the newest copy not yet sent */
 #define AGENT_CKPT_SENDING "checkpoint.sending" /* the copy the heartbeat thread uploads */
+/* A script job's folder for the worker's own files (its artifacts, pending checkpoints): the
+ * sandbox covers it with an empty tmpfs (script/run.c), so a script can neither see them nor
+ * plant links where the worker writes or reads. */
+#define AGENT_SCRIPT_PRIVATE ".trainyard"
 
 typedef struct beat {
     pthread_mutex_t mu;
