@@ -282,7 +282,7 @@ time.sleep(1)
 
 # ---- kill -9 of the worker: the script resumes from its checkpoint ---------------------------
 
-EPOCHS = 20
+EPOCHS = 12
 
 
 @pytest.fixture(scope="module")
