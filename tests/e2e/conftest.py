@@ -5,7 +5,8 @@ The binary is $TRAINYARD_BIN, else build/trainyard. Compiled kernels are cached 
 $TRAINYARD_KERNEL_CACHE (set here to a folder under the build tree when unset) so that only the
 first run of a session compiles them. Fetched datasets are cached in $TRAINYARD_DATASET_CACHE,
 which each test gets empty (the `dataset_cache` fixture), so that no test sees another's and
-none writes into the user's own cache.
+none writes into the user's own cache; the same goes for script jobs' code bundles and venvs in
+$TRAINYARD_SCRIPT_CACHE (the `script_cache` fixture).
 """
 import functools
 import http.server
@@ -41,10 +42,13 @@ def pytest_configure(config):
     # for processes that fixtures wider than a test start; each test gets its own (below)
     config.dataset_cache_root = tempfile.mkdtemp(prefix="trainyard-e2e-datasets-")
     os.environ["TRAINYARD_DATASET_CACHE"] = config.dataset_cache_root
+    config.script_cache_root = tempfile.mkdtemp(prefix="trainyard-e2e-scripts-")
+    os.environ["TRAINYARD_SCRIPT_CACHE"] = config.script_cache_root
 
 
 def pytest_unconfigure(config):
     shutil.rmtree(getattr(config, "dataset_cache_root", ""), ignore_errors=True)
+    shutil.rmtree(getattr(config, "script_cache_root", ""), ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
@@ -53,6 +57,16 @@ def dataset_cache(tmp_path, monkeypatch):
     train, worker and serve's local workers read when no --dataset-cache is given."""
     path = tmp_path / "dataset-cache"
     monkeypatch.setenv("TRAINYARD_DATASET_CACHE", str(path))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def script_cache(tmp_path, monkeypatch):
+    """An empty cache of script code bundles and venvs of this test's own, in
+    TRAINYARD_SCRIPT_CACHE, which worker and serve's local workers read when no --script-cache
+    is given: every script job of a test fetches its code anew, and none lands in ~/.cache."""
+    path = tmp_path / "script-cache"
+    monkeypatch.setenv("TRAINYARD_SCRIPT_CACHE", str(path))
     return path
 
 
