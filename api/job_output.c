@@ -91,38 +91,33 @@ static int api_metric_add(void *ctx, const db_metric *m)
     return 0;
 }
 
-int api_jobs_metrics(http_req *r, void *ctx)
+/* Every epoch of the job named in the path; leased: only for the worker holding its lease. */
+static int api_metrics_reply(http_req *r, app *a, int leased)
 {
-    app *a = ctx;
     db *d = NULL;
     db_job j;
     int rc = api_job_find(r, a, &d, &j);
     if (rc < 0)
         return rc;
-    json_t *epochs = json_array();
-    rc = epochs ? db_metric_list(d, j.seq, api_metric_add, epochs, http_errbuf(r)) : -ENOMEM;
+    if (leased)
+        rc = sched_lease_check(&j, http_param(r, "worker"), http_errbuf(r));
+    json_t *epochs = rc == 0 ? json_array() : NULL;
+    if (rc == 0)
+        rc = epochs ? db_metric_list(d, j.seq, api_metric_add, epochs, http_errbuf(r)) : -ENOMEM;
     db_job_clear(&j);
     return api_reply_list(r, "epochs", epochs, rc);
+}
+
+int api_jobs_metrics(http_req *r, void *ctx)
+{
+    return api_metrics_reply(r, ctx, 0);
 }
 
 /* GET /workers/{worker}/jobs/{id}/metrics: the same list for the worker holding the job's lease
  * (a script job's metrics.csv is written from it, with every attempt's epochs). */
 int api_jobs_metrics_leased(http_req *r, void *ctx)
 {
-    app *a = ctx;
-    db *d = NULL;
-    db_job j;
-    int rc = api_job_find(r, a, &d, &j);
-    if (rc < 0)
-        return rc;
-    rc = sched_lease_check(&j, http_param(r, "worker"), http_errbuf(r));
-    json_t *epochs = rc == 0 ? json_array() : NULL;
-    if (rc == 0)
-        rc = epochs ? db_metric_list(d, j.seq, api_metric_add, epochs, http_errbuf(r)) : -ENOMEM;
-    db_job_clear(&j);
-    if (rc < 0 && !epochs)
-        return rc;
-    return api_reply_list(r, "epochs", epochs, rc);
+    return api_metrics_reply(r, ctx, 1);
 }
 
 /* ---- GET /jobs/{id}/logs ----------------------------------------------------------------- */
