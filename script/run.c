@@ -476,7 +476,7 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
     int out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, st_p[2] = {-1, -1};
     int rc = 0;
     pid_t pid = -1;
-    char path[PATH_MAX + 64], python[PATH_MAX];
+    char path[PATH_MAX + NAME_MAX + 64], python[PATH_MAX];
 
     if (!script_path_ok(o->script))
         return err_set(err, -EINVAL,

@@ -439,7 +439,7 @@ int script_sandbox_available(char *err)
         if (nl)
             *nl = '\0';
         snprintf(why, sizeof why,
-                 "bubblewrap cannot make a sandbox here (%s); run scripts "
+                 "bubblewrap cannot make a sandbox here (%.200s); run scripts "
                  "without one with --no-sandbox only on a machine you trust the scripts with",
                  out[0]    ? out
                  : pid < 0 ? "fork failed"
