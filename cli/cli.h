@@ -68,23 +68,23 @@ int cli_script_flag(const char *cmd, int argc, char **argv, int *i, struct agent
                     const char **words, size_t *nwords, size_t cap);
 /* Their --help lines. */
 #define CLI_SCRIPT_HELP                                                                            \
-    "  --allow-scripts      also run script jobs (users' own training programs); they run in\n"   \
-    "                       a bubblewrap sandbox: read-only system, only their job folder\n"     \
-    "                       writable, no network, nothing of the worker's but its device\n"      \
-    "  --python PATH        the interpreter of .py scripts (default python3 on PATH); its\n"     \
-    "                       installation is visible read-only in the sandbox\n"                  \
-    "  --allow-pip          install a script's requirements.txt into a venv cached by its\n"     \
-    "                       hash (pip runs in the sandbox, with the network)\n"                  \
-    "  --script-network     leave the network on in the sandbox\n"                              \
-    "  --script-memory N    a script's memory limit (RLIMIT_DATA; K, M, G suffixes; default\n"   \
-    "                       none)\n"                                                             \
-    "  --script-ro-bind PATHS\n"                                                                 \
-    "                       more folders the sandbox shows read-only (comma-separated)\n"        \
-    "  --script-cache DIR   code bundles by address and venvs (default\n"                        \
-    "                       $TRAINYARD_SCRIPT_CACHE, else ~/.cache/trainyard/scripts)\n"         \
-    "  --script-grace-seconds S\n"                                                               \
-    "                       a cancelled script gets SIGTERM, then SIGKILL after S (default 10)\n" \
-    "  --no-sandbox         run scripts without bubblewrap (only where it cannot run; the\n"     \
+    "  --allow-scripts      also run script jobs (users' own training programs); they run in\n"    \
+    "                       a bubblewrap sandbox: read-only system, only their job folder\n"       \
+    "                       writable, no network, nothing of the worker's but its device\n"        \
+    "  --python PATH        the interpreter of .py scripts (default python3 on PATH); its\n"       \
+    "                       installation is visible read-only in the sandbox\n"                    \
+    "  --allow-pip          install a script's requirements.txt into a venv cached by its\n"       \
+    "                       hash (pip runs in the sandbox, with the network)\n"                    \
+    "  --script-network     leave the network on in the sandbox\n"                                 \
+    "  --script-memory N    a script's memory limit (RLIMIT_DATA; K, M, G suffixes; default\n"     \
+    "                       none)\n"                                                               \
+    "  --script-ro-bind PATHS\n"                                                                   \
+    "                       more folders the sandbox shows read-only (comma-separated)\n"          \
+    "  --script-cache DIR   code bundles by address and venvs (default\n"                          \
+    "                       $TRAINYARD_SCRIPT_CACHE, else ~/.cache/trainyard/scripts)\n"           \
+    "  --script-grace-seconds S\n"                                                                 \
+    "                       a cancelled script gets SIGTERM, then SIGKILL after S (default 10)\n"  \
+    "  --no-sandbox         run scripts without bubblewrap (only where it cannot run; the\n"       \
     "                       script then sees everything the worker's user can)\n"
 /* Reads --s3-endpoint and --s3-region (NULL when not given) over the AWS_* variables into *out
  * (fetch_s3_from_env) and checks them: 0, or -EINVAL after saying what is wrong on stderr. */

@@ -254,6 +254,23 @@ void cli_metrics_text(const json_t *epoch, char *out, size_t cap)
         if (w > 0)
             n += (size_t)w;
     }
+    /* A script's metrics of its own names follow, as the server lists them. */
+    static const char *const known[] = {"epoch",        "loss",    "accuracy",          "val_loss",
+                                        "val_accuracy", "seconds", "samples_per_second"};
+    const char *key;
+    const json_t *v;
+    json_object_foreach ((json_t *)epoch, key, v) {
+        int skip = !json_is_number(v) || n >= cap;
+        for (size_t i = 0; !skip && i < sizeof known / sizeof known[0]; i++)
+            skip = strcmp(key, known[i]) == 0;
+        if (skip)
+            continue;
+        int w = snprintf(out + n, cap - n, "%s%s %.4g", n ? " " : "", key, json_number_value(v));
+        if (w > 0)
+            n += (size_t)w;
+    }
+    if (n >= cap && cap > 0)
+        out[cap - 1] = '\0';
 }
 
 /* ---- lines of a stream ------------------------------------------------------------------- */

@@ -86,7 +86,8 @@ void cli_size(uint64_t bytes, char out[24]);
 void cli_bar(double done, int width, char *out);
 /* Seconds since the epoch of an API time ("2026-01-02T03:04:05.678Z"); -1 when not one. */
 double cli_time(const char *text);
-/* "loss 0.4100 acc 0.8800 val_loss 0.4500 val_acc 0.8600" from an EpochMetrics, into out. */
+/* "loss 0.4100 acc 0.8800 val_loss 0.4500 val_acc 0.8600" from an EpochMetrics, then a script's
+ * own metrics ("top5 0.93"), into out (cut at cap). */
 void cli_metrics_text(const json_t *epoch, char *out, size_t cap);
 
 /* Follows job id's event stream until it ends, showing progress, then a summary (cmd_follow.c);

@@ -194,8 +194,7 @@ static int submit_code(job_args *a, client *c, const char *dir, json_t *doc)
         return rc;
     }
     if (!a->conn.json)
-        fprintf(stderr, "code %s: %llu files, %s\n", dir, (unsigned long long)info.files,
-                address);
+        fprintf(stderr, "code %s: %llu files, %s\n", dir, (unsigned long long)info.files, address);
     json_object_set_new(doc, "code", json_string(address));
     json_decref(reply);
     return 0;
@@ -207,8 +206,8 @@ int cmd_submit(int argc, char **argv)
     client *c = NULL;
     json_t *doc = NULL, *job = NULL;
     json_error_t jerr;
-    int rc = job_args_parse(argc, argv, submit_help, " --follow -f --idempotency-key --code ", 1,
-                            1, &a);
+    int rc =
+        job_args_parse(argc, argv, submit_help, " --follow -f --idempotency-key --code ", 1, 1, &a);
     if (rc != 0)
         return rc == 1 ? 0 : rc;
     const char *file = a.pos[0];

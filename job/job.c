@@ -1101,24 +1101,23 @@ json_t *job_to_json(const job_spec *s)
     /* Parsed seeds are at most INT64_MAX (jansson's integer range). */
     job_put(hp, "seed", json_integer((json_int_t)s->seed), &bad);
     job_put(doc, "hyperparameters", hp, &bad);
+    return job_doc_finish(doc, s, bad);
+}
 
-    job_put_scheduling(doc, s, &bad);
+json_t *job_doc_finish(json_t *doc, const job_spec *s, int bad)
+{
+    json_t *res = json_object();
+    job_put(res, "device", job_str(job_enum_name(job_devices, s->device), &bad), &bad);
+    job_put(doc, "resources", res, &bad);
+    job_put(doc, "max_attempts", json_integer(s->max_attempts), &bad);
+    job_put(doc, "max_runtime_seconds", json_integer(s->max_runtime_seconds), &bad);
+    job_put(doc, "priority", json_integer(s->priority), &bad);
+    job_put(doc, "delete_checkpoint", json_boolean(s->delete_checkpoint), &bad);
     if (bad) {
         json_decref(doc);
         return NULL;
     }
     return doc;
-}
-
-void job_put_scheduling(json_t *doc, const job_spec *s, int *bad)
-{
-    json_t *res = json_object();
-    job_put(res, "device", job_str(job_enum_name(job_devices, s->device), bad), bad);
-    job_put(doc, "resources", res, bad);
-    job_put(doc, "max_attempts", json_integer(s->max_attempts), bad);
-    job_put(doc, "max_runtime_seconds", json_integer(s->max_runtime_seconds), bad);
-    job_put(doc, "priority", json_integer(s->priority), bad);
-    job_put(doc, "delete_checkpoint", json_boolean(s->delete_checkpoint), bad);
 }
 
 void job_free(job_spec *spec)

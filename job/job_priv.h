@@ -76,8 +76,10 @@ void job_v_sha256(job_vctx *v, const json_t *ds, job_spec *s);
 /* Checks url as field (http, https, file or s3; credentials only when credentials_ok) and
  * copies it into *out: 0, or -1 with an error recorded (or v->rc set). */
 int job_url_check(job_vctx *v, const char *field, const char *url, int credentials_ok, char **out);
-/* resources, max_attempts, max_runtime_seconds, priority, delete_checkpoint into doc. */
-void job_put_scheduling(json_t *doc, const job_spec *s, int *bad);
+/* Ends a resolved document: resources, max_attempts, max_runtime_seconds, priority and
+ * delete_checkpoint into doc, which it returns; NULL (doc released) when bad was set by an
+ * earlier failure or one of these fails. */
+json_t *job_doc_finish(json_t *doc, const job_spec *s, int bad);
 
 /* A script job's own sections (job_script.c): training_script, code / code_url / code_sha256,
  * dataset (sha256 only), hyperparameters (any object); model, task and binary refused. */

@@ -186,10 +186,5 @@ json_t *job_script_to_json(const job_spec *s)
     }
     json_t *hp = json_loads(s->hyperparameters_json ? s->hyperparameters_json : "{}", 0, NULL);
     job_put(doc, "hyperparameters", hp, &bad);
-    job_put_scheduling(doc, s, &bad);
-    if (bad) {
-        json_decref(doc);
-        return NULL;
-    }
-    return doc;
+    return job_doc_finish(doc, s, bad);
 }

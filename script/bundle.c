@@ -822,6 +822,7 @@ typedef struct packer {
     entry *e;
     size_t n, cap;
     uint64_t members, files, bytes, max_files, max_bytes;
+    int root_fd; /* the folder packed */
     z_stream z;
     FILE *f;
     unsigned char *out;
@@ -832,13 +833,17 @@ static int cmp_entry(const void *a, const void *b)
     return strcmp(((const entry *)a)->path, ((const entry *)b)->path);
 }
 
-static int collect(packer *p, const char *root, const char *rel, char *err)
+/* Lists the folder dfd (rel below the root; dfd is closed here) into p->e. Everything is
+ * opened relative to its folder and without following symlinks, so a tree that changes while it
+ * is packed (a script's checkpoint/) cannot swap a folder for a link and have a file outside
+ * read into the pack. */
+static int collect(packer *p, int dfd, const char *root, const char *rel, char *err)
 {
-    char full[PATH_CAP * 2];
-    snprintf(full, sizeof full, "%s%s%s", root, rel[0] ? "/" : "", rel);
-    DIR *d = opendir(full);
-    if (!d)
-        return err_set(err, -errno, "cannot read the folder %s: %s", full, strerror(errno));
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return err_set(err, -errno, "cannot read the folder %s/%s: %s", root, rel, strerror(errno));
+    }
     int rc = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
@@ -852,11 +857,10 @@ static int collect(packer *p, const char *root, const char *rel, char *err)
             break;
         }
         struct stat st;
-        snprintf(full, sizeof full, "%s/%s", root, path);
-        if (lstat(full, &st) < 0) {
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
             if (errno == ENOENT)
                 continue; /* gone meanwhile */
-            rc = err_set(err, -errno, "cannot stat %s: %s", full, strerror(errno));
+            rc = err_set(err, -errno, "cannot stat %s/%s: %s", root, path, strerror(errno));
             break;
         }
         int type;
@@ -886,9 +890,10 @@ static int collect(packer *p, const char *root, const char *rel, char *err)
         }
         if (type == M_LINK) {
             char t[PATH_CAP];
-            ssize_t k = readlink(full, t, sizeof t - 1);
+            ssize_t k = readlinkat(dirfd(d), de->d_name, t, sizeof t - 1);
             if (k < 0) {
-                rc = err_set(err, -errno, "cannot read the symlink %s: %s", full, strerror(errno));
+                rc = err_set(err, -errno, "cannot read the symlink %s/%s: %s", root, path,
+                             strerror(errno));
                 break;
             }
             t[k] = '\0';
@@ -913,13 +918,49 @@ static int collect(packer *p, const char *root, const char *rel, char *err)
             break;
         }
         if (type == M_DIR) {
-            rc = collect(p, root, path, err);
+            int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub < 0) {
+                rc = err_set(err, -errno, "cannot open the folder %s/%s: %s", root, path,
+                             strerror(errno));
+                break;
+            }
+            rc = collect(p, sub, root, path, err);
             if (rc < 0)
                 break;
         }
     }
     closedir(d);
     return rc;
+}
+
+/* Opens the regular file rel below the folder root_fd, following no symlink on the way. */
+static int open_beneath(int root_fd, const char *rel)
+{
+    char buf[PATH_CAP];
+    snprintf(buf, sizeof buf, "%s", rel);
+    int dfd = dup(root_fd);
+    char *s = buf;
+    for (char *slash = strchr(s, '/'); dfd >= 0 && slash; slash = strchr(s, '/')) {
+        *slash = '\0';
+        int next = openat(dfd, s, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        close(dfd);
+        dfd = next;
+        s = slash + 1;
+    }
+    if (dfd < 0)
+        return -errno;
+    /* O_NONBLOCK: a FIFO put in the file's place must not block the open */
+    int fd = openat(dfd, s, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    int e = errno;
+    close(dfd);
+    if (fd < 0)
+        return -e;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -EAGAIN;
+    }
+    return fd;
 }
 
 static int gz_write(packer *p, const void *data, size_t n, int flush, char *err)
@@ -1049,9 +1090,11 @@ static int put_data(packer *p, const char *root, const entry *e, char *err)
 {
     char full[PATH_CAP * 2];
     snprintf(full, sizeof full, "%s/%s", root, e->path);
-    int fd = open(full, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open_beneath(p->root_fd, e->path);
+    if (fd == -EAGAIN)
+        return err_set(err, -EAGAIN, "%s changed while it was packed", full);
     if (fd < 0)
-        return err_set(err, -errno, "cannot read %s: %s", full, strerror(errno));
+        return err_set(err, fd, "cannot read %s: %s", full, strerror(-fd));
     uint64_t left = e->size;
     int rc = 0;
     while (left > 0 && rc == 0) {
@@ -1085,8 +1128,15 @@ int bundle_pack(const char *dir, const char *out_path, const bundle_limits *lim,
     p.max_files = lim && lim->max_files ? lim->max_files : DEF_MAX_FILES;
     p.max_bytes = lim && lim->max_unpacked_bytes ? lim->max_unpacked_bytes : DEF_MAX_BYTES;
     char tmp[PATH_CAP + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_path, (long)getpid());
-    int zinit = 0, rc = collect(&p, dir, "", err);
+    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", out_path);
+    int zinit = 0, made_tmp = 0, rc = 0;
+    p.root_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int list_fd = p.root_fd < 0 ? -1 : dup(p.root_fd);
+    if (list_fd < 0) {
+        rc = err_set(err, -errno, "cannot open the folder %s: %s", dir, strerror(errno));
+        goto out;
+    }
+    rc = collect(&p, list_fd, dir, "", err);
     if (rc < 0)
         goto out;
     qsort(p.e, p.n, sizeof *p.e, cmp_entry);
@@ -1100,8 +1150,17 @@ int bundle_pack(const char *dir, const char *out_path, const bundle_limits *lim,
         goto out;
     }
     zinit = 1;
-    p.f = fopen(tmp, "wbe");
-    if (!p.f) {
+    /* a fresh name (O_EXCL): a link put there beforehand is never written through */
+    int tfd = mkostemp(tmp, O_CLOEXEC);
+    if (tfd < 0) {
+        rc = err_set(err, -errno, "cannot write %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    made_tmp = 1;
+    p.f = fdopen(tfd, "wb");
+    if (!p.f || fchmod(tfd, 0644) < 0) {
+        if (!p.f)
+            close(tfd);
         rc = err_set(err, -errno, "cannot write %s: %s", tmp, strerror(errno));
         goto out;
     }
@@ -1136,9 +1195,11 @@ int bundle_pack(const char *dir, const char *out_path, const bundle_limits *lim,
         info->unpacked_bytes = p.bytes;
     }
 out:
+    if (p.root_fd >= 0)
+        close(p.root_fd);
     if (p.f)
         fclose(p.f);
-    if (rc < 0)
+    if (rc < 0 && made_tmp)
         unlink(tmp);
     if (zinit)
         deflateEnd(&p.z);

@@ -18,8 +18,12 @@
  * from the last one handed over and equals the previous tick's is packed, at most once per
  * checkpoint_poll_s (a script that checkpoints every half second still has settled moments
  * between its writes, where a 2 s stability rule would see none until it ended); if the folder
- * changed while it was packed, the pack is dropped and a later tick tries again. The folder as found at
- * the start (a resumed checkpoint) is never handed back. */
+ * changed while it was packed, the pack is dropped and a later tick tries again. The folder as
+ * found at the start (a resumed checkpoint) is never handed back. The packs are made in
+ * job_dir/.trainyard/ (0700), which the sandbox covers with an empty tmpfs, and read through
+ * descriptors opened with O_NOFOLLOW: a script cannot swap a pack, or a folder being packed, for
+ * a link to a file of the worker's (its token) and have that uploaded. Without the sandbox there
+ * is no such wall: the script runs as the worker. */
 #include "script/run.h"
 
 #include <dirent.h>
@@ -52,6 +56,7 @@
 #define TICK_S           0.2
 #define DRAIN_S          2.0
 #define STATUS_FD        3
+#define PRIVATE_DIR      ".trainyard" /* in job_dir: the packs, out of the script's sight */
 
 /* ---- environment ---- */
 
@@ -240,6 +245,20 @@ static void metrics_line(runner *r, const char *line, size_t len)
     json_decref(j);
 }
 
+/* The line gathered so far is complete. */
+static void metrics_end_line(runner *r)
+{
+    if (r->mskip) {
+        r->mline_no++;
+        logf_line(r, "metrics line %ld ignored: longer than %d bytes", r->mline_no,
+                  METRICS_LINE_MAX);
+    } else {
+        metrics_line(r, r->mline, r->mlen);
+    }
+    r->mlen = 0;
+    r->mskip = 0;
+}
+
 /* Reads what metrics.jsonl gained; at_end: a last line without its newline counts too. */
 static void metrics_poll(runner *r, int at_end)
 {
@@ -258,15 +277,7 @@ static void metrics_poll(runner *r, int at_end)
         r->moff += k;
         for (ssize_t i = 0; i < k; i++) {
             if (buf[i] == '\n') {
-                if (r->mskip) {
-                    r->mline_no++;
-                    logf_line(r, "metrics line %ld ignored: longer than %d bytes", r->mline_no,
-                              METRICS_LINE_MAX);
-                } else {
-                    metrics_line(r, r->mline, r->mlen);
-                }
-                r->mlen = 0;
-                r->mskip = 0;
+                metrics_end_line(r);
             } else if (!r->mskip) {
                 if (r->mlen == METRICS_LINE_MAX)
                     r->mskip = 1;
@@ -275,29 +286,19 @@ static void metrics_poll(runner *r, int at_end)
             }
         }
     }
-    if (at_end && (r->mlen || r->mskip)) {
-        if (r->mskip) {
-            r->mline_no++;
-            logf_line(r, "metrics line %ld ignored: longer than %d bytes", r->mline_no,
-                      METRICS_LINE_MAX);
-        } else {
-            metrics_line(r, r->mline, r->mlen);
-        }
-        r->mlen = 0;
-        r->mskip = 0;
-    }
+    if (at_end && (r->mlen || r->mskip))
+        metrics_end_line(r);
 }
 
 /* ---- checkpoints ---- */
 
-static void fp_walk(sha256_ctx *c, const char *dir, const char *rel, long *entries, int depth)
+/* Hashes the entries below the folder dfd (closed here), relative to it and following no
+ * symlink, so that a folder swapped for a link meanwhile is never walked into. */
+static void fp_walk(sha256_ctx *c, int dfd, const char *rel, long *entries, int depth)
 {
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s%s%s", dir, rel[0] ? "/" : "", rel);
-    DIR *d = opendir(p);
-    if (!d || depth > 64) {
-        if (d)
-            closedir(d);
+    DIR *d = depth <= 64 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        close(dfd);
         return;
     }
     struct dirent *e;
@@ -306,10 +307,9 @@ static void fp_walk(sha256_ctx *c, const char *dir, const char *rel, long *entri
             continue;
         char r2[PATH_MAX];
         int n = snprintf(r2, sizeof r2, "%s%s%s", rel, rel[0] ? "/" : "", e->d_name);
-        if (n < 0 || (size_t)n >= sizeof r2)
-            continue;
         struct stat st;
-        if (snprintf(p, sizeof p, "%s/%s", dir, r2) >= (int)sizeof p || lstat(p, &st) < 0)
+        if (n < 0 || (size_t)n >= sizeof r2 ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         char rec[128];
         int rl = snprintf(rec, sizeof rec, "\n%o %lld %lld.%09ld\n", (unsigned)st.st_mode,
@@ -317,8 +317,11 @@ static void fp_walk(sha256_ctx *c, const char *dir, const char *rel, long *entri
         sha256_update(c, r2, strlen(r2));
         sha256_update(c, rec, (size_t)rl);
         (*entries)++;
-        if (S_ISDIR(st.st_mode))
-            fp_walk(c, dir, r2, entries, depth + 1);
+        if (!S_ISDIR(st.st_mode))
+            continue;
+        int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0)
+            fp_walk(c, sub, r2, entries, depth + 1);
     }
     closedir(d);
 }
@@ -331,18 +334,29 @@ static void cp_fingerprint(runner *r, uint8_t out[32], long *entries)
     sha256_ctx c;
     sha256_init(&c);
     *entries = 0;
-    fp_walk(&c, dir, "", entries, 0);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd >= 0)
+        fp_walk(&c, dfd, "", entries, 0);
     sha256_final(&c, out);
 }
 
 /* Packs checkpoint/ and hands it over when it still matches fp afterwards; 1 when handed. */
 static int cp_hand_over(runner *r, const uint8_t fp[32], int check_after)
 {
-    char dir[PATH_MAX + 16], out[PATH_MAX + 64], err[ERR_LEN];
+    char dir[PATH_MAX + 16], src[64], out[PATH_MAX + 64], err[ERR_LEN];
     snprintf(dir, sizeof dir, "%s/checkpoint", r->jd);
-    snprintf(out, sizeof out, "%s/.checkpoint-%d.tar.gz", r->jd, ++r->cp_seq);
+    snprintf(out, sizeof out, "%s/" PRIVATE_DIR "/checkpoint-%d.tar.gz", r->jd, ++r->cp_seq);
+    /* packed through a descriptor opened without following a link: checkpoint/ swapped for a
+     * symlink after it was looked at still cannot make the pack read a folder outside */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) {
+        memcpy(r->cp_last, fp, 32);
+        return 0;
+    }
+    snprintf(src, sizeof src, "/proc/self/fd/%d", dfd);
     bundle_limits lim = {.max_files = 1000000, .max_unpacked_bytes = 1ull << 42};
-    int rc = bundle_pack(dir, out, &lim, NULL, err);
+    int rc = bundle_pack(src, out, &lim, NULL, err);
+    close(dfd);
     if (rc < 0) {
         logf_line(r, "checkpoint not uploaded: %s", err);
         memcpy(r->cp_last, fp, 32); /* not again until it changes */
@@ -420,23 +434,10 @@ static int find_program(const char *name, char *out, size_t cap, char *err)
                            strerror(errno));
         return 0;
     }
-    const char *path = getenv("PATH");
-    if (!path || !*path)
-        path = "/usr/local/bin:/usr/bin:/bin";
-    for (const char *p = path; *p;) {
-        const char *e = strchr(p, ':');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len > 0) {
-            snprintf(out, cap, "%.*s/%s", (int)len, p, name);
-            if (access(out, X_OK) == 0)
-                return 0;
-        }
-        p += len;
-        if (*p == ':')
-            p++;
-    }
-    return err_set(err, -ENOENT, "the interpreter \"%s\" is not on PATH; give its path (--python)",
-                   name);
+    if (sandbox_which(name, out, cap) < 0)
+        return err_set(err, -ENOENT,
+                       "the interpreter \"%s\" is not on PATH; give its path (--python)", name);
+    return 0;
 }
 
 static void reset_signals(void)
@@ -484,11 +485,14 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
                        o->script ? o->script : "");
     if (!realpath(o->job_dir, r.jd))
         return err_set(err, -errno, "the job folder %s: %s", o->job_dir, strerror(errno));
-    static const char *const subdirs[] = {"code", "data", "output", "checkpoint", "tmp", "home"};
+    static const char *const subdirs[] = {"code", "data", "output",   "checkpoint",
+                                          "tmp",  "home", PRIVATE_DIR};
     for (size_t i = 0; i < sizeof subdirs / sizeof subdirs[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", r.jd, subdirs[i]);
         if (mkdir(path, 0755) < 0 && errno != EEXIST)
             return err_set(err, -errno, "cannot make %s: %s", path, strerror(errno));
+        if (!strcmp(subdirs[i], PRIVATE_DIR) && chmod(path, 0700) < 0)
+            return err_set(err, -errno, "cannot make %s private: %s", path, strerror(errno));
     }
     snprintf(path, sizeof path, "%s/code/%s", r.jd, o->script);
     struct stat st;
@@ -502,8 +506,8 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
                        o->script);
     if (is_py) {
         char found[PATH_MAX];
-        rc = find_program(o->python && *o->python ? o->python : "python3", found, sizeof found,
-                          err);
+        rc =
+            find_program(o->python && *o->python ? o->python : "python3", found, sizeof found, err);
         if (rc == 0)
             rc = sandbox_python_executable(found, python, sizeof python, err);
         if (rc < 0)
@@ -515,17 +519,19 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
     if (o->sandbox) {
         rc = sandbox_launcher_path(launcher, sizeof launcher, err);
         if (rc == 0 && is_py)
-            rc = sandbox_python_prefixes(python, &ro, err);
+            rc = sandbox_python_prefixes(python, &ro, python, sizeof python, err);
         if (rc < 0)
             goto out;
         char cwd[PATH_MAX];
         snprintf(cwd, sizeof cwd, "/job/code");
+        const char *hidden[] = {"/job/" PRIVATE_DIR, NULL};
         sandbox_cfg c = {.job_dir = r.jd,
                          .chdir = cwd,
                          .network = o->network,
                          .ro_binds = o->ro_binds,
                          .ro_paths = (const char *const *)ro.v,
-                         .launcher = launcher};
+                         .launcher = launcher,
+                         .hidden = hidden};
         rc = sandbox_args_bwrap(&c, &argv, err);
         if (rc < 0)
             goto out;

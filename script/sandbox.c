@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -22,6 +23,8 @@
 
 #include "script/run.h"
 #include "util/err.h"
+
+extern char **environ;
 
 static const char *const etc_entries[] = {
     "ld.so.cache", "ld.so.conf", "ld.so.conf.d",  "alternatives", "ssl",       "ca-certificates",
@@ -70,30 +73,28 @@ static int add3(sandbox_args *a, const char *x, const char *y, const char *z)
     return rc;
 }
 
-int sandbox_bwrap_path(char *out, size_t cap, char *err)
+int sandbox_which(const char *name, char *out, size_t cap)
 {
     const char *path = getenv("PATH");
     if (!path || !*path)
         path = "/usr/local/bin:/usr/bin:/bin";
-    const char *p = path;
-    while (*p) {
+    for (const char *p = path; *p;) {
         const char *e = strchr(p, ':');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        char cand[PATH_MAX];
-        if (len > 0 && len + 7 < sizeof cand) {
-            memcpy(cand, p, len);
-            memcpy(cand + len, "/bwrap", 7);
-            if (access(cand, X_OK) == 0) {
-                if (strlen(cand) >= cap)
-                    return err_set(err, -ENAMETOOLONG, "bwrap's path is too long");
-                memcpy(out, cand, strlen(cand) + 1);
-                return 0;
-            }
-        }
+        int n = snprintf(out, cap, "%.*s/%s", (int)len, p, name);
+        if (len > 0 && n > 0 && (size_t)n < cap && access(out, X_OK) == 0)
+            return 0;
         p += len;
         if (*p == ':')
             p++;
     }
+    return -ENOENT;
+}
+
+int sandbox_bwrap_path(char *out, size_t cap, char *err)
+{
+    if (sandbox_which("bwrap", out, cap) == 0)
+        return 0;
     return err_set(err, -ENOENT,
                    "bubblewrap (bwrap) is not on PATH: install it (Debian: apt-get install "
                    "bubblewrap) or run scripts without a sandbox (--no-sandbox)");
@@ -208,6 +209,9 @@ int sandbox_args_bwrap(const sandbox_cfg *c, sandbox_args *a, char *err)
         return rc;
     if (c->launcher && add3(a, "--ro-bind", c->launcher, SANDBOX_LAUNCHER) < 0)
         return err_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; c->hidden && c->hidden[i]; i++)
+        if (add3(a, "--tmpfs", c->hidden[i], NULL) < 0)
+            return err_set(err, -ENOMEM, "out of memory");
     if (rc == 0) /* the root tmpfs bwrap builds on: no writes outside what is bound */
         rc = add3(a, "--remount-ro", "/", NULL);
     if (rc == 0 && c->chdir)
@@ -217,53 +221,87 @@ int sandbox_args_bwrap(const sandbox_cfg *c, sandbox_args *a, char *err)
     return 0;
 }
 
-/* Runs argv outside any sandbox and returns its stdout (up to cap - 1 bytes). */
-static int capture(char *const argv[], char *out, size_t cap, char *err)
+int sandbox_spawn(char *const argv[], char *const envp[], const char *cwd, int both, pid_t *pid,
+                  int *fd, char *err)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return err_set(err, -errno, "pipe: %s", strerror(errno));
-    pid_t pid = fork();
-    if (pid < 0) {
+    pid_t parent = getpid();
+    pid_t child = fork();
+    if (child < 0) {
         close(p[0]);
         close(p[1]);
         return err_set(err, -errno, "fork: %s", strerror(errno));
     }
-    if (pid == 0) {
-        dup2(p[1], 1);
-        int nul = open("/dev/null", O_RDWR);
-        if (nul >= 0)
-            dup2(nul, 0);
-        execv(argv[0], argv);
+    if (child == 0) { /* async-signal-safe calls only */
+        setsid();
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGPIPE, SIG_DFL);
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul < 0 || dup2(nul, 0) < 0 || dup2(p[1], 1) < 0 || (both && dup2(p[1], 2) < 0))
+            _exit(127);
+        close_range(3, ~0u, 0);
+        if (cwd && chdir(cwd) < 0)
+            _exit(127);
+        umask(022);
+        execve(argv[0], argv, envp ? envp : environ);
         _exit(127);
     }
     close(p[1]);
+    *pid = child;
+    *fd = p[0];
+    return 0;
+}
+
+int sandbox_wait(pid_t pid)
+{
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -errno;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Runs argv outside any sandbox and returns its stdout (up to cap - 1 bytes). */
+static int capture(char *const argv[], char *out, size_t cap, char *err)
+{
+    pid_t pid;
+    int fd;
+    int rc = sandbox_spawn(argv, NULL, NULL, 0, &pid, &fd, err);
+    if (rc < 0)
+        return rc;
     size_t n = 0;
     ssize_t k;
-    while (n < cap - 1 && ((k = read(p[0], out + n, cap - 1 - n)) > 0 || (k < 0 && errno == EINTR)))
+    while (n < cap - 1 && ((k = read(fd, out + n, cap - 1 - n)) > 0 || (k < 0 && errno == EINTR)))
         if (k > 0)
             n += (size_t)k;
     out[n] = '\0';
-    close(p[0]);
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    close(fd);
+    if (sandbox_wait(pid) != 0)
         return err_set(err, -ENOEXEC, "%s could not be run to find its prefix", argv[0]);
     return 0;
 }
 
-int sandbox_python_prefixes(const char *python, sandbox_args *ro, char *err)
+int sandbox_python_prefixes(const char *python, sandbox_args *ro, char *exe, size_t cap, char *err)
 {
     char *argv[] = {(char *)python, "-c",
-                    "import sys; print(sys.prefix); print(sys.base_prefix); "
-                    "print(sys.exec_prefix); print(sys.base_exec_prefix)",
+                    "import sys; print(sys.executable); print(sys.prefix); "
+                    "print(sys.base_prefix); print(sys.exec_prefix); print(sys.base_exec_prefix)",
                     NULL};
-    char out[4 * PATH_MAX];
+    char out[5 * PATH_MAX];
     int rc = capture(argv, out, sizeof out, err);
     if (rc < 0)
         return rc;
-    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+    char *save = NULL, *first = strtok_r(out, "\n", &save);
+    if (!first || first[0] != '/')
+        return err_set(err, -ENOEXEC, "%s did not tell its sys.executable", python);
+    for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (line[0] != '/' || !strcmp(line, "/usr") || !strncmp(line, "/usr/", 5) ||
             !strcmp(line, "/"))
             continue;
@@ -272,6 +310,11 @@ int sandbox_python_prefixes(const char *python, sandbox_args *ro, char *err)
             dup |= !strcmp(ro->v[i], line);
         if (!dup && sandbox_args_add(ro, line) < 0)
             return err_set(err, -ENOMEM, "out of memory");
+    }
+    if (exe) {
+        if (strlen(first) >= cap)
+            return err_set(err, -ENAMETOOLONG, "the interpreter's path is too long");
+        memcpy(exe, first, strlen(first) + 1);
     }
     return 0;
 }

@@ -22,6 +22,7 @@
 #define TRAINYARD_SCRIPT_SANDBOX_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #define SANDBOX_LAUNCHER "/run/trainyard/script-exec" /* where the launcher is inside */
 
@@ -39,12 +40,16 @@ typedef struct sandbox_cfg {
     const char *const *ro_paths; /* NULL-terminated read-only paths bound at themselves, or NULL */
     const char *const *rw_paths; /* NULL-terminated read-write paths bound at themselves, or NULL */
     const char *launcher;        /* bound read-only at SANDBOX_LAUNCHER, or NULL */
+    const char *const *hidden;   /* NULL-terminated paths inside covered by an empty tmpfs */
 } sandbox_cfg;
 
 /* Appends a copy of s: 0 or -ENOMEM. */
 int sandbox_args_add(sandbox_args *a, const char *s);
 /* Frees the strings and the array; accepts an empty (zeroed) one. */
 void sandbox_args_free(sandbox_args *a);
+/* The first executable name on $PATH (/usr/local/bin:/usr/bin:/bin without one) into
+ * out[cap]: 0, or -ENOENT. */
+int sandbox_which(const char *name, char *out, size_t cap);
 /* The path of bwrap on PATH into out[cap]: 0, or -ENOENT with a sentence. */
 int sandbox_bwrap_path(char *out, size_t cap, char *err);
 /* Appends bwrap's path and its options for c (not the command, nor the "--" before it). */
@@ -55,8 +60,18 @@ int sandbox_args_bwrap(const sandbox_cfg *c, sandbox_args *a, char *err);
 int sandbox_python_executable(const char *python, char *out, size_t cap, char *err);
 /* Appends the interpreter's prefixes (sys.prefix, base_prefix, exec_prefix, base_exec_prefix;
  * asked once, outside any sandbox) that are not under /usr, such as a venv or /opt/conda, for
- * binding read-only; duplicates skipped. -ENOEXEC when the interpreter cannot be run. */
-int sandbox_python_prefixes(const char *python, sandbox_args *ro, char *err);
+ * binding read-only; duplicates skipped. exe[cap] (unless NULL) gets its sys.executable, the
+ * path to run inside, so that a wrapper such as a pyenv shim is not needed there. -ENOEXEC when
+ * the interpreter cannot be run. */
+int sandbox_python_prefixes(const char *python, sandbox_args *ro, char *exe, size_t cap, char *err);
+/* Starts argv[0] (a path) with envp (NULL: this process's environment) in its own session,
+ * killed when this thread ends (PR_SET_PDEATHSIG), stdin /dev/null, stdout (and stderr too when
+ * both) on a pipe whose read end goes to *fd (the caller closes it), in cwd (NULL: here), with
+ * no other descriptor of this process. *pid and *fd are written only on success. */
+int sandbox_spawn(char *const argv[], char *const envp[], const char *cwd, int both, pid_t *pid,
+                  int *fd, char *err);
+/* Waits for pid: its exit status, 128 + the signal that ended it, or -errno. */
+int sandbox_wait(pid_t pid);
 /* The launcher's path (this binary, /proc/self/exe resolved) into out[cap]. */
 int sandbox_launcher_path(char *out, size_t cap, char *err);
 /* `__script-exec FD DATA_LIMIT -- ARGV...` (argv[0] is "__script-exec"; DATA_LIMIT in bytes, 0

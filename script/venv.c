@@ -14,20 +14,15 @@
  * worker's proxy and PIP_* index settings, so an operator's mirror reaches pip. */
 #include "script/venv.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "script/sandbox.h"
@@ -110,40 +105,15 @@ static void emit(venv_log *l, char *line)
 static int run_logged(char *const argv[], char *const envp[], const char *cwd, venv_log *l,
                       char *err)
 {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return err_set(err, -errno, "pipe: %s", strerror(errno));
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(p[0]);
-        close(p[1]);
-        return err_set(err, -errno, "fork: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        setsid();
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        signal(SIGPIPE, SIG_DFL);
-        int nul = open("/dev/null", O_RDONLY);
-        if (nul < 0 || dup2(nul, 0) < 0 || dup2(p[1], 1) < 0 || dup2(p[1], 2) < 0)
-            _exit(127);
-        close_range(3, ~0u, 0);
-        if (cwd && chdir(cwd) < 0)
-            _exit(127);
-        umask(022);
-        execve(argv[0], argv, envp);
-        _exit(127);
-    }
-    close(p[1]);
+    pid_t pid;
+    int fd;
+    int rc = sandbox_spawn(argv, envp, cwd, 1, &pid, &fd, err);
+    if (rc < 0)
+        return rc;
     char line[VENV_LINE_MAX + 1], buf[8192];
     size_t len = 0;
     ssize_t k;
-    while ((k = read(p[0], buf, sizeof buf)) != 0) {
+    while ((k = read(fd, buf, sizeof buf)) != 0) {
         if (k < 0) {
             if (errno == EINTR)
                 continue;
@@ -164,12 +134,11 @@ static int run_logged(char *const argv[], char *const envp[], const char *cwd, v
         line[len] = '\0';
         emit(l, line);
     }
-    close(p[0]);
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return err_set(err, -errno, "waitpid: %s", strerror(errno));
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    close(fd);
+    rc = sandbox_wait(pid);
+    if (rc < 0)
+        return err_set(err, rc, "waitpid: %s", strerror(-rc));
+    return rc;
 }
 
 /* The full command line for one step: bwrap's options and "--" first when sandboxed. */
@@ -179,7 +148,8 @@ static int step_argv(sandbox_args *a, int sandbox, const char *venv, const char 
     int rc = 0;
     if (sandbox) {
         sandbox_args ro = {0};
-        rc = sandbox_python_prefixes(python, &ro, err);
+        char exe[PATH_MAX];
+        rc = sandbox_python_prefixes(python, &ro, exe, sizeof exe, err);
         if (rc == 0 && code_dir)
             rc = sandbox_args_add(&ro, code_dir) < 0 ? -ENOMEM : 0;
         if (rc == 0 && requirements)
@@ -196,8 +166,11 @@ static int step_argv(sandbox_args *a, int sandbox, const char *venv, const char 
             err_set(err, rc, "out of memory");
         if (rc < 0)
             return rc;
+        /* the interpreter itself: its sys.executable (a pyenv shim cannot run in there) */
+        if (!strcmp(cmd[0], python) && sandbox_args_add(a, exe) < 0)
+            return err_set(err, -ENOMEM, "out of memory");
     }
-    for (size_t i = 0; cmd[i]; i++)
+    for (size_t i = sandbox && !strcmp(cmd[0], python) ? 1 : 0; cmd[i]; i++)
         if (sandbox_args_add(a, cmd[i]) < 0)
             return err_set(err, -ENOMEM, "out of memory");
     return 0;
@@ -210,20 +183,9 @@ static int find_python(const char *python, char *out, size_t cap, char *err)
             return err_set(err, -ENAMETOOLONG, "the interpreter's path is too long");
         return 0;
     }
-    const char *path = getenv("PATH");
-    if (!path || !*path)
-        path = "/usr/local/bin:/usr/bin:/bin";
-    for (const char *p = path; *p;) {
-        const char *e = strchr(p, ':');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len > 0 && snprintf(out, cap, "%.*s/%s", (int)len, p, python) < (int)cap &&
-            access(out, X_OK) == 0)
-            return 0;
-        p += len;
-        if (*p == ':')
-            p++;
-    }
-    return err_set(err, -ENOENT, "the interpreter \"%s\" is not on PATH", python);
+    if (sandbox_which(python, out, cap) < 0)
+        return err_set(err, -ENOENT, "the interpreter \"%s\" is not on PATH", python);
+    return 0;
 }
 
 int script_venv(const char *python, const char *requirements, const char *code_dir,

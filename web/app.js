@@ -261,13 +261,14 @@
     const loss = chart('loss-chart', 'Loss', [['loss', 'train'], ['val_loss', 'validation']]);
     const acc = chart('accuracy-chart', 'Accuracy',
                       [['accuracy', 'train'], ['val_accuracy', 'validation']]);
+    const charts = el('div', {class: 'charts'}, loss.figure, acc.figure);
     const logs = el('pre', {id: 'logs', class: 'logs', tabindex: '0', 'aria-label': 'Log'});
     const artifacts = el('tbody', {id: 'artifacts-body'});
     const doc = el('pre', {id: 'job-document', class: 'doc'});
     mount(el('div', {class: 'bar'}, title, cancel),
           facts,
           el('h2', {}, 'Curves'),
-          el('div', {class: 'charts'}, loss.figure, acc.figure),
+          charts,
           el('h2', {}, 'Log'), logs,
           el('h2', {}, 'Artifacts'),
           el('table', {id: 'artifacts-table', class: 'grid'},
@@ -309,11 +310,28 @@
       if (TERMINAL.has(j.status) && !wasTerminal) loadArtifacts().catch(scopeError);
     }
 
+    /* A script's metrics under names of its own get a curve each, made when the name first
+     * appears: X and val_X share one (train and validation), like loss and val_loss. */
+    const extra = new Map(); /* base name → chart */
+    function extraChart(key) {
+      const base = key.startsWith('val_') ? key.slice(4) : key;
+      if (!extra.has(base)) {
+        const c = chart(`metric-chart-${extra.size + 1}`, base,
+                        [[base, base], ['val_' + base, 'val_' + base]]);
+        c.figure.dataset.metric = base;
+        extra.set(base, c);
+        charts.append(c.figure);
+      }
+    }
+
     function addEpoch(m) {
       epochs.set(m.epoch, m);
+      for (const key of Object.keys(m))
+        if (!KNOWN_METRICS.has(key)) extraChart(key);
       const points = [...epochs.values()].sort((a, b) => a.epoch - b.epoch);
       loss.draw(points);
       acc.draw(points);
+      for (const c of extra.values()) c.draw(points);
     }
 
     async function loadArtifacts() {
@@ -434,6 +452,9 @@
   /* ---- curves ---------------------------------------------------------------------------- */
 
   const SERIES_CLASSES = ['train', 'validation'];
+  /* EpochMetrics' own members; any other is a script's metric (drawn on a curve of its own). */
+  const KNOWN_METRICS = new Set(['epoch', 'loss', 'val_loss', 'accuracy', 'val_accuracy',
+                                 'seconds', 'samples_per_second']);
 
   /* A tick label that fits the margin: three significant digits, exponent form when tiny. */
   function tick(v) {

@@ -62,10 +62,10 @@
 #define AGENT_RETRY_S         600  /* uploads and completion: retried this long while unanswered */
 #define AGENT_STOP_RETRY_S    5    /* ... and this long once the worker is stopping */
 #define AGENT_MAX_LOG_QUEUE   10000
-#define AGENT_LINES_PER_BEAT  1000                 /* openapi Heartbeat.logs maxItems */
-#define AGENT_LINE_BYTES      1000                 /* and its maxLength: bytes bound characters */
-#define AGENT_CKPT_COPY       "checkpoint.copy"    /* the trainer thread's copy, being written */
-#define AGENT_CKPT_RESUME     "checkpoint.resume"  /* the server's checkpoint, downloaded */
+#define AGENT_LINES_PER_BEAT  1000                /* openapi Heartbeat.logs maxItems */
+#define AGENT_LINE_BYTES      1000                /* and its maxLength: bytes bound characters */
+#define AGENT_CKPT_COPY       "checkpoint.copy"   /* the trainer thread's copy, being written */
+#define AGENT_CKPT_RESUME     "checkpoint.resume" /* the server's checkpoint, downloaded */
 
 static const char *const artifact_names[] = {"model.safetensors", "metrics.csv", "job.json",
                                              "train.log"};
@@ -127,7 +127,6 @@ static double agent_retry_deadline(const agent_opts *o)
 }
 
 /* ---- the heartbeat thread ------------------------------------------------------------------ */
-
 
 /* Uploads the checkpoint copy at sending (a script job's snapshot with its epoch); on failure
  * it becomes pending again unless a newer one is. A lost checkpoint costs only retrained epochs
@@ -476,7 +475,7 @@ static void report(const agent_opts *o, client *c, const char *prefix, const cha
         }
         if (!agent_retry_wait(deadline, &backoff)) {
             agent_say("%s: giving up (%s); the lease lapses and the job is requeued", call,
-                rc < 0 ? err : "the server is unavailable");
+                      rc < 0 ? err : "the server is unavailable");
             break;
         }
         agent_say("%s failed, retrying: %s", call, rc < 0 ? err : "the server is unavailable");
@@ -561,7 +560,7 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
     snprintf(prefix, sizeof prefix, "/workers/%s/jobs/%s", worker_id, job_id);
     snprintf(dir, sizeof dir, "%s/%s", o->work_dir, job_id);
     agent_say("job %s attempt %lld", job_id,
-        (long long)json_integer_value(json_object_get(lease, "attempt")));
+              (long long)json_integer_value(json_object_get(lease, "attempt")));
 
     field_errors errs = {0};
     job_spec *job = NULL;
@@ -578,7 +577,13 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
     char resume[4200];
     int resuming = !script && fetch_checkpoint(c, lease, job, dir, resume, sizeof resume);
 
-    beat b = {.o = o, .logs = json_array(), .epochs = json_array(), .dir = dir, .script = script};
+    char private_dir[4200];
+    snprintf(private_dir, sizeof private_dir, "%s/" AGENT_SCRIPT_PRIVATE, dir);
+    beat b = {.o = o,
+              .logs = json_array(),
+              .epochs = json_array(),
+              .dir = script ? private_dir : dir,
+              .script = script};
     pthread_mutex_init(&b.mu, NULL);
     pthread_cond_init(&b.cv, NULL);
     snprintf(b.path, sizeof b.path, "%s/heartbeat", prefix);
@@ -643,17 +648,18 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
     } else if (script && exit_code != 0) {
         char why[4096];
         if (exit_code > 0)
-            snprintf(why, sizeof why, "%s exited with status %d; its last lines:\n%s",
-                     job->script, exit_code, tail);
+            snprintf(why, sizeof why, "%s exited with status %d; its last lines:\n%s", job->script,
+                     exit_code, tail);
         else
             snprintf(why, sizeof why, "%s was killed by signal %d (%s); its last lines:\n%s",
                      job->script, -exit_code, strsignal(-exit_code), tail);
         complete(o, c, prefix, "failed", why);
     } else {
-        rc = script ? agent_script_upload(o, c, prefix, job_id, job, dir, err)
+        rc = script ? agent_script_upload(o, c, prefix, job, dir, err)
                     : upload(o, c, prefix, dir, err);
         if (rc < 0 && *o->stop && rc != -ENOSPC) {
-            agent_say("job %s: stopping before its upload ended (%s); handing it back", job_id, err);
+            agent_say("job %s: stopping before its upload ended (%s); handing it back", job_id,
+                      err);
             report(o, c, prefix, "release", NULL);
         } else {
             complete(o, c, prefix, rc == 0 ? "succeeded" : "failed", rc == 0 ? NULL : err);
@@ -764,7 +770,7 @@ int agent_run(const agent_opts *given, char *err)
     client_set_ca(c, o->ca_file, o->ca_pinned);
     client_set_abort(c, o->stop);
     agent_say("device %s, kernels %s in %.2fs, warmed up in %.2fs", dev.name,
-        ctx->from_cache ? "from cache" : "compiled", ctx->build_seconds, t_warm);
+              ctx->from_cache ? "from cache" : "compiled", ctx->build_seconds, t_warm);
     client_set_timeout(c, AGENT_LEASE_WAIT_S + 30);
     rc = register_worker(o, c, &dev, worker_id, sizeof worker_id, err);
 

@@ -31,25 +31,25 @@ typedef struct agent_opts {
     const char *dataset_root;  /* where file:// dataset URLs may point, or NULL */
     const char *dataset_allow; /* comma-separated --dataset-allow patterns, or NULL */
     long dataset_stall_s;      /* abort a dataset download stalled this long; 0: default */
-    uint64_t max_dataset_bytes;  /* refuse datasets larger than this; 0: the fetch default */
-    dscache *dataset_cache;      /* fetched datasets kept between jobs and attempts, or NULL */
-    const fetch_s3 *s3;          /* endpoint and credentials for s3:// URLs; NULL: refused */
-    int max_jobs;                /* stop after this many jobs; 0 = run until stopped */
-    double checkpoint_seconds;   /* least time between checkpoints (trainer_opts); 0 every epoch */
+    uint64_t max_dataset_bytes; /* refuse datasets larger than this; 0: the fetch default */
+    dscache *dataset_cache;     /* fetched datasets kept between jobs and attempts, or NULL */
+    const fetch_s3 *s3;         /* endpoint and credentials for s3:// URLs; NULL: refused */
+    int max_jobs;               /* stop after this many jobs; 0 = run until stopped */
+    double checkpoint_seconds;  /* least time between checkpoints (trainer_opts); 0 every epoch */
     /* Script jobs (worker/script_job.c; docs/OPERATIONS.md, "Script jobs") */
-    int allow_scripts;            /* --allow-scripts: lease script jobs (off by default) */
-    const char *python;           /* --python: the interpreter of .py scripts; NULL: python3 */
-    int allow_pip;                /* --allow-pip: a requirements.txt goes into a cached venv */
-    int script_network;           /* --script-network: the sandbox keeps the network */
-    uint64_t script_memory;       /* --script-memory: RLIMIT_DATA of a script; 0: none */
-    const char *script_ro_bind;   /* --script-ro-bind: more read-only paths in the sandbox */
-    int no_sandbox;               /* --no-sandbox: scripts run without bubblewrap */
-    const char *script_cache;     /* --script-cache: code bundles and venvs; NULL: default */
-    double script_grace_s;        /* SIGTERM to SIGKILL on a cancel; 0: script_run's default */
+    int allow_scripts;               /* --allow-scripts: lease script jobs (off by default) */
+    const char *python;              /* --python: the interpreter of .py scripts; NULL: python3 */
+    int allow_pip;                   /* --allow-pip: a requirements.txt goes into a cached venv */
+    int script_network;              /* --script-network: the sandbox keeps the network */
+    uint64_t script_memory;          /* --script-memory: RLIMIT_DATA of a script; 0: none */
+    const char *script_ro_bind;      /* --script-ro-bind: more read-only paths in the sandbox */
+    int no_sandbox;                  /* --no-sandbox: scripts run without bubblewrap */
+    const char *script_cache;        /* --script-cache: code bundles and venvs; NULL: default */
+    double script_grace_s;           /* SIGTERM to SIGKILL on a cancel; 0: script_run's default */
     double script_checkpoint_poll_s; /* how often checkpoint/ is looked at; 0: default */
     const ocl_device *device_info;   /* the worker's device (set by agent_run) */
-    volatile sig_atomic_t *stop; /* set by a signal handler: 1 finish the epoch, hand the job
-                                    back and return; 2 the same without finishing the epoch */
+    volatile sig_atomic_t *stop;     /* set by a signal handler: 1 finish the epoch, hand the job
+                                        back and return; 2 the same without finishing the epoch */
 } agent_opts;
 
 /* Runs the loop until *stop is set or max_jobs are done. Returns 0, or a negative code when the

@@ -17,6 +17,10 @@
 
 #define AGENT_CKPT_PENDING "checkpoint.pending" /* the newest copy not yet sent */
 #define AGENT_CKPT_SENDING "checkpoint.sending" /* the copy the heartbeat thread uploads */
+/* A script job's folder for the worker's own files (its artifacts, pending checkpoints): the
+ * sandbox covers it with an empty tmpfs (script/run.c), so a script can neither see them nor
+ * plant links where the worker writes or reads. */
+#define AGENT_SCRIPT_PRIVATE ".trainyard"
 
 typedef struct beat {
     pthread_mutex_t mu;
@@ -56,12 +60,12 @@ int agent_upload(const agent_opts *o, client *c, const char *prefix, const char 
  * end (*exit_code, *stopped: the run was ended by cancel, a lost lease or the worker's stop), or
  * -errno when the job could not start (err says why: code, dataset, venv, sandbox). */
 int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *lease,
-                     const job_spec *job, const char *dir, int *exit_code, int *stopped,
-                     char *tail, size_t tail_cap, char *err);
+                     const job_spec *job, const char *dir, int *exit_code, int *stopped, char *tail,
+                     size_t tail_cap, char *err);
 /* After a script that exited 0: uploads every file of dir/output (a folder as NAME.tar.gz),
  * then job.json, metrics.csv (every epoch the server holds, all attempts) and train.log. */
-int agent_script_upload(const agent_opts *o, client *c, const char *prefix, const char *job_id,
-                        const job_spec *job, const char *dir, char *err);
+int agent_script_upload(const agent_opts *o, client *c, const char *prefix, const job_spec *job,
+                        const char *dir, char *err);
 /* The folder script jobs cache in (code bundles by address, venvs): --script-cache, else
  * $TRAINYARD_SCRIPT_CACHE, else $XDG_CACHE_HOME/trainyard/scripts, else
  * ~/.cache/trainyard/scripts. -ENOENT when none is set, -ENAMETOOLONG. */

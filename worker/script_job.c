@@ -21,7 +21,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 #include "kernels/ocl.h"
 #include "script/bundle.h"
 #include "script/run.h"
@@ -37,7 +36,9 @@
 #include "worker/trainer.h"
 
 #define SCRIPT_MAX_CODE_BYTES (256ull << 20) /* a code_url download */
-#define SCRIPT_MAX_ARTIFACTS  1000           /* the server's cap per job */
+#define SCRIPT_PRIVATE        AGENT_SCRIPT_PRIVATE
+#define SCRIPT_ARTIFACTS      SCRIPT_PRIVATE "/artifacts"
+#define SCRIPT_MAX_ARTIFACTS  1000 /* the server's cap per job */
 
 /* What the run's hooks need besides the heartbeat. */
 typedef struct script_ctx {
@@ -173,7 +174,7 @@ static int fetch_code(const agent_opts *o, client *c, script_ctx *x, const json_
             return err_set(err, -EPROTO, "the lease of a job with code names no code to fetch");
         char file[4200];
         long status = 0;
-        snprintf(file, sizeof file, "%s/code.tar.gz", dir);
+        snprintf(file, sizeof file, "%s/" SCRIPT_PRIVATE "/code.tar.gz", dir);
         rc = client_download(c, path, file, &status, err);
         if (rc == 0 && status != 200)
             rc = err_set(err, -EIO, "fetching the code: the server answered %ld", status);
@@ -192,8 +193,11 @@ static int fetch_code(const agent_opts *o, client *c, script_ctx *x, const json_
                          .stop = o->stop};
         fetch_stats st;
         rc = fetch_url(job->code_url, &fo, data, len, &st, err);
-        if (rc < 0)
-            return err_set(err, rc, "fetching code_url: %.400s", err);
+        if (rc < 0) {
+            char why[ERR_LEN];
+            snprintf(why, sizeof why, "%s", err);
+            return err_set(err, rc, "fetching code_url: %.400s", why);
+        }
     }
     if (rc < 0)
         return rc;
@@ -281,7 +285,7 @@ static void fetch_checkpoint(client *c, script_ctx *x, const json_t *lease, cons
     if (!from)
         return;
     char file[4200], into[4200], err[ERR_LEN] = "";
-    snprintf(file, sizeof file, "%s/checkpoint.resume.tar.gz", dir);
+    snprintf(file, sizeof file, "%s/" SCRIPT_PRIVATE "/checkpoint.resume.tar.gz", dir);
     snprintf(into, sizeof into, "%s/checkpoint", dir);
     long status = 0;
     char *data = NULL;
@@ -297,8 +301,9 @@ static void fetch_checkpoint(client *c, script_ctx *x, const json_t *lease, cons
     free(data);
     unlink(file);
     if (rc == 0)
-        say_job(x, "checkpoint of the previous attempt restored (%llu files) in "
-                   "$TRAINYARD_CHECKPOINT_DIR",
+        say_job(x,
+                "checkpoint of the previous attempt restored (%llu files) in "
+                "$TRAINYARD_CHECKPOINT_DIR",
                 (unsigned long long)info.files);
     else
         say_job(x, "cannot restore the previous attempt's checkpoint, starting without it: %s",
@@ -425,8 +430,8 @@ int agent_script_cache_dir(const agent_opts *o, char *out, size_t cap)
 
 /* The interpreter for .py scripts: --python, or a venv made from code/requirements.txt when
  * the worker allows pip. */
-static int pick_python(const agent_opts *o, script_ctx *x, const char *dir, char *python, size_t cap,
-                       char *err)
+static int pick_python(const agent_opts *o, script_ctx *x, const char *dir, char *python,
+                       size_t cap, char *err)
 {
     char req[4200], code[4200], root[4096], venvs[4200];
     snprintf(python, cap, "%s", o->python ? o->python : "python3");
@@ -452,32 +457,63 @@ static int pick_python(const agent_opts *o, script_ctx *x, const char *dir, char
     return rc;
 }
 
-/* Moves what the script left in output/ to artifacts/ (a folder packed as NAME.tar.gz);
- * names the API cannot take, links and special files are said and left out. */
+/* qsort's comparison of two names. */
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Moves what the script left in output/ to the artifacts (a folder packed as NAME.tar.gz);
+ * names the API cannot take, links and special files are said and left out. The script made
+ * every entry here, output/ itself included, and a link it planted would name a file of the
+ * worker's: output/ is opened without following a link, its entries looked at with
+ * AT_SYMLINK_NOFOLLOW and moved with renameat, and a folder is packed through the descriptor
+ * (bundle_pack follows no link below it). */
 static int collect_output(script_ctx *x, const char *dir, char *err)
 {
     char out[4200], arts[4200];
     snprintf(out, sizeof out, "%s/output", dir);
-    snprintf(arts, sizeof arts, "%s/artifacts", dir);
-    struct dirent **list = NULL;
-    int n = scandir(out, &list, NULL, alphasort);
-    if (n < 0)
-        return 0; /* no output folder: nothing but the worker's own artifacts */
-    int rc = 0, kept = 0;
-    for (int i = 0; i < n; i++) {
-        const char *name = list[i]->d_name;
-        char from[4600], to[4700];
+    snprintf(arts, sizeof arts, "%s/" SCRIPT_ARTIFACTS, dir);
+    int fd = open(out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno != ENOENT)
+            say_job(x, "output is not a folder: nothing of it is uploaded");
+        return 0;
+    }
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return err_set(err, -errno, "cannot read output/: %s", strerror(errno));
+    }
+    /* the names first, sorted, so the artifacts' order and the cap do not depend on readdir */
+    json_t *names = json_array();
+    struct dirent *e;
+    while (names && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            json_array_append_new(names, json_string(e->d_name));
+    int rc = names ? 0 : err_set(err, -ENOMEM, "out of memory");
+    size_t n = json_array_size(names);
+    const char **sorted = rc == 0 ? calloc(n + 1, sizeof *sorted) : NULL;
+    for (size_t i = 0; sorted && i < n; i++)
+        sorted[i] = json_string_value(json_array_get(names, i));
+    if (sorted && n > 1)
+        qsort(sorted, n, sizeof *sorted, cmp_names);
+    if (rc == 0 && !sorted)
+        rc = err_set(err, -ENOMEM, "out of memory");
+    int kept = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const char *name = sorted[i];
         struct stat st;
-        snprintf(from, sizeof from, "%s/%s", out, name);
-        if (!strcmp(name, ".") || !strcmp(name, "..") || rc < 0 || lstat(from, &st) < 0)
+        char art[300], to[4700];
+        if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
-        char art[300];
         snprintf(art, sizeof art, S_ISDIR(st.st_mode) ? "%s.tar.gz" : "%s", name);
         if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
             say_job(x, "output/%s is not a file or a folder: not uploaded", name);
         } else if (!name_artifact_ok(art)) {
-            say_job(x, "output/%s: an artifact's name is 1 to 128 letters, digits, '.', '_' or "
-                       "'-', not starting with '.': not uploaded",
+            say_job(x,
+                    "output/%s: an artifact's name is 1 to 128 letters, digits, '.', '_' or "
+                    "'-', not starting with '.': not uploaded",
                     name);
         } else if (!strcmp(art, "job.json") || !strcmp(art, "metrics.csv") ||
                    !strcmp(art, "train.log")) {
@@ -488,17 +524,19 @@ static int collect_output(script_ctx *x, const char *dir, char *err)
         } else {
             snprintf(to, sizeof to, "%s/%s", arts, art);
             if (S_ISDIR(st.st_mode)) {
+                char from[4400];
                 bundle_info info;
+                snprintf(from, sizeof from, "/proc/self/fd/%d/%s", fd, name);
                 rc = bundle_pack(from, to, NULL, &info, err);
-            } else if (rename(from, to) < 0) {
+            } else if (renameat(fd, name, AT_FDCWD, to) < 0) {
                 rc = err_set(err, -errno, "cannot move output/%s: %s", name, strerror(errno));
             }
             kept++;
         }
     }
-    for (int i = 0; i < n; i++)
-        free(list[i]);
-    free(list);
+    free(sorted);
+    json_decref(names);
+    closedir(d);
     return rc;
 }
 
@@ -573,19 +611,21 @@ static int make_env(const agent_opts *o, const json_t *lease, const job_spec *jo
 }
 
 int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *lease,
-                     const job_spec *job, const char *dir, int *exit_code, int *stopped,
-                     char *tail, size_t tail_cap, char *err)
+                     const job_spec *job, const char *dir, int *exit_code, int *stopped, char *tail,
+                     size_t tail_cap, char *err)
 {
-    static const char *const subdirs[] = {"", "/code", "/data", "/checkpoint", "/artifacts"};
+    static const char *const subdirs[] = {
+        "", "/" SCRIPT_PRIVATE, "/" SCRIPT_ARTIFACTS, "/code", "/data", "/checkpoint"};
     char path[4200], python[4096];
     int rc = 0;
+    agent_script_cleanup(dir); /* what an earlier attempt's script may have left */
     for (size_t i = 0; rc == 0 && i < sizeof subdirs / sizeof subdirs[0]; i++) {
         snprintf(path, sizeof path, "%s%s", dir, subdirs[i]);
         rc = mkdir_p(path, err);
     }
     if (rc < 0)
         return rc;
-    snprintf(path, sizeof path, "%s/artifacts/train.log", dir);
+    snprintf(path, sizeof path, "%s/" SCRIPT_ARTIFACTS "/train.log", dir);
     script_ctx ctx = {.b = b, .log = fopen(path, "w")}, *x = &ctx;
     script_env env = {.hp = NULL};
     bundle_info info = {0};
@@ -615,7 +655,8 @@ int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *leas
     memset(&res, 0, sizeof res);
     say_job(x, "running %s (code sha256:%s, %llu files)%s", job->script,
             job->code ? job->code + strlen("sha256:") : "from code_url",
-            (unsigned long long)info.files, o->no_sandbox ? " without a sandbox" : " in bubblewrap");
+            (unsigned long long)info.files,
+            o->no_sandbox ? " without a sandbox" : " in bubblewrap");
     agent_hook_phase(b, TRAINER_PHASE_TRAINING);
     ctx.last_t = time_mono();
     rc = script_run(&so, &hooks, &res, err);
@@ -707,11 +748,11 @@ static int write_metrics_csv(client *c, const char *prefix, const char *path, ch
     return rc;
 }
 
-int agent_script_upload(const agent_opts *o, client *c, const char *prefix, const char *job_id,
-                        const job_spec *job, const char *dir, char *err)
+int agent_script_upload(const agent_opts *o, client *c, const char *prefix, const job_spec *job,
+                        const char *dir, char *err)
 {
     char arts[4200], path[4600];
-    snprintf(arts, sizeof arts, "%s/artifacts", dir);
+    snprintf(arts, sizeof arts, "%s/" SCRIPT_ARTIFACTS, dir);
     snprintf(path, sizeof path, "%s/job.json", arts);
     json_t *doc = job_to_json(job);
     int rc = doc ? json_out_dump_file(doc, path, JSON_INDENT(2)) : -ENOMEM;

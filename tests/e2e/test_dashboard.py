@@ -220,3 +220,47 @@ def test_jobs_curves_logs_artifacts_cancel_and_workers(serve, data_server, blobs
     until("the local worker", lambda: len(css(browser, "#workers-body tr")) == 1
           and css(browser, "#workers-body td")[0].text)
     until("its device", lambda: css(browser, "#devices-body td")[0].text)
+
+
+def test_a_script_jobs_own_metrics_get_curves(serve, browser):
+    """A script reports metrics under names of its own: each gets a curve (X and val_X share
+    one), beside the loss curve. The test plays a script worker over HTTP."""
+    import gzip
+    import io
+    import tarfile
+    svc = serve("--workers", "0")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("train.py")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"1\n"))
+    r = svc.http.post(f"{svc.url}/code", data=gzip.compress(buf.getvalue()),
+                      headers={"Content-Type": "application/gzip"})
+    assert r.status_code == 201, r.text
+    job = submit(svc, {"name": "scripted", "training_script": "train.py",
+                       "code": r.json()["code"]}).json()
+    worker = svc.session(svc.token("box", "worker"))
+    w = worker.post(f"{svc.url}/workers", json={
+        "name": "box", "scripts": True,
+        "devices": [{"index": 0, "name": "cpu0", "type": "cpu"}]}).json()
+    assert worker.post(f"{svc.url}/workers/{w['id']}/lease",
+                       params={"wait": 0}).status_code == 200
+    epochs = [{"epoch": e, "loss": 1.0 / e, "top5": 0.5 + e / 10, "val_top5": 0.4 + e / 10,
+               "lr": 0.1 / e} for e in (1, 2, 3)]
+    r = worker.post(f"{svc.url}/workers/{w['id']}/jobs/{job['id']}/heartbeat",
+                    json={"phase": "training", "epochs": epochs})
+    assert r.status_code == 200, r.text
+
+    sign_in(browser, svc, svc.admin_token)
+    browser.get(f"{svc.url}/#/jobs/{job['id']}")
+    until("the loss curve's three epochs", lambda: points(browser, "loss-chart") == 3)
+    figures = until("the script's curves", lambda: {
+        f.get_attribute("data-metric"): f for f in css(browser, "figure[data-metric]")
+        if f.get_attribute("data-metric")} if len(css(browser, "figure[data-metric]")) == 2
+        else None)
+    assert set(figures) == {"top5", "lr"}
+    for f in figures.values():
+        canvas = f.find_elements("css selector", "canvas")[0]
+        assert canvas.get_attribute("data-points") == "3"
+    assert "val_top5 0.7" in figures["top5"].find_elements(
+        "css selector", "canvas")[0].get_attribute("aria-label")

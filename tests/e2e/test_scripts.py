@@ -633,3 +633,57 @@ def test_max_runtime_and_memory_limits_hold_for_scripts(serve):
     assert done["status"] == "failed", done
     assert "MemoryError" in done["error"], done
     assert "allocated 1 GiB" not in logs(svc, hog["id"])
+
+
+LINKS = """
+import json, os, shutil, trainyard
+hp = trainyard.hyperparameters()
+out = trainyard.output_dir()
+if hp["swap_output"]:
+    shutil.rmtree(out)
+    os.symlink(hp["data_dir"], out)  # the data dir's path on the worker, not in the sandbox
+else:
+    os.symlink(hp["token"], os.path.join(out, "stolen.txt"))
+    os.makedirs(os.path.join(out, "folder"))
+    os.symlink(hp["token"], os.path.join(out, "folder", "inner.txt"))
+    with open(os.path.join(out, "folder", "mine.txt"), "w") as f:
+        f.write("mine")
+    with open(os.path.join(out, "real.txt"), "w") as f:
+        f.write("real")
+    os.symlink(hp["token"], os.path.join(trainyard.checkpoint_dir(), "ck.txt"))
+print("planted", flush=True)
+"""
+
+
+def test_links_a_script_plants_never_reach_the_worker_s_files(serve):
+    """The script made every entry of output/ and checkpoint/, output/ itself included: a link
+    there names a path on the worker's side (its token, its data dir), and the worker must
+    neither upload what it points at nor move files out of where it points."""
+    svc = serve(*SERVE_ARGS)
+    token_path = svc.data_dir / "admin.token"
+    hp = {"token": str(token_path), "data_dir": str(svc.data_dir), "swap_output": False}
+    job = run_script(svc, LINKS, hyperparameters=hp)
+    done = wait_for(svc, job["id"], TERMINAL, timeout=60)
+    text = logs(svc, job["id"])
+    assert done["status"] == "succeeded", (done, text)
+    got = artifacts(svc, job["id"])
+    assert "stolen.txt" not in got and "real.txt" in got and "folder.tar.gz" in got, got
+    assert "output/stolen.txt is not a file or a folder" in text, text
+    folder_tar = tarfile.open(fileobj=io.BytesIO(download(svc, job["id"], "folder.tar.gz")))
+    inner = folder_tar.getmember("./inner.txt") if "./inner.txt" in folder_tar.getnames() \
+        else folder_tar.getmember("inner.txt")
+    assert inner.issym(), "a link in an output folder was packed as the file it points at"
+    for name in got:
+        assert svc.admin_token.encode() not in download(svc, job["id"], name), name
+    assert token_path.read_text().strip() == svc.admin_token
+
+    hp["swap_output"] = True
+    before = sorted(p.name for p in svc.data_dir.iterdir())
+    job = run_script(svc, LINKS, hyperparameters=hp)
+    done = wait_for(svc, job["id"], TERMINAL, timeout=60)
+    text = logs(svc, job["id"])
+    assert done["status"] == "succeeded", (done, text)
+    assert set(artifacts(svc, job["id"])) == {"job.json", "metrics.csv", "train.log"}, text
+    assert "output is not a folder" in text, text
+    assert sorted(p.name for p in svc.data_dir.iterdir()) == before
+    assert token_path.read_text().strip() == svc.admin_token

@@ -12,7 +12,10 @@
 #include <string.h>
 
 #include "api/bodies.h"
+#include "db/tokens.h"
 #include "tests/unit/check.h"
+
+#define HEX64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 /* ---- the Job schema, read from openapi.yaml ----------------------------------------------- */
 
@@ -345,7 +348,43 @@ static void test_small_objects(void)
               "2024-05-01T12:35:26.789Z");
     CHECK(json_is_object(json_object_get(o, "document")));
     json_decref(o);
+    /* A script job with uploaded code: the lease names the GET of its code. */
+    free(j.document);
+    j.document = strdup("{\"training_script\":\"t.py\",\"code\":\"sha256:" HEX64 "\"}");
+    j.script = 1;
+    o = api_encode_lease(&j);
+    CHECK_INT(json_object_size(o), 5);
+    CHECK_STR(json_string_value(json_object_get(o, "code")), "/code/sha256:" HEX64);
+    json_decref(o);
+    j.script = 0; /* only script jobs get it */
+    o = api_encode_lease(&j);
+    CHECK(json_object_get(o, "code") == NULL);
+    json_decref(o);
+    /* Every Job answer carries job_id beside id. */
+    o = api_encode_job(&j);
+    CHECK_STR(json_string_value(json_object_get(o, "job_id")), j.id);
+    json_decref(o);
     db_job_clear(&j);
+
+    /* Tokens show the scripts right: a user's as stored, an admin's always. */
+    db_token t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.id, sizeof t.id, "t1");
+    snprintf(t.name, sizeof t.name, "u");
+    t.role = DB_ROLE_USER;
+    t.created_at = 1000;
+    o = api_encode_token(&t);
+    CHECK(json_is_false(json_object_get(o, "scripts")));
+    json_decref(o);
+    t.scripts = 1;
+    o = api_encode_token(&t);
+    CHECK(json_is_true(json_object_get(o, "scripts")));
+    json_decref(o);
+    t.scripts = 0;
+    t.role = DB_ROLE_ADMIN;
+    o = api_encode_token(&t);
+    CHECK(json_is_true(json_object_get(o, "scripts")));
+    json_decref(o);
 }
 
 static void test_encodings(void)
@@ -403,6 +442,45 @@ static int error_on(const field_errors *errs, const char *field)
             return (int)i;
     }
     return -1;
+}
+
+/* The scripts flags: a worker's (WorkerRegistration) and a token's (TokenRequest). */
+static void test_scripts_flags(void)
+{
+    field_errors errs;
+    api_registration reg;
+    const char *devs = "\"devices\":[{\"index\":0,\"name\":\"c\",\"type\":\"cpu\"}]";
+    char text[256];
+    const char *vals[] = {"", ",\"scripts\":true", ",\"scripts\":false", ",\"scripts\":1"};
+    const int want[] = {0, 1, 0, -1};
+    for (int i = 0; i < 4; i++) {
+        snprintf(text, sizeof text, "{\"name\":\"w\",%s%s}", devs, vals[i]);
+        json_t *b = json_loads(text, 0, NULL);
+        int rc = api_registration_parse(b, &reg, &errs);
+        if (want[i] < 0) {
+            CHECK_INT(rc, -EINVAL);
+            CHECK(error_on(&errs, "scripts") >= 0);
+        } else {
+            CHECK_INT(rc, 0);
+            CHECK_INT(reg.scripts, want[i]);
+        }
+        json_decref(b);
+    }
+    const char *name = NULL;
+    int role = 0, scripts = -1;
+    json_t *b = json_loads("{\"name\":\"u\",\"role\":\"user\",\"scripts\":true}", 0, NULL);
+    CHECK_INT(api_token_request_parse(b, &name, &role, &scripts, &errs), 0);
+    CHECK_INT(scripts, 1);
+    CHECK_INT(role, DB_ROLE_USER);
+    json_decref(b);
+    b = json_loads("{\"name\":\"u\",\"role\":\"user\"}", 0, NULL);
+    CHECK_INT(api_token_request_parse(b, &name, &role, &scripts, &errs), 0);
+    CHECK_INT(scripts, 0);
+    json_decref(b);
+    b = json_loads("{\"name\":\"u\",\"role\":\"user\",\"scripts\":\"yes\"}", 0, NULL);
+    CHECK_INT(api_token_request_parse(b, &name, &role, &scripts, &errs), -EINVAL);
+    CHECK(error_on(&errs, "scripts") >= 0);
+    json_decref(b);
 }
 
 static void test_bodies(void)
@@ -528,5 +606,6 @@ int main(void)
     test_small_objects();
     test_encodings();
     test_bodies();
+    test_scripts_flags();
     return check_exit();
 }

@@ -83,6 +83,14 @@ static void test_text(void)
     cli_metrics_text(e, out, sizeof out);
     CHECK_STR(out, "loss 0.4100 acc 0.8800");
     json_decref(e);
+    e = json_pack("{s:i, s:n, s:f, s:f, s:n, s:f}", "epoch", 2, "loss", "val_accuracy", 0.5,
+                  "top5/acc", 0.93, "gap", "seconds", 1.5);
+    cli_metrics_text(e, out, sizeof out);
+    CHECK_STR(out, "val_acc 0.5000 top5/acc 0.93");
+    char tight[12];
+    cli_metrics_text(e, tight, sizeof tight);
+    CHECK_STR(tight, "val_acc 0.5");
+    json_decref(e);
 }
 
 int main(void)

@@ -34,6 +34,14 @@ static const char cnn_doc[] =
     "  {\"type\": \"flatten\"}, {\"type\": \"dense\", \"units\": 10, \"activation\": "
     "\"softmax\"}]}}";
 
+/* A script job under seed 002's names: the code, its own hyperparameters, an s3:// dataset. */
+static const char script_doc[] =
+    "{\"model_name\": \"seed\", \"dataset_location\": \"s3://bucket/train.csv\","
+    " \"training_script\": \"src/train.py\", \"code_url\": \"https://example.com/c.tar.gz\","
+    " \"code_sha256\": \"0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef\","
+    " \"dataset\": {\"sha256\": null}, \"hyperparameters\": {\"epochs\": 3, \"layers\": [64, 10],"
+    " \"opt\": {\"lr\": 0.01}}, \"delete_checkpoint\": false}";
+
 /* Three problems, one of them a URL quoted (redacted) in its message. */
 static const char bad_doc[] =
     "{\"dataset_url\": \"ftp://user:pw@example.com/x.csv\", \"hyperparameters\": {\"epochs\": 0},"
@@ -179,10 +187,12 @@ int main(void)
     CHECK_INT(alloc_fail_init(), 0);
     test_parse(full_doc);
     test_parse(cnn_doc);
+    test_parse(script_doc);
     test_parse_jansson();
     test_from_json();
     test_bad_document();
     test_to_json(full_doc);
     test_to_json(cnn_doc);
+    test_to_json(script_doc);
     return check_exit();
 }

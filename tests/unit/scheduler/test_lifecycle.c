@@ -920,6 +920,89 @@ static void test_checkpoint_settled_at_the_end(void)
     db_close(d);
 }
 
+/* Script jobs (jobs.script): leased only to a worker that runs scripts, which also takes built-in
+ * jobs; a checkpoint of the same epoch replaces the stored one; the kept one is
+ * checkpoint.tar.gz; and no job keeps more than SCHED_MAX_ARTIFACTS artifacts. */
+static void test_script_jobs(void)
+{
+    db *d = fresh_db("scripts");
+    char err[ERR_LEN], plain[DB_ID_LEN + 1], runner[DB_ID_LEN + 1], got[DB_ID_LEN + 1];
+    char script[DB_ID_LEN + 1], builtin[DB_ID_LEN + 1], adir[512], up[600];
+    snprintf(adir, sizeof adir, "%s/script-artifacts", tmp_dir);
+    mkdir(adir, 0755);
+    add_worker(d, "cpu", plain);
+    add_worker(d, "cpu", runner);
+    char sql[128];
+    snprintf(sql, sizeof sql, "UPDATE workers SET scripts = 1 WHERE id = '%s'", runner);
+    CHECK_INT(db_exec(d, sql, err), 0);
+    sched_new_job nj = {.name = "script",
+                        .document = "{\"delete_checkpoint\":false}",
+                        .device_kind = JOB_DEVICE_ANY,
+                        .max_attempts = 3,
+                        .max_runtime_seconds = 3600,
+                        .priority = 5,
+                        .script = 1};
+    db_job j;
+    int created = 0;
+    CHECK_INT(sched_job_submit(d, &nj, T0, &j, &created, err), 0);
+    memcpy(script, j.id, sizeof script);
+    CHECK_INT(j.script, 1);
+    db_job_clear(&j);
+    submit(d, "builtin", 0, JOB_DEVICE_ANY, 3, 3600, T0 + 1, builtin);
+    /* The plain worker skips the script job (higher priority) and takes the built-in one. */
+    CHECK_INT(lease(d, plain, T0 + 2, got), 1);
+    CHECK_STR(got, builtin);
+    CHECK_INT(lease(d, plain, T0 + 3, got), 0);
+    CHECK_INT(lease(d, runner, T0 + 4, got), 1);
+    CHECK_STR(got, script);
+
+    /* Same epoch again: stored (a newer snapshot); an older epoch: dropped. */
+    int stored = -1;
+    snprintf(up, sizeof up, "%s/script-upload", tmp_dir);
+    const char *contents[] = {"one", "two", "old"};
+    const int epochs[] = {2, 2, 1};
+    const int want[] = {1, 1, 0};
+    for (int i = 0; i < 3; i++) {
+        FILE *f = fopen(up, "w");
+        fputs(contents[i], f);
+        fclose(f);
+        CHECK_INT(
+            sched_checkpoint_store(d, script, runner, adir, up, NULL, epochs[i], &stored, err), 0);
+        CHECK_INT(stored, want[i]);
+    }
+    unlink(up);
+
+    /* The artifact cap: new names past it are refused, a replacement is not. */
+    CHECK_INT(db_job_get(d, script, &j, err), 0);
+    CHECK_INT(db_exec(d,
+                      "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n"
+                      " WHERE i < 1000) INSERT INTO artifacts (job_seq, name, size, sha256,"
+                      " created_at) SELECT (SELECT seq FROM jobs WHERE script = 1), 'a' || i, 0,"
+                      " '', 0 FROM n",
+                      err),
+              0);
+    db_job_clear(&j);
+    db_artifact a = {.size = 1, .created_at = T0 + 5};
+    snprintf(a.sha256, sizeof a.sha256, "%064d", 0);
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(up, "w");
+        fputs("x", f);
+        fclose(f);
+        snprintf(a.name, sizeof a.name, "%s", i == 0 ? "one-more" : "a7");
+        CHECK_INT(sched_artifact_add(d, script, runner, adir, up, &a, err), i == 0 ? -EDQUOT : 0);
+        unlink(up);
+    }
+
+    /* Kept at the end under the script's name. */
+    CHECK_INT(sched_job_complete(d, script, runner, DB_SUCCEEDED, NULL, adir, T0 + 6, &j, err), 0);
+    db_artifact kept;
+    CHECK_INT(db_artifact_get(d, j.seq, SCHED_CHECKPOINT_KEPT_SCRIPT, &kept, err), 0);
+    CHECK_INT(kept.size, 3); /* "two" */
+    CHECK_INT(db_artifact_get(d, j.seq, SCHED_CHECKPOINT_KEPT, &kept, err), -ENOENT);
+    db_job_clear(&j);
+    db_close(d);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmp_dir)) {
@@ -939,6 +1022,7 @@ int main(void)
     test_sweep();
     test_worker_lost();
     test_checkpoint_settled_at_the_end();
+    test_script_jobs();
     nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return check_exit();
 }

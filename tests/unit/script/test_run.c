@@ -24,6 +24,7 @@
 #include "script/run.h"
 #include "script/sandbox.h"
 #include "tests/unit/check.h"
+#include "tests/unit/script/testfs.h"
 #include "util/err.h"
 #include "util/timeutil.h"
 
@@ -104,14 +105,6 @@ static void dump(const seen *s, const char *what)
     fprintf(stderr, "-- log of %s:\n", what);
     for (int i = 0; i < s->n; i++)
         fprintf(stderr, "   %s\n", s->lines[i]);
-}
-
-static void write_file(const char *path, const char *text, mode_t mode)
-{
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
-    chmod(path, mode);
 }
 
 /* A fresh job folder root/<name>/ with code/<script> holding text. */
@@ -238,15 +231,16 @@ static void test_metrics(int sb)
     seen_free(&s);
 }
 
-static char *slurp(const char *path)
+/* The file's text in a buffer valid until the next call, or NULL. */
+static const char *slurp(const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return NULL;
     static char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
+    size_t n;
+    char *b = read_all(path, &n);
+    if (!b)
+        return NULL;
+    snprintf(buf, sizeof buf, "%s", b);
+    free(b);
     return buf;
 }
 
@@ -305,7 +299,7 @@ static void test_checkpoints(int sb)
         CHECK_INT(s.cp_epochs[s.ncp - 1], 2);
     }
     /* nothing left behind in the job folder */
-    snprintf(p, sizeof p, "%s/.checkpoint-1.tar.gz", jd);
+    snprintf(p, sizeof p, "%s/.trainyard/checkpoint-1.tar.gz", jd);
     CHECK(access(p, F_OK) < 0);
     if (check_failures)
         dump(&s, name);
@@ -452,15 +446,21 @@ static void test_sandbox_walls(void)
              "for d in /home /root /work /var /srv /opt /mnt; do [ -e $d ] && echo SEES-$d; done\n"
              "touch /job/output/ok && echo WROTE-JOB\n"
              "touch /tmp/ok && echo WROTE-TMP\n"
+             "ls -A /job/.trainyard\n"
              "echo pwd=$(pwd)\n",
              p, root);
     job_make(jd, sizeof jd, "walls", "run.sh", text);
+    snprintf(p, sizeof p, "%s/.trainyard", jd);
+    mkdir(p, 0700);
+    snprintf(p, sizeof p, "%s/.trainyard/worker-only.txt", jd);
+    write_file(p, "private", 0600);
     seen s;
     seen_init(&s, jd);
     script_result res;
     CHECK_INT(run(jd, "run.sh", 1, &s, &res, 0, err), 0);
     CHECK(!logged(&s, "the-worker-secret") && !logged(&s, "READ-OUTSIDE"));
     CHECK(!logged(&s, "READ-SHADOW"));
+    CHECK(!logged(&s, "worker-only.txt"));
     CHECK(!logged(&s, "WROTE-USR") && !logged(&s, "WROTE-ETC") && !logged(&s, "WROTE-ROOT"));
     CHECK(!logged(&s, "WROTE-OUTSIDE") && !logged(&s, "SEES-"));
     CHECK(logged(&s, "WROTE-JOB") && logged(&s, "WROTE-TMP") && logged(&s, "pwd=/job/code"));
@@ -523,6 +523,28 @@ static void test_environment(int sb)
     seen_free(&s);
 }
 
+/* A wrapper as the interpreter (a pyenv shim, say), outside what the sandbox shows: the run
+ * uses the sys.executable it answers. */
+static void test_python_wrapper(int sb)
+{
+    char jd[600], err[ERR_LEN] = "", name[32], wrapper[700];
+    snprintf(name, sizeof name, "wrap-%d", sb);
+    job_make(jd, sizeof jd, name, "train.py", "import sys\nprint('ran by', sys.executable)\n");
+    snprintf(wrapper, sizeof wrapper, "%s/py-wrapper", root);
+    write_file(wrapper, "#!/bin/sh\nexec " PY " \"$@\"\n", 0755);
+    seen s;
+    seen_init(&s, jd);
+    script_result res;
+    script_opts o = {.job_dir = jd, .script = "train.py", .python = wrapper, .sandbox = sb};
+    script_hooks h = {.user = &s, .on_log = on_log};
+    CHECK_INT(script_run(&o, &h, &res, err), 0);
+    CHECK_INT(res.exit_code, 0);
+    CHECK(logged(&s, "ran by /usr/bin/python3"));
+    if (check_failures)
+        dump(&s, name);
+    seen_free(&s);
+}
+
 static void test_memory(int sb)
 {
     char jd[600], err[ERR_LEN] = "", name[32];
@@ -575,16 +597,13 @@ int main(int argc, char **argv)
             test_checkpoints(sb);
             test_environment(sb);
             test_memory(sb);
+            test_python_wrapper(sb);
         }
     }
     if (sandbox)
         test_sandbox_walls();
     int rc = check_exit();
-    if (rc == 0) {
-        char cmd[600];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", root);
-    }
+    if (rc == 0)
+        rm_tree(root);
     return rc;
 }

@@ -14,6 +14,7 @@
 #include "script/sandbox.h"
 #include "script/venv.h"
 #include "tests/unit/check.h"
+#include "tests/unit/script/testfs.h"
 #include "util/err.h"
 #include "util/timeutil.h"
 
@@ -32,13 +33,6 @@ static void on_log(void *u, const char *line)
     l->n++;
     if (strstr(line, "value=42"))
         l->saw_42 = 1;
-}
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
 }
 
 /* code/ with tinypkg-0.1-py3-none-any.whl, requirements.txt naming it, and use.py. */
@@ -62,9 +56,9 @@ static void make_code(const char *code)
     CHECK_INT(system(cmd), 0);
     char p[1024];
     snprintf(p, sizeof p, "%s/requirements.txt", code);
-    write_file(p, "./tinypkg-0.1-py3-none-any.whl\n");
+    write_file(p, "./tinypkg-0.1-py3-none-any.whl\n", 0644);
     snprintf(p, sizeof p, "%s/use.py", code);
-    write_file(p, "import tinypkg\nprint('value=%d' % tinypkg.VALUE)\n");
+    write_file(p, "import tinypkg\nprint('value=%d' % tinypkg.VALUE)\n", 0644);
 }
 
 static void test_venv(int sb)
@@ -106,7 +100,7 @@ static void test_venv(int sb)
     /* a failed build leaves no venv behind */
     char bad[800];
     snprintf(bad, sizeof bad, "%s/bad-requirements.txt", code);
-    write_file(bad, "./no-such-0.1-py3-none-any.whl\n");
+    write_file(bad, "./no-such-0.1-py3-none-any.whl\n", 0644);
     logs lb = {0};
     char py3[1024] = "unchanged";
     CHECK_INT(script_venv(PY, bad, code, cache, sb, on_log, &lb, py3, sizeof py3, err), -EIO);
@@ -156,11 +150,7 @@ int main(int argc, char **argv)
         test_venv(sb);
     test_default_dir();
     int rc = check_exit();
-    if (rc == 0) {
-        char cmd[600];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", root);
-    }
+    if (rc == 0)
+        rm_tree(root);
     return rc;
 }
