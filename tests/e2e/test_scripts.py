@@ -8,11 +8,12 @@ run by a real `trainyard serve --allow-scripts` on its local worker, in the bubb
 - the same PyTorch script survives kill -9 of its worker: attempt 2 resumes from the
   checkpoint it wrote, and every epoch's metrics appear once;
 - cancel of a running script: SIGTERM to its whole process group, its handler runs, the job is
-  cancelled within the grace;
+  cancelled within the grace; one that ignores SIGTERM gets SIGKILL after it;
 - the sandbox: no worker token, no data dir, no writes outside the job folder;
 - POST /code refuses a `../` member; a failing script fails the job with its last lines; the
   scripts right of tokens; a worker without --allow-scripts never takes a script job;
-  `trainyard submit job.json --code DIR`.
+  `trainyard submit job.json --code DIR`; code_url with its sha256; max_runtime_seconds and
+  --script-memory.
 
 Scripts run with Debian's /usr/bin/python3 (python3-torch for the PyTorch ones). Every wait polls
 with a generous deadline: the machine may be loaded."""
