@@ -43,7 +43,7 @@
 /* What the run's hooks need besides the heartbeat. */
 typedef struct script_ctx {
     beat *b;
-    FILE *log;     /* dir/artifacts/train.log: this attempt's lines */
+    FILE *log;     /* .trainyard/artifacts/train.log: this attempt's lines */
     double last_t; /* when the script started, then its last epoch (time_mono) */
 } script_ctx;
 
@@ -449,9 +449,12 @@ static int pick_python(const agent_opts *o, script_ctx *x, const char *dir, char
     int rc = mkdir_p(root, err);
     if (rc == 0)
         rc = mkdir_p(venvs, err);
+    char venv_python[4096];
     if (rc == 0)
-        rc = script_venv(python, req, code, venvs, !o->no_sandbox, hook_script_log, x, python, cap,
-                         err);
+        rc = script_venv(python, req, code, venvs, !o->no_sandbox, hook_script_log, x, venv_python,
+                         sizeof venv_python, err);
+    if (rc == 0)
+        snprintf(python, cap, "%s", venv_python);
     if (rc == 0)
         say_job(x, "requirements.txt installed: %s", python);
     return rc;

@@ -687,3 +687,51 @@ def test_links_a_script_plants_never_reach_the_worker_s_files(serve):
     assert "output is not a folder" in text, text
     assert sorted(p.name for p in svc.data_dir.iterdir()) == before
     assert token_path.read_text().strip() == svc.admin_token
+
+
+def wheel(name, version, module_text):
+    """A pure-Python wheel in memory: the module and the three dist-info files pip reads."""
+    dist = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": module_text,
+             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                              "Tag: py3-none-any\n"}
+    record = "".join(f"{path},,\n" for path in files) + f"{dist}/RECORD,,\n"
+    buf = io.BytesIO()
+    import zipfile
+    with zipfile.ZipFile(buf, "w") as z:
+        for path, text in files.items():
+            z.writestr(path, text)
+        z.writestr(f"{dist}/RECORD", record)
+    return buf.getvalue()
+
+
+def test_allow_pip_installs_requirements_into_a_cached_venv(serve):
+    """With --allow-pip a requirements.txt in the code goes into a venv (here a wheel shipped in
+    the code, so no network is needed); the script imports it, and a second job with the same
+    file reuses the venv. Without --allow-pip the file is ignored, saying so, and the import
+    fails the job."""
+    files = {"train.py": "import tyx_pkg\nprint('tyx says', tyx_pkg.WORD, flush=True)\n",
+             "requirements.txt": "./wheels/tyx_pkg-1.0-py3-none-any.whl\n",
+             "wheels/tyx_pkg-1.0-py3-none-any.whl": wheel("tyx_pkg", "1.0", "WORD = 'hello'\n")}
+    svc = serve(*SERVE_ARGS, "--allow-pip")
+    code = upload(svc, files)
+    first = submit(svc, script_doc(code, "pip-1")).json()
+    done = wait_for(svc, first["id"], TERMINAL, timeout=180)
+    text = logs(svc, first["id"])
+    assert done["status"] == "succeeded", (done, text)
+    assert "tyx says hello" in text and "requirements.txt installed" in text, text
+    assert "Processing" in text, "pip's own lines should be in the first job's log"
+    venv = re.search(r"requirements.txt installed: (\S+)", text).group(1)
+    second = submit(svc, script_doc(code, "pip-2")).json()
+    done = wait_for(svc, second["id"], TERMINAL, timeout=120)
+    again = logs(svc, second["id"])
+    assert done["status"] == "succeeded" and f"requirements.txt installed: {venv}" in again, again
+    assert "Processing" not in again, "the second job ran pip again instead of reusing the venv"
+
+    plain = serve(*SERVE_ARGS, name="no-pip")
+    job = submit(plain, script_doc(upload(plain, files), "no-pip")).json()
+    done = wait_for(plain, job["id"], TERMINAL, timeout=60)
+    text = logs(plain, job["id"])
+    assert done["status"] == "failed" and "without --allow-pip" in text, (done, text)
+    assert "No module named 'tyx_pkg'" in done["error"], done["error"]
