@@ -3,6 +3,7 @@ the small three-class dataset (`write_blobs`), which the `blobs` fixture serves 
 for the training tests, a `trainyard train` killed mid-run and its resume."""
 import os
 import signal
+import sqlite3
 import subprocess
 import time
 
@@ -68,3 +69,10 @@ def resume(binary, job_path, out, checkpoint, extra=()):
                            str(checkpoint), *extra], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return proc
+
+
+def checkpoint_epoch(svc, job_id):
+    """The epoch of the job's checkpoint the server holds (0: none yet), from its database."""
+    with sqlite3.connect(svc.db_path) as conn:
+        return conn.execute("SELECT checkpoint_epoch FROM jobs WHERE id = ?",
+                            (job_id,)).fetchone()[0]

@@ -13,8 +13,8 @@ import threading
 
 import pytest
 
-from helpers import TERMINAL, job_doc, submit, wait_for, write_blobs
-from test_faults import epochs_of, until
+from helpers import TERMINAL, checkpoint_epoch, job_doc, submit, wait_for, write_blobs
+from test_faults import until
 
 
 class CountingHandler(http.server.BaseHTTPRequestHandler):
@@ -196,7 +196,9 @@ def test_a_requeued_attempt_reads_its_dataset_from_the_cache(serve, counting_ser
     doc = job_doc(f"{base}/plain/slow.csv", epochs=6, dataset={"sha256": digest})
     doc["hyperparameters"]["batch_size"] = 4
     job = submit(svc, doc).json()
-    until(lambda: len(epochs_of(svc, job["id"])) >= 1, 120, "an epoch")
+    # an epoch's metrics reach the server a moment before its checkpoint: wait for the
+    # checkpoint itself, or attempt 2 may rightly start from scratch (it did, 1 CI run in 3)
+    until(lambda: checkpoint_epoch(svc, job["id"]) >= 1, 120, "a checkpoint on the server")
     pid = int(re.findall(r"local worker 0 started \(pid (\d+)", svc.output())[-1])
     os.kill(pid, signal.SIGKILL)
 

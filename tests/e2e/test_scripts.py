@@ -24,7 +24,6 @@ import os
 import pathlib
 import re
 import signal
-import sqlite3
 import subprocess
 import tarfile
 import threading
@@ -34,7 +33,7 @@ import uuid
 import pytest
 
 from conftest import BIN, ROOT
-from helpers import TERMINAL, job_doc, submit, wait_for, write_blobs
+from helpers import TERMINAL, checkpoint_epoch, job_doc, submit, wait_for, write_blobs
 
 PYTHON = "/usr/bin/python3"
 TORCH_MLP = ROOT / "examples" / "scripts" / "torch-mlp"
@@ -186,12 +185,6 @@ def worker_token(pid):
     with open(f"/proc/{pid}/environ", "rb") as f:
         env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
     return env[b"TRAINYARD_TOKEN"].decode()
-
-
-def checkpoint_epoch(svc, job_id):
-    with sqlite3.connect(svc.db_path) as conn:
-        return conn.execute("SELECT checkpoint_epoch FROM jobs WHERE id = ?",
-                            (job_id,)).fetchone()[0]
 
 
 # ---- the seed's request, a real train.py ---------------------------------------------------
