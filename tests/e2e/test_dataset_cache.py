@@ -3,7 +3,6 @@ counts its requests serves CSV datasets with an ETag (answering If-None-Match wi
 no validator at all; `trainyard train` runs twice on one URL, serve's local worker runs two
 jobs on one dataset, and a job whose worker is killed resumes as attempt 2 on the restarted
 worker. Each test has an empty cache of its own (conftest's `dataset_cache`)."""
-import functools
 import hashlib
 import http.server
 import os
