@@ -66,6 +66,10 @@ int api_jobs_events(http_req *r, void *app);
 int api_artifacts_list(http_req *r, void *app);
 int api_artifacts_get(http_req *r, void *app);
 int api_artifacts_upload(http_req *r, void *app);
+/* api/models.c: GET /models; TensorFlow Serving's GetModelStatus for a name or one version. */
+int api_models_list(http_req *r, void *app);
+int api_models_status(http_req *r, void *app);
+int api_models_version_status(http_req *r, void *app);
 /* api/code.c: users' code for script jobs */
 #define API_CODE_MAX_DEFAULT (64ull << 20) /* POST /code bodies when app.max_code_bytes is 0 */
 int api_code_upload(http_req *r, void *app);

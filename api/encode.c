@@ -93,7 +93,7 @@ static json_t *api_job_links(const char *id)
 
 /* The Job object with `document` given (a new reference, stolen; NULL means out of memory) and
  * `attempts` when not NULL (stolen too). */
-static json_t *api_job_with(const db_job *j, json_t *doc, json_t *attempts)
+static json_t *api_job_with(const db_job *j, json_t *doc, json_t *attempts, json_t *model)
 {
     static const char *const keys[] = {"id",
                                        "job_id", /* the same: seed 002's name */
@@ -135,7 +135,14 @@ static json_t *api_job_with(const db_job *j, json_t *doc, json_t *attempts)
                       api_job_links(j->id),
                       attempts};
     size_t n = sizeof vals / sizeof vals[0];
-    return api_encode_object(keys, vals, attempts ? n : n - 1);
+    json_t *o = api_encode_object(keys, vals, attempts ? n : n - 1);
+    if (model && o && json_object_set_new(o, "model", model) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    if (model && !o)
+        json_decref(model);
+    return o;
 }
 
 json_t *api_encode_job(const db_job *j)
@@ -145,15 +152,15 @@ json_t *api_encode_job(const db_job *j)
         json_decref(doc);
         doc = NULL;
     }
-    return api_job_with(j, doc, NULL);
+    return api_job_with(j, doc, NULL, NULL);
 }
 
 char *api_encode_job_text(const db_job *j, size_t *len)
 {
-    return api_encode_job_text_with(j, NULL, len);
+    return api_encode_job_text_with(j, NULL, NULL, len);
 }
 
-char *api_encode_job_text_with(const db_job *j, json_t *attempts, size_t *len)
+char *api_encode_job_text_with(const db_job *j, json_t *attempts, json_t *model, size_t *len)
 {
     /* The stored document is compact JSON the server wrote itself at submit time; parsing and
      * printing it again on every GET was most of a GET's cost. The outer object is dumped with a
@@ -162,9 +169,10 @@ char *api_encode_job_text_with(const db_job *j, json_t *attempts, size_t *len)
     static const char hole[] = "\"document\":null";
     if (!j->document || j->document[0] != '{') {
         json_decref(attempts);
+        json_decref(model);
         return NULL;
     }
-    json_t *o = api_job_with(j, json_null(), attempts);
+    json_t *o = api_job_with(j, json_null(), attempts, model);
     char *outer = o ? json_out_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     char *at = outer ? strstr(outer, hole) : NULL;

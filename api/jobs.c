@@ -29,6 +29,7 @@
 #include "api/encode.h"
 #include "db/events.h"
 #include "db/jobs.h"
+#include "db/models.h"
 #include "scheduler/lifecycle.h"
 #include "util/datadir.h"
 #include "util/json_out.h"
@@ -352,8 +353,19 @@ int api_jobs_get(http_req *r, void *ctx)
         db_job_clear(&j);
         return rc;
     }
+    /* the model version it published, once it has (retired ones too: DELETE ends the job) */
+    db_model m;
+    json_t *model = NULL;
+    rc = db_model_of_job(d, j.seq, &m, http_errbuf(r));
+    if (rc == 0)
+        model = json_pack("{s:s, s:I}", "name", m.name, "version", (json_int_t)m.version);
+    else if (rc != -ENOENT) {
+        json_decref(attempts);
+        db_job_clear(&j);
+        return rc;
+    }
     size_t len = 0;
-    char *text = api_encode_job_text_with(&j, attempts, &len);
+    char *text = api_encode_job_text_with(&j, attempts, model, &len);
     char owner[DB_ID_LEN + 1];
     memcpy(owner, j.owner, sizeof owner);
     db_job_clear(&j);
@@ -400,7 +412,7 @@ int api_jobs_delete(http_req *r, void *ctx)
     int rc = api_job_mine(r, a, &d); /* the caller's job, or 404 */
     if (rc < 0)
         return rc;
-    rc = sched_job_delete(d, id, a->artifacts_dir, http_errbuf(r));
+    rc = sched_job_delete(d, id, a->artifacts_dir, time_wall_ms(), http_errbuf(r));
     if (rc < 0)
         return api_no_job(r, rc, id);
     app_log(a, "job %s deleted", id);

@@ -35,6 +35,10 @@ static const http_route api_route_table[] = {
     {"GET", "/jobs/{id}/events", api_jobs_events, 0, 0, API_USERS},
     {"GET", "/jobs/{id}/artifacts", api_artifacts_list, 0, 0, API_USERS},
     {"GET", "/jobs/{id}/artifacts/{name}", api_artifacts_get, 0, 0, API_USERS},
+    /* models: succeeded jobs' models by name and version (TensorFlow Serving's model status) */
+    {"GET", "/models", api_models_list, 0, 0, API_USERS},
+    {"GET", "/v1/models/{name}", api_models_status, 0, 0, API_USERS},
+    {"GET", "/v1/models/{name}/versions/{version}", api_models_version_status, 0, 0, API_USERS},
     /* code of script jobs: uploaded by users with the scripts right, fetched by workers */
     {"POST", "/code", api_code_upload, API_ARTIFACT_MAX_BODY, 1, API_USERS},
     {"GET", "/code/{address}", api_code_get, 0, 0, API_WORKERS},

@@ -28,7 +28,12 @@
  * directory's key (util/secret.h): the stored document shows the URL with ***@ instead, and
  * the column is handed only to the worker holding the lease and cleared when the job ends.
  *
- * v5: script jobs (tokens.scripts, workers.scripts, jobs.script, metrics.extra), see below. */
+ * v5: script jobs (tokens.scripts, workers.scripts, jobs.script, metrics.extra), see below.
+ *
+ * v6: models, one row per published model version (db/models.h): a succeeded job that produced
+ * a model is version max + 1 of its name. The row outlives its job (job_seq ON DELETE SET NULL,
+ * state retired) so a version number is never handed out twice, and keeps job_id and owner so
+ * who may see it does not depend on the job row. */
 #include <stdio.h>
 
 #include "db/db.h"
@@ -166,6 +171,20 @@ static const char *const db_migrations[] = {
     "  samples_per_second, at FROM metrics;"
     "DROP TABLE metrics;"
     "ALTER TABLE metrics_v5 RENAME TO metrics;",
+    /* v6: published model versions (db/models.h) */
+    "CREATE TABLE models ("
+    "  name TEXT NOT NULL,"
+    "  version INTEGER NOT NULL CHECK (version >= 1),"
+    "  job_seq INTEGER REFERENCES jobs (seq) ON DELETE SET NULL,"
+    "  job_id TEXT NOT NULL,"
+    "  owner TEXT,"
+    "  state TEXT NOT NULL CHECK (state IN ('available', 'retired')),"
+    "  created_at INTEGER NOT NULL,"
+    "  retired_at INTEGER,"
+    "  PRIMARY KEY (name, version)"
+    ");"
+    "CREATE UNIQUE INDEX models_job ON models (job_seq);"
+    "CREATE INDEX models_owner_name ON models (owner, name);",
 };
 
 #define DB_N_MIGRATIONS ((int)(sizeof db_migrations / sizeof db_migrations[0]))

@@ -19,6 +19,7 @@
 
 #include "db/events.h"
 #include "db/logs.h"
+#include "db/models.h"
 #include "db/workers.h"
 #include "job/job.h"
 #include "util/datadir.h"
@@ -244,6 +245,11 @@ int sched_job_complete(db *d, const char *job_id, const char *worker_id, int sta
                           "completing", err);
     if (rc < 0)
         goto out;
+    if (status == DB_SUCCEEDED) { /* the model, when it made one, is published with it */
+        rc = db_model_publish(d, j.seq, now, NULL, err);
+        if (rc < 0)
+            goto out;
+    }
     rc = sched_attempt_end(d, &j, worker_id, status, error ? error : "reported by the worker", now,
                            out, err);
     if (rc == 0)
@@ -495,7 +501,7 @@ static void sched_artifacts_remove(const char *artifacts_dir, const char *id)
     rmdir(dir);
 }
 
-int sched_job_delete(db *d, const char *job_id, const char *artifacts_dir, char *err)
+int sched_job_delete(db *d, const char *job_id, const char *artifacts_dir, int64_t now, char *err)
 {
     db_job j;
     int rc = sched_job_begin(d, job_id, &j, err);
@@ -508,6 +514,9 @@ int sched_job_delete(db *d, const char *job_id, const char *artifacts_dir, char 
                      j.id, db_status_name(j.status), j.id);
         goto out;
     }
+    rc = db_model_retire(d, j.seq, now, err);
+    if (rc < 0)
+        goto out;
     rc = sched_expect_one(db_job_delete(d, j.seq, err), "deleting", err);
     if (rc < 0)
         goto out;

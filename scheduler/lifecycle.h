@@ -21,6 +21,9 @@
  *   running ── heartbeat ─▶ running (lease extended, phase, metrics, logs)
  *   entering succeeded | failed | cancelled: the checkpoint is deleted, or kept as an artifact
  *   succeeded | failed | cancelled ── delete ──▶ (gone, with its rows and artifact files)
+ *   entering succeeded: the job's model, when it made one, is published as the next version of
+ *   its name (db/models.h), in the same transaction; delete retires that version (the models
+ *   row stays, state retired, so its number is never reused)
  *
  * | transition                               | function                |
  * | ---------------------------------------- | ----------------------- |
@@ -148,8 +151,8 @@ int sched_worker_lost(db *d, const char *worker_id, const char *why, const char 
 int sched_job_release(db *d, const char *job_id, const char *worker_id, int64_t now, db_job *out,
                       char *err);
 /* Deletes a finished job, its rows and <artifacts_dir>/<id> (artifacts, a kept checkpoint, a
- * checkpoint left behind); -EBUSY while queued or running. */
-int sched_job_delete(db *d, const char *job_id, const char *artifacts_dir, char *err);
+ * checkpoint left behind), retiring its model version at now; -EBUSY while queued or running. */
+int sched_job_delete(db *d, const char *job_id, const char *artifacts_dir, int64_t now, char *err);
 
 /* 0 when job j is running and leased to worker_id; -EBUSY with the reason otherwise. */
 int sched_lease_check(const db_job *j, const char *worker_id, char *err);

@@ -258,7 +258,7 @@ static void test_attempts(void)
     /* the Job text with attempts says what the object with them says */
     db_job j = sample_job();
     size_t len = 0;
-    char *text = api_encode_job_text_with(&j, json_incref(a), &len);
+    char *text = api_encode_job_text_with(&j, json_incref(a), NULL, &len);
     json_t *back = text ? json_loadb(text, len, 0, NULL) : NULL;
     CHECK(back != NULL && json_equal(json_object_get(back, "attempts"), a));
     CHECK(json_is_object(json_object_get(back, "document")));

@@ -734,16 +734,16 @@ static void test_artifacts_and_delete(void)
     db_job_clear(&j);
 
     /* delete: refused while running, then removes the rows and the folder */
-    CHECK_INT(sched_job_delete(d, id, adir, err), -EBUSY);
+    CHECK_INT(sched_job_delete(d, id, adir, 1000, err), -EBUSY);
     CHECK_INT(sched_job_complete(d, id, w, DB_SUCCEEDED, NULL, NULL, T0 + 2, &j, err), 0);
     db_job_clear(&j);
     CHECK_INT(sched_artifact_add(d, id, w, adir, up, &a, err), -EBUSY); /* finished */
-    CHECK_INT(sched_job_delete(d, id, adir, err), 0);
+    CHECK_INT(sched_job_delete(d, id, adir, 1000, err), 0);
     CHECK_INT(db_job_get(d, id, &j, err), -ENOENT);
     CHECK(access(final, F_OK) != 0);
     snprintf(final, sizeof final, "%s/%s", adir, id);
     CHECK(access(final, F_OK) != 0);
-    CHECK_INT(sched_job_delete(d, id, adir, err), -ENOENT);
+    CHECK_INT(sched_job_delete(d, id, adir, 1000, err), -ENOENT);
     db_close(d);
 }
 
@@ -875,7 +875,7 @@ static void test_checkpoint_settled_at_the_end(void)
     snprintf(path, sizeof path, "%s/%s/" SCHED_CHECKPOINT_KEPT, adir, kept);
     CHECK_INT(access(path, F_OK), 0);
     db_job_clear(&j);
-    CHECK_INT(sched_job_delete(d, kept, adir, err), 0);
+    CHECK_INT(sched_job_delete(d, kept, adir, 1000, err), 0);
     CHECK(access(path, F_OK) != 0);
 
     /* the upload's digest is kept beside the checkpoint and recorded as given, not hashed
