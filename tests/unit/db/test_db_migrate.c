@@ -3,7 +3,12 @@
  * that remembers one sees nothing twice), adds tokens.scripts, workers.scripts, jobs.script and
  * metrics.extra with their defaults, lets loss and seconds be null, and the new columns then
  * round-trip through db/. The v4 database is made by running the first four migrations
- * themselves (schema.c is included for its table), as a v4 build did. */
+ * themselves (schema.c is included for its table), as a v4 build did.
+ *
+ * And of schema v6 (models), from a v5 database with a succeeded built-in job, a succeeded
+ * script job with model.onnx and one without: the migration adds an empty models table (jobs
+ * that succeeded before it published nothing), and publish, retire and the job's deletion then
+ * work on it. */
 #include "db/schema.c"
 
 #include <errno.h>
@@ -17,6 +22,7 @@
 
 #include "db/jobs.h"
 #include "db/metrics.h"
+#include "db/models.h"
 #include "db/tokens.h"
 #include "db/workers.h"
 #include "job/job.h"
@@ -74,8 +80,8 @@ static void test_v4_to_v5(void)
     CHECK_INT(db_open(path, &d, err), 0);
     if (!d)
         return;
-    CHECK_INT(db_query_int(d, "PRAGMA user_version"), 5);
-    CHECK_INT(db_schema_latest(), 5);
+    CHECK_INT(db_query_int(d, "PRAGMA user_version"), 6);
+    CHECK_INT(db_schema_latest(), 6);
     /* Old rows keep their values and take the new columns' defaults. */
     CHECK_INT(db_query_int(d, "SELECT count(*) FROM metrics"), 2);
     CHECK_INT(db_query_int(d, "SELECT max(id) FROM metrics"), 9);
@@ -168,6 +174,63 @@ static void test_v5_columns(void)
     db_close(d);
 }
 
+/* A v5 database at path with three succeeded jobs: built-in (seq 1), a script with model.onnx
+ * (seq 2), a script with only log.txt (seq 3). */
+static void make_v5(const char *path)
+{
+    sqlite3 *s = NULL;
+    CHECK_INT(sqlite3_open(path, &s), SQLITE_OK);
+    for (int v = 0; v < 5; v++)
+        CHECK_INT(sqlite3_exec(s, db_migrations[v], NULL, NULL, NULL), SQLITE_OK);
+    const char *rows =
+        "PRAGMA user_version = 5;"
+        "INSERT INTO jobs (seq, id, name, status, attempt, max_attempts, priority, device_kind,"
+        "  max_runtime_seconds, document, created_at, owner, script) VALUES"
+        "  (1, 'j1', 'm', 'succeeded', 1, 3, 0, 'any', 60, '{}', 1, 't1', 0),"
+        "  (2, 'j2', 'm', 'succeeded', 1, 3, 0, 'any', 60, '{}', 2, 't1', 1),"
+        "  (3, 'j3', 'm', 'succeeded', 1, 3, 0, 'any', 60, '{}', 3, 't1', 1);"
+        "INSERT INTO artifacts (job_seq, name, size, sha256, created_at) VALUES"
+        "  (2, 'model.onnx', 1, '', 1), (3, 'log.txt', 1, '', 1);";
+    CHECK_INT(sqlite3_exec(s, rows, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(s);
+}
+
+static void test_v5_to_v6(void)
+{
+    char path[256], err[ERR_LEN];
+    snprintf(path, sizeof path, "%s/v5-models.db", tmp_dir);
+    make_v5(path);
+    db *d = NULL;
+    CHECK_INT(db_open(path, &d, err), 0);
+    if (!d)
+        return;
+    CHECK_INT(db_query_int(d, "PRAGMA user_version"), 6);
+    CHECK_INT(db_query_int(d, "SELECT count(*) FROM models"), 0);
+    CHECK_INT(db_query_int(d, "SELECT count(*) FROM jobs"), 3);
+    int64_t v = -1;
+    CHECK_INT(db_model_publish(d, 1, 10, &v, err), 0);
+    CHECK_INT(v, 1);
+    CHECK_INT(db_model_publish(d, 3, 11, &v, err), 0);
+    CHECK_INT(v, 0); /* a script without a model */
+    CHECK_INT(db_model_publish(d, 2, 12, &v, err), 0);
+    CHECK_INT(v, 2);
+    CHECK_INT(db_model_publish(d, 2, 13, &v, err), -EEXIST); /* once per job */
+    db_model m;
+    CHECK_INT(db_model_of_job(d, 2, &m, err), 0);
+    CHECK_STR(m.name, "m");
+    CHECK_STR(m.job_id, "j2");
+    CHECK_INT(m.state, DB_MODEL_AVAILABLE);
+    CHECK_INT(m.created_at, 12);
+    CHECK_INT(m.retired_at, 0);
+    CHECK_INT(db_model_retire(d, 2, 20, err), 0);
+    CHECK_INT(db_exec(d, "DELETE FROM jobs WHERE seq = 2", err), 0);
+    CHECK_INT(db_query_int(d, "SELECT count(*) FROM models WHERE version = 2 AND job_seq IS NULL"
+                              " AND state = 'retired' AND retired_at = 20 AND owner = 't1'"),
+              1);
+    CHECK_INT(db_query_int(d, "PRAGMA foreign_key_check"), -1);
+    db_close(d);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmp_dir)) {
@@ -176,6 +239,7 @@ int main(void)
     }
     test_v4_to_v5();
     test_v5_columns();
+    test_v5_to_v6();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_dir);
     if (system(cmd) != 0)

@@ -21,9 +21,11 @@
 
 #include "api/app.h"
 #include "db/events.h"
+#include "db/models.h"
 #include "db/workers.h"
 #include "scheduler/sweeper.h"
 #include "tests/unit/check.h"
+#include "tests/unit/db/db_query.h"
 #include "job/job.h"
 #include "util/datadir.h"
 
@@ -1003,6 +1005,98 @@ static void test_script_jobs(void)
     db_close(d);
 }
 
+/* Submits job name (a script job when script), leases it to worker and ends it with status;
+ * when model_artifact, the job uploaded it first (its row, as sched_artifact_add writes). */
+static void run_job(db *d, const char *worker, const char *name, int script,
+                    const char *model_artifact, int status, int64_t now, char id[DB_ID_LEN + 1])
+{
+    char err[ERR_LEN], got[DB_ID_LEN + 1];
+    sched_new_job nj = {.name = name,
+                        .document = "{}",
+                        .device_kind = JOB_DEVICE_ANY,
+                        .max_attempts = 1,
+                        .max_runtime_seconds = 3600,
+                        .script = script};
+    db_job j;
+    int created = 0;
+    CHECK_INT(sched_job_submit(d, &nj, now, &j, &created, err), 0);
+    memcpy(id, j.id, sizeof j.id);
+    if (model_artifact) {
+        char sql[256];
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO artifacts (job_seq, name, size, sha256, created_at)"
+                 " VALUES (%lld, '%s', 1, '', 0)",
+                 (long long)j.seq, model_artifact);
+        CHECK_INT(db_exec(d, sql, err), 0);
+    }
+    db_job_clear(&j);
+    CHECK_INT(lease(d, worker, now + 1, got), 1);
+    CHECK_STR(got, id);
+    CHECK_INT(sched_job_complete(d, id, worker, status, "why", NULL, now + 2, &j, err), 0);
+    db_job_clear(&j);
+}
+
+/* The version job id published (0: none) and its state (enum db_model_state). */
+static int64_t version_of(db *d, const char *id, int *state)
+{
+    char err[ERR_LEN];
+    db_job j = get(d, id);
+    db_model m;
+    int rc = db_model_of_job(d, j.seq, &m, err);
+    db_job_clear(&j);
+    if (rc == -ENOENT)
+        return 0;
+    CHECK_INT(rc, 0);
+    if (state)
+        *state = m.state;
+    return m.version;
+}
+
+static void test_models(void)
+{
+    db *d = fresh_db("models");
+    char err[ERR_LEN], w[DB_ID_LEN + 1], a1[DB_ID_LEN + 1], a2[DB_ID_LEN + 1];
+    char b1[DB_ID_LEN + 1], fail[DB_ID_LEN + 1], cancel[DB_ID_LEN + 1], bare[DB_ID_LEN + 1];
+    char onnx[DB_ID_LEN + 1], st[DB_ID_LEN + 1], a3[DB_ID_LEN + 1];
+    add_worker(d, "cpu", w);
+    CHECK_INT(db_exec(d, "UPDATE workers SET scripts = 1", err), 0);
+    /* Built-in jobs: versions 1, 2 per name, each name counting on its own. */
+    run_job(d, w, "a", 0, NULL, DB_SUCCEEDED, T0, a1);
+    run_job(d, w, "b", 0, NULL, DB_SUCCEEDED, T0 + 10, b1);
+    run_job(d, w, "a", 0, NULL, DB_SUCCEEDED, T0 + 20, a2);
+    CHECK_INT(version_of(d, a1, NULL), 1);
+    CHECK_INT(version_of(d, a2, NULL), 2);
+    CHECK_INT(version_of(d, b1, NULL), 1);
+    /* Failed and cancelled jobs publish nothing, and take no number. */
+    run_job(d, w, "a", 0, NULL, DB_FAILED, T0 + 30, fail);
+    run_job(d, w, "a", 0, NULL, DB_CANCELLED, T0 + 40, cancel);
+    CHECK_INT(version_of(d, fail, NULL), 0);
+    CHECK_INT(version_of(d, cancel, NULL), 0);
+    /* A script job publishes only when it uploaded model.onnx or model.safetensors. */
+    run_job(d, w, "a", 1, NULL, DB_SUCCEEDED, T0 + 50, bare);
+    run_job(d, w, "a", 1, "model.onnx", DB_SUCCEEDED, T0 + 60, onnx);
+    run_job(d, w, "a", 1, "model.safetensors", DB_SUCCEEDED, T0 + 70, st);
+    CHECK_INT(version_of(d, bare, NULL), 0);
+    CHECK_INT(version_of(d, onnx, NULL), 3);
+    CHECK_INT(version_of(d, st, NULL), 4);
+
+    /* Delete retires the version; the row stays and its number is not handed out again. */
+    CHECK_INT(sched_job_delete(d, st, NULL, T0 + 80, err), 0);
+    CHECK_INT(db_query_int(d, "SELECT count(*) FROM models WHERE name = 'a' AND version = 4"
+                              " AND state = 'retired' AND retired_at = 1700000000080"
+                              " AND job_seq IS NULL"),
+              1);
+    run_job(d, w, "a", 0, NULL, DB_SUCCEEDED, T0 + 90, a3);
+    CHECK_INT(version_of(d, a3, NULL), 5);
+    /* A failed job's delete touches no model. */
+    CHECK_INT(sched_job_delete(d, fail, NULL, T0 + 95, err), 0);
+    int state = -1;
+    CHECK_INT(version_of(d, a1, &state), 1);
+    CHECK_INT(state, DB_MODEL_AVAILABLE);
+    CHECK_INT(db_query_int(d, "SELECT count(*) FROM models WHERE state = 'retired'"), 1);
+    db_close(d);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmp_dir)) {
@@ -1023,6 +1117,7 @@ int main(void)
     test_worker_lost();
     test_checkpoint_settled_at_the_end();
     test_script_jobs();
+    test_models();
     nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return check_exit();
 }
