@@ -67,6 +67,9 @@ def test_the_guide_runs(serve, tmp_path):
     assert '"name":"checkpoint.safetensors"' in out  # "delete_checkpoint": false kept it
     assert "event: " in out and "epoch 1 done" in out
     assert '"status":"cancelled"' in out
+    # Models: the succeeded iris job is version 1 of iris.
+    assert '{"model_version_status":[{"version":"1","state":"AVAILABLE"' in out
+    assert '"latest":1' in out
     # The image job: its resolved model, and a layer that does not fit its input.
     assert '"kernel_size": [3, 3], "strides": [1, 1], "padding": "valid"' in out
     assert '"field":"model.layers[0]"' in out and "does not fit its input 3×3×32" in out

@@ -101,7 +101,7 @@ static void test_encode_job_schema(void)
         return;
     }
     CHECK(n_req >= 16);
-    CHECK_INT(n_props, n_req + 1); /* attempts: GET /jobs/{id} only */
+    CHECK_INT(n_props, n_req + 2); /* attempts, model: GET /jobs/{id} only */
 
     db_job j = sample_job();
     json_t *o = api_encode_job(&j);
@@ -262,7 +262,17 @@ static void test_attempts(void)
     json_t *back = text ? json_loadb(text, len, 0, NULL) : NULL;
     CHECK(back != NULL && json_equal(json_object_get(back, "attempts"), a));
     CHECK(json_is_object(json_object_get(back, "document")));
+    CHECK(json_object_get(back, "model") == NULL);
     json_decref(back);
+    free(text);
+    /* and with the model it published */
+    json_t *model = json_pack("{s:s, s:i}", "name", "digits-mlp", "version", 2);
+    text = api_encode_job_text_with(&j, NULL, json_incref(model), &len);
+    back = text ? json_loadb(text, len, 0, NULL) : NULL;
+    CHECK(back != NULL && json_equal(json_object_get(back, "model"), model));
+    CHECK(back != NULL && json_object_get(back, "attempts") == NULL);
+    json_decref(back);
+    json_decref(model);
     free(text);
     db_job_clear(&j);
     json_decref(a);
