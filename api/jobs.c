@@ -353,13 +353,17 @@ int api_jobs_get(http_req *r, void *ctx)
         db_job_clear(&j);
         return rc;
     }
-    /* the model version it published, once it has (retired ones too: DELETE ends the job) */
+    /* the model version it published, once it has succeeded with one */
     db_model m;
     json_t *model = NULL;
     rc = db_model_of_job(d, j.seq, &m, http_errbuf(r));
-    if (rc == 0)
+    if (rc == 0) {
         model = json_pack("{s:s, s:I}", "name", m.name, "version", (json_int_t)m.version);
-    else if (rc != -ENOENT) {
+        rc = model ? 0 : err_set(http_errbuf(r), -ENOMEM, "out of memory");
+    } else if (rc == -ENOENT) {
+        rc = 0;
+    }
+    if (rc < 0) {
         json_decref(attempts);
         db_job_clear(&j);
         return rc;

@@ -31,13 +31,21 @@
 
 static char tmp_dir[] = "/tmp/trainyard-test-db-migrate-XXXXXX";
 
-/* A v4 database at path with a job (seq 1), two metrics (ids 5 and 9), a token and a worker. */
-static void make_v4(const char *path)
+/* A database at path as a build of that schema version left it: the first `version`
+ * migrations, then rows (which set user_version). */
+static void make_at(const char *path, int version, const char *rows)
 {
     sqlite3 *s = NULL;
     CHECK_INT(sqlite3_open(path, &s), SQLITE_OK);
-    for (int v = 0; v < 4; v++)
+    for (int v = 0; v < version; v++)
         CHECK_INT(sqlite3_exec(s, db_migrations[v], NULL, NULL, NULL), SQLITE_OK);
+    CHECK_INT(sqlite3_exec(s, rows, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(s);
+}
+
+/* A v4 database at path with a job (seq 1), two metrics (ids 5 and 9), a token and a worker. */
+static void make_v4(const char *path)
+{
     const char *rows =
         "PRAGMA user_version = 4;"
         "INSERT INTO jobs (seq, id, name, status, attempt, max_attempts, priority, device_kind,"
@@ -49,8 +57,7 @@ static void make_v4(const char *path)
         "INSERT INTO tokens (id, name, role, hash, created_at) VALUES ('t1', 'u', 'user', 'h', 1);"
         "INSERT INTO workers (id, name, devices, kinds, registered_at, last_seen_at)"
         "  VALUES ('w1', 'box', '[]', 2, 1, 1);";
-    CHECK_INT(sqlite3_exec(s, rows, NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(s);
+    make_at(path, 4, rows);
 }
 
 typedef struct seen {
@@ -178,10 +185,6 @@ static void test_v5_columns(void)
  * (seq 2), a script with only log.txt (seq 3). */
 static void make_v5(const char *path)
 {
-    sqlite3 *s = NULL;
-    CHECK_INT(sqlite3_open(path, &s), SQLITE_OK);
-    for (int v = 0; v < 5; v++)
-        CHECK_INT(sqlite3_exec(s, db_migrations[v], NULL, NULL, NULL), SQLITE_OK);
     const char *rows =
         "PRAGMA user_version = 5;"
         "INSERT INTO jobs (seq, id, name, status, attempt, max_attempts, priority, device_kind,"
@@ -191,8 +194,7 @@ static void make_v5(const char *path)
         "  (3, 'j3', 'm', 'succeeded', 1, 3, 0, 'any', 60, '{}', 3, 't1', 1);"
         "INSERT INTO artifacts (job_seq, name, size, sha256, created_at) VALUES"
         "  (2, 'model.onnx', 1, '', 1), (3, 'log.txt', 1, '', 1);";
-    CHECK_INT(sqlite3_exec(s, rows, NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(s);
+    make_at(path, 5, rows);
 }
 
 static void test_v5_to_v6(void)
