@@ -146,6 +146,10 @@ static int api_model_page_add(void *ctx, const db_model *m)
         p->names++;
         p->per_name = 0;
     }
+    /* latest: the newest available version, listed or past the cap */
+    if (m->state == DB_MODEL_AVAILABLE && json_is_null(json_object_get(p->current, "latest")) &&
+        json_object_set_new(p->current, "latest", json_integer((json_int_t)m->version)) < 0)
+        return -ENOMEM;
     if (p->per_name >= API_MODEL_VERSIONS_MAX)
         return 0;
     p->per_name++;
@@ -154,9 +158,6 @@ static int api_model_page_add(void *ctx, const db_model *m)
                   m->job_id, "state", db_model_state_name(m->state), "created_at",
                   api_encode_time(m->created_at), "retired_at", api_encode_time(m->retired_at));
     if (!v || json_array_append_new(p->versions, v) < 0)
-        return -ENOMEM;
-    if (m->state == DB_MODEL_AVAILABLE && json_is_null(json_object_get(p->current, "latest")) &&
-        json_object_set_new(p->current, "latest", json_integer((json_int_t)m->version)) < 0)
         return -ENOMEM;
     return 0;
 }
