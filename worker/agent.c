@@ -67,8 +67,8 @@
 #define AGENT_CKPT_COPY       "checkpoint.copy"   /* the trainer thread's copy, being written */
 #define AGENT_CKPT_RESUME     "checkpoint.resume" /* the server's checkpoint, downloaded */
 
-static const char *const artifact_names[] = {"model.safetensors", "metrics.csv", "job.json",
-                                             "train.log"};
+static const char *const artifact_names[] = {"model.safetensors", "model.onnx", "metrics.csv",
+                                             "job.json", "train.log"};
 
 json_t *agent_device_json(const ocl_device *d)
 {

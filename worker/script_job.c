@@ -26,6 +26,7 @@
 #include "script/run.h"
 #include "script/venv.h"
 #include "util/err.h"
+#include "util/writefile.h"
 #include "util/json_out.h"
 #include "util/names.h"
 #include "util/sha256.h"
@@ -98,23 +99,6 @@ static int read_file(const char *path, char **data, size_t *len, char *err)
     return 0;
 }
 
-/* Writes data to path through a temporary name and a rename. */
-static int write_file(const char *path, const void *data, size_t len, char *err)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return err_set(err, -errno, "cannot write %s: %s", tmp, strerror(errno));
-    int ok = fwrite(data, 1, len, f) == len;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) < 0) {
-        unlink(tmp);
-        return err_set(err, -EIO, "cannot write %s", path);
-    }
-    return 0;
-}
-
 /* The folder code bundles are kept in: <script cache>/code, made when missing; "" when there
  * is no cache (no HOME and no flag): bundles are then fetched for every job. */
 static void code_cache_dir(const agent_opts *o, char *out, size_t cap)
@@ -152,7 +136,7 @@ static void code_to_cache(const char *cache, const char *hex, const char *data, 
     if (!cache[0])
         return;
     snprintf(path, sizeof path, "%s/%s.tar.gz", cache, hex);
-    (void)write_file(path, data, len, err);
+    (void)writefile(path, data, len, err);
 }
 
 /* The job's code bundle (a .tar.gz) into *data, *len: from the cache by address, else from
@@ -268,7 +252,7 @@ static int fetch_dataset(const agent_opts *o, script_ctx *x, const job_spec *job
     char name[256], path[4600];
     dataset_name(job->dataset_url, st.was_gzip, name, sizeof name);
     snprintf(path, sizeof path, "%s/data/%s", dir, name);
-    rc = write_file(path, data, len, err);
+    rc = writefile(path, data, len, err);
     free(data);
     if (rc == 0)
         say_job(x, "dataset: %zu bytes%s%s, at $TRAINYARD_DATASET (data/%s)", len,
@@ -321,7 +305,7 @@ static int write_module(const char *dir, char *err)
         rc = mkdir_p(path, err);
     snprintf(path, sizeof path, "%s/lib/trainyard/__init__.py", dir);
     if (rc == 0)
-        rc = write_file(path, pymodule_init_py, pymodule_init_py_len, err);
+        rc = writefile(path, pymodule_init_py, pymodule_init_py_len, err);
     return rc;
 }
 

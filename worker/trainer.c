@@ -30,6 +30,7 @@
 #include "worker/checkpoint.h"
 #include "worker/dataset.h"
 #include "worker/export.h"
+#include "worker/export_onnx.h"
 #include "worker/fetch.h"
 #include "worker/imagedata.h"
 #include "worker/kbuild.h"
@@ -942,6 +943,11 @@ static int write_model(run *r, char *err)
         rc = path_join(path, sizeof path, r->opts->out_dir, "model.safetensors", err);
     if (rc == 0)
         rc = safetensors_write(path, e->tensors, e->n, meta, nm, err);
+    /* model.onnx: the same network and tensors, with the trainyard.* metadata */
+    if (rc == 0)
+        rc = path_join(path, sizeof path, r->opts->out_dir, "model.onnx", err);
+    if (rc == 0)
+        rc = export_onnx_write(r->m, e, meta + 1, nm - 1, path, err);
     for (int i = 0; i < NMETA; i++)
         free(vals[i]);
 done:

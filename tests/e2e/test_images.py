@@ -98,13 +98,26 @@ def torch_outputs_match(out, images, val_outputs, tmp_path):
     if probe.returncode != 0:
         pytest.skip("PyTorch comparison: /usr/bin/python3 has no torch "
                     "(apt-get install -y python3-torch)")
-    npy = tmp_path / "images.npy"
+    npy, inputs = tmp_path / "images.npy", tmp_path / "inputs.npy"
     np.save(npy, images)
     proc = subprocess.run([SYSTEM_PYTHON, str(HERE / "torch_compare.py"),
-                           str(out / "model.safetensors"), str(npy), str(val_outputs)],
-                          capture_output=True, text=True, timeout=300)
+                           str(out / "model.safetensors"), str(npy), str(val_outputs),
+                           str(inputs)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    result = json.loads(proc.stdout)
+    result["onnx_max_diff"] = onnx_max_diff(out / "model.onnx", np.load(inputs),
+                                            np.load(val_outputs))
+    return result
+
+
+def onnx_max_diff(model_path, inputs, ours):
+    """model.onnx run by onnxruntime on the Sequential's inputs: the largest difference from our
+    outputs."""
+    ort = pytest.importorskip("onnxruntime", reason="the ONNX check needs onnxruntime (PyPI)")
+    session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    (got,) = session.run(["output"], {"input": inputs})
+    assert got.shape == ours.shape, (got.shape, ours.shape)
+    return float(np.abs(got - ours).max())
 
 
 def test_seed_cnn_learns_and_loads_in_pytorch(cifar, train, tmp_path):
@@ -139,6 +152,7 @@ def test_seed_cnn_learns_and_loads_in_pytorch(cifar, train, tmp_path):
 
     result = torch_outputs_match(out, test_x, val_out, tmp_path)
     assert result["max_diff"] < 1e-4, result
+    assert result["onnx_max_diff"] < 1e-5, result  # model.onnx in onnxruntime
     assert result["agree"] == 1.0, result
 
 
@@ -175,6 +189,7 @@ def test_batchnorm_avgpool_model_loads_in_pytorch(cifar, train, tmp_path):
     assert len(json.loads(meta["trainyard.standardization"])["mean"]) == 3
     result = torch_outputs_match(out, test_x, val_out, tmp_path)
     assert result["max_diff"] < 1e-4, result
+    assert result["onnx_max_diff"] < 1e-5, result  # model.onnx in onnxruntime
 
 
 def test_batchnorm_after_flatten_loads_in_pytorch(cifar, train, tmp_path):
@@ -193,6 +208,7 @@ def test_batchnorm_after_flatten_loads_in_pytorch(cifar, train, tmp_path):
     assert proc.returncode == 0, proc.stderr
     result = torch_outputs_match(out, test_x, val_out, tmp_path)
     assert result["max_diff"] < 1e-4, result
+    assert result["onnx_max_diff"] < 1e-5, result  # model.onnx in onnxruntime
     assert ("nn.Flatten(), nn.BatchNorm1d(48, eps=0.001, momentum=0.01), nn.Dropout(p=0.1), "
             "nn.Linear(48, 10)") in result["modules"]
 
@@ -222,6 +238,7 @@ def test_binary_float_npz_model_loads_in_pytorch(data_server, train, tmp_path):
     assert np.load(val_out).shape == (60, 1)
     result = torch_outputs_match(out, x[240:, :, :, None], val_out, tmp_path)
     assert result["max_diff"] < 1e-4, result
+    assert result["onnx_max_diff"] < 1e-5, result  # model.onnx in onnxruntime
     assert result["modules"].endswith("nn.Linear(4, 1), nn.Sigmoid())")
 
 

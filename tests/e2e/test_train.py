@@ -152,6 +152,34 @@ def test_val_outputs_of_a_csv_job(rings_csv, train, tmp_path):
     assert "validation outputs: 400 rows × 3" in proc.stdout
 
 
+def test_model_onnx_of_a_csv_job_matches_its_safetensors(rings_csv, train):
+    """model.onnx in onnxruntime gives what the safetensors weights give computed by hand
+    (Linear, tanh, batchnorm on features, Softmax), on standardized rows: names, shapes and
+    the batch dimension as docs/API.md says."""
+    ort = pytest.importorskip("onnxruntime", reason="the ONNX check needs onnxruntime (PyPI)")
+    url, _, _ = rings_csv
+    job = {"dataset_url": url, "dataset": {"label_column": "ring"},
+           "model": {"layers": [{"type": "dense", "units": 16, "activation": "tanh"},
+                                {"type": "batchnorm"}, {"type": "dropout", "rate": 0.1}]},
+           "hyperparameters": {"epochs": 2, "seed": 3}}
+    proc, out = train(job)
+    assert proc.returncode == 0, proc.stderr
+    session = ort.InferenceSession(str(out / "model.onnx"), providers=["CPUExecutionProvider"])
+    (inp,), (outp,) = session.get_inputs(), session.get_outputs()
+    assert (inp.name, inp.shape, outp.name, outp.shape) == ("input", ["batch", 2], "output",
+                                                            ["batch", 3])
+    x = np.random.default_rng(0).normal(size=(50, 2)).astype(np.float32)
+    (got,) = session.run(["output"], {"input": x})
+    w = load_file(str(out / "model.safetensors"))
+    h = np.tanh(x @ w["0.weight"].T + w["0.bias"])
+    h = (h - w["2.running_mean"]) / np.sqrt(w["2.running_var"] + 1e-3) * w["2.weight"] \
+        + w["2.bias"]
+    z = h @ w["4.weight"].T + w["4.bias"]
+    want = np.exp(z - z.max(axis=1, keepdims=True))
+    want /= want.sum(axis=1, keepdims=True)
+    assert np.abs(got - want).max() < 1e-5
+
+
 def test_a_linear_model_cannot_do_rings(rings_csv, train):
     """The rings need the hidden layers: the same data without them stays far below 95%."""
     url, _, _ = rings_csv
