@@ -508,8 +508,12 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
         char found[PATH_MAX];
         rc =
             find_program(o->python && *o->python ? o->python : "python3", found, sizeof found, err);
-        if (rc == 0)
+        /* the interpreter's own executable, not a wrapper such as pyenv's shim: asked here
+         * without a sandbox, with its prefixes below (one start of it) in one */
+        if (rc == 0 && !o->sandbox)
             rc = sandbox_python_executable(found, python, sizeof python, err);
+        else if (rc == 0)
+            snprintf(python, sizeof python, "%s", found);
         if (rc < 0)
             return rc;
     }

@@ -76,3 +76,15 @@ def checkpoint_epoch(svc, job_id):
     with sqlite3.connect(svc.db_path) as conn:
         return conn.execute("SELECT checkpoint_epoch FROM jobs WHERE id = ?",
                             (job_id,)).fetchone()[0]
+
+
+def until(cond, timeout, what):
+    """cond()'s first true value, polled every 50 ms; an AssertionError naming what after
+    timeout seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

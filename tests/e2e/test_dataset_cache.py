@@ -12,8 +12,7 @@ import threading
 
 import pytest
 
-from helpers import TERMINAL, checkpoint_epoch, job_doc, submit, wait_for, write_blobs
-from test_faults import until
+from helpers import TERMINAL, checkpoint_epoch, job_doc, submit, until, wait_for, write_blobs
 
 
 class CountingHandler(http.server.BaseHTTPRequestHandler):

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 
-from helpers import TERMINAL, job_doc, submit, wait_for, write_blobs
+from helpers import TERMINAL, job_doc, submit, until, wait_for, write_blobs
 
 EPOCHS = 12
 
@@ -36,16 +36,6 @@ def slow_job(url):
     doc = job_doc(url, epochs=EPOCHS)
     doc["hyperparameters"]["batch_size"] = 4
     return doc
-
-
-def until(cond, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def epochs_of(svc, job_id):

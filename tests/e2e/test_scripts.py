@@ -33,7 +33,7 @@ import uuid
 import pytest
 
 from conftest import BIN, ROOT
-from helpers import TERMINAL, checkpoint_epoch, job_doc, submit, wait_for, write_blobs
+from helpers import TERMINAL, checkpoint_epoch, job_doc, submit, until, wait_for, write_blobs
 
 PYTHON = "/usr/bin/python3"
 TORCH_MLP = ROOT / "examples" / "scripts" / "torch-mlp"
@@ -116,16 +116,6 @@ def download(svc, job_id, name):
     assert r.status_code == 200, r.text
     assert hashlib.sha256(r.content).hexdigest() == listed["sha256"]
     return r.content
-
-
-def until(cond, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def wait_log(svc, job_id, text, timeout=60):
