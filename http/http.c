@@ -592,7 +592,9 @@ static int config_check(const http_config *cfg, char *err)
             return err_set(err, -EINVAL, "route %zu is incomplete", i);
         for (const char *p = rt->pattern; (p = strchr(p, '{')); p++) {
             const char *close = strchr(p, '}');
-            if (p[-1] != '/' || !close || close == p + 1 || (close[1] && close[1] != '/'))
+            const char *next = close ? strchr(close, '/') : NULL;
+            if (p[-1] != '/' || !close || close == p + 1 ||
+                memchr(close + 1, '{', next ? (size_t)(next - close - 1) : strlen(close + 1)))
                 return err_set(err, -EINVAL, "route %s: bad parameter syntax", rt->pattern);
             params++;
         }

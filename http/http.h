@@ -52,7 +52,8 @@ typedef int (*http_handler)(http_req *r, void *app);
 
 typedef struct http_route {
     const char *method;  /* "GET", "POST", "PUT", "DELETE" */
-    const char *pattern; /* "/jobs/{id}/artifacts/{name}": literal segments and {params} */
+    const char *pattern; /* "/jobs/{id}/artifacts/{name}": literal segments and {params}; a
+                            {param} may end its segment with a literal ("/m/{name}:predict") */
     http_handler handler;
     uint64_t max_body; /* 0: a body is refused (413); else its cap in bytes */
     int body_to_file;  /* 1: the body is streamed to a temporary file (http_body_file) */

@@ -4,8 +4,10 @@
  * pattern and the path segment by segment; each path segment is percent-decoded once, strictly
  * (a bad escape or an encoded NUL matches nothing). A literal segment must equal the decoded
  * one; a {param} takes it if it is not empty and holds no '/', no control character and only
- * valid UTF-8. HEAD matches GET routes (libmicrohttpd drops the body). When the path matches
- * routes but none with this method, the answer is 405 with Allow listing theirs.
+ * valid UTF-8. A {param} may be followed by a literal in its segment ("{name}:predict", as
+ * TensorFlow Serving's REST paths are): the decoded segment must end with it, and the param
+ * takes the rest (not empty). HEAD matches GET routes (libmicrohttpd drops the body). When the path
+ * matches routes but none with this method, the answer is 405 with Allow listing theirs.
  *
  * Query arguments are decoded leniently on first use (libmicrohttpd has already turned '+'
  * into ' '; a malformed escape stays as written; an argument with an encoded NUL is dropped);
@@ -101,12 +103,23 @@ static int route_match(const http_route *rt, const char *path, const char **name
         if (!seg)
             goto fail;
         if (*pp == '{') {
+            /* "{name}:verb": the segment must end with the literal after the brace, and the
+             * parameter takes what comes before it */
+            const char *close = memchr(pp, '}', (size_t)(pend - pp));
+            size_t suffix = (size_t)(pend - close - 1), len = strlen(seg);
+            if (suffix) {
+                if (len <= suffix || memcmp(seg + len - suffix, close + 1, suffix) != 0) {
+                    free(seg);
+                    goto fail;
+                }
+                seg[len - suffix] = '\0';
+            }
             if (n >= HTTP_MAX_PARAMS || !param_ok(seg)) {
                 free(seg);
                 goto fail;
             }
             names[n] = pp + 1;
-            name_lens[n] = (size_t)(pend - pp - 2);
+            name_lens[n] = (size_t)(close - pp - 1);
             values[n++] = seg;
         } else {
             int same = strlen(seg) == (size_t)(pend - pp) && memcmp(seg, pp, strlen(seg)) == 0;

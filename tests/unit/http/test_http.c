@@ -250,6 +250,7 @@ static int h_stream(http_req *r, void *app)
 static const http_route routes[] = {
     {"GET", "/echo/{a}/x/{b}", h_echo, 0, 0, 0},
     {"GET", "/items/{id}", h_echo, 0, 0, 0},
+    {"GET", "/verb/{a}:go/x/{b}", h_echo, 0, 0, 0},
     {"DELETE", "/items/{id}", h_item_delete, 0, 0, 0},
     {"POST", "/small", h_small, 16, 0, 0},
     {"POST", "/json", h_json, HTTP_JSON_MAX_BODY, 0, 0},
@@ -469,7 +470,21 @@ static void test_routing(void)
     json_decref(doc);
     resp_free(&r);
 
-    const char *not_found[] = {"/echo/a%2Fb/x/y", "/echo//x/y",     "/echo/a/x/b/c",
+    /* a parameter followed by a literal in its segment: the literal is not the param's */
+    const char *verbs[][2] = {
+        {"/verb/abc:go/x/1", "abc"}, {"/verb/a:go:go/x/1", "a:go"}, {"/verb/abc%3Ago/x/1", "abc"}};
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+        get(verbs[i][0], &r);
+        CHECK_INT(r.status, 200);
+        doc = json_loads(r.body, 0, NULL);
+        CHECK(doc != NULL);
+        CHECK_STR(json_string_value(json_object_get(doc, "a")), verbs[i][1]);
+        json_decref(doc);
+        resp_free(&r);
+    }
+
+    const char *not_found[] = {"/verb/:go/x/1",   "/verb/abc/x/1",  "/verb/abc:gone/x/1",
+                               "/echo/a%2Fb/x/y", "/echo//x/y",     "/echo/a/x/b/c",
                                "/echo/%zz/x/y",   "/echo/a%00/x/y", "/echo/%FF/x/y",
                                "/nope",           "/echo/a/x/",     "/echo/a%0A/x/y"};
     for (size_t i = 0; i < sizeof(not_found) / sizeof(not_found[0]); i++) {
@@ -1118,6 +1133,10 @@ static void test_start_errors(void)
     CHECK(strstr(err, "numeric") != NULL);
     cfg.bind = "127.0.0.1";
     cfg.routes = &bad;
+    CHECK_INT(http_start(&cfg, &s, err), -EINVAL);
+    bad.pattern = "/a/{x}{y}"; /* one parameter per segment */
+    CHECK_INT(http_start(&cfg, &s, err), -EINVAL);
+    bad.pattern = "/a/{x}:{y}";
     CHECK_INT(http_start(&cfg, &s, err), -EINVAL);
     cfg.routes = routes;
     cfg.n_routes = sizeof(routes) / sizeof(routes[0]);
