@@ -371,6 +371,26 @@ uint64_t model_device_bytes(kern *k, const job_spec *job, int inputs, int output
     return bytes;
 }
 
+int model_plan(const job_spec *job, int inputs, int outputs, int loss, model **out, char *err)
+{
+    if (inputs < 1 || outputs < 1)
+        return err_set(err, -EINVAL, "a model needs at least one input and output");
+    model *plan = calloc(1, sizeof *plan);
+    if (!plan)
+        return err_set(err, -ENOMEM, "out of memory");
+    plan->inputs = inputs;
+    plan->outputs = outputs;
+    plan->loss = loss;
+    int rc = layers_plan(plan, job, inputs, outputs, err);
+    if (rc < 0) {
+        free(plan);
+        return rc;
+    }
+    layers_layout(plan, 1);
+    *out = plan;
+    return 0;
+}
+
 static int buffer_filled(model *m, size_t bytes, float value, cl_mem *out, char *err)
 {
     int rc = ocl_buffer_new(m->c, bytes, out, err);

@@ -118,6 +118,12 @@ void model_free(model *m);
  * check before training; 0 when the layers do not fit the input (model_new says why). */
 uint64_t model_device_bytes(kern *k, const job_spec *job, int inputs, int outputs, int capacity);
 
+/* The layers model_new would build for this job (shapes, parameter sizes, offsets into
+ * parameters and stats packed without alignment padding), on the host alone: no device, no
+ * buffer. For readers of a trained model (predict/) that lay tensors out before a device is
+ * at hand. *out is free()d. */
+int model_plan(const job_spec *job, int inputs, int outputs, int loss, model **out, char *err);
+
 /* One training step on rows (≤ capacity) of input x (rows × inputs, device) and targets
  * (int32 class indices for softmax, float otherwise): forward with dropout, loss, backward,
  * optimizer update. Adds the batch's loss sum and correct count to the training totals. */
