@@ -926,8 +926,9 @@ static int write_model(run *r, char *err)
         r->img ? json_pack("{s:f}", "pixel_scale", json_out_float(r->img->geom.scale))
                : json_object(),
     };
-    const char *keys[] = {"trainyard.model",   "trainyard.standardization", "trainyard.features",
-                          "trainyard.classes", "trainyard.job",             "trainyard.input"};
+    const char *keys[] = {"trainyard.model",    "trainyard.standardization",
+                          "trainyard.features", "trainyard.classes",
+                          "trainyard.job",      "trainyard.input"};
     enum { NMETA = sizeof keys / sizeof keys[0] };
     char *vals[NMETA] = {0};
     safetensors_meta meta[NMETA + 3];
