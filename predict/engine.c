@@ -619,7 +619,7 @@ static int device_bytes(predict_engine *e, predict_model *m, char *err)
             return rc;
     }
     const predict_info *in = &m->info;
-    uint64_t bytes = model_device_bytes(k, m->job, in->inputs, in->outputs, e->max_batch);
+    uint64_t bytes = model_device_bytes_inference(k, m->job, in->inputs, in->outputs, e->max_batch);
     if (bytes == 0)
         return err_set(err, -EINVAL, "the model's layers do not fit its input");
     m->info.device_bytes = bytes + (uint64_t)e->max_batch * (uint64_t)in->inputs * 4;

@@ -11,7 +11,8 @@
  * the flatten permutation undone (torch's (c, h, w) columns back to our (h, w, c) order), conv
  * [f, c, kh, kw] → [kh][kw][c][f], batchnorm weight/bias → gamma/beta in params and
  * running_mean/running_var → the stats (permuted like dense columns after a flatten). The
- * upload (engine thread) builds the model with model_new and copies each tensor from the packed
+ * upload (engine thread) builds the model with model_new_inference (no gradients or optimizer
+ * state) and copies each tensor from the packed
  * layout to the device layout's offsets (which pad for alignment). */
 #include <math.h>
 #include <stdlib.h>
@@ -411,8 +412,8 @@ int predict_model_upload(predict_model *m, ocl_ctx *c, kern *k, int capacity, ch
     model *dev = NULL;
     float *params = NULL, *stats = NULL;
     cl_mem x = NULL;
-    int rc =
-        model_new(c, k, m->job, m->info.inputs, m->info.outputs, m->loss, capacity, 0, &dev, err);
+    int rc = model_new_inference(c, k, m->job, m->info.inputs, m->info.outputs, m->loss, capacity,
+                                 &dev, err);
     if (rc < 0)
         return rc;
     params = calloc(dev->n_params + 1, sizeof *params);

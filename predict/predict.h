@@ -48,11 +48,11 @@ typedef struct predict_info {
     const char *const *classes;
     size_t n_features; /* CSV models: the feature columns, in order; 0 for images */
     const char *const *features;
-    const char *label;  /* the label column ("label" for images) */
-    float pixel_scale;  /* images: a pixel value is multiplied by this first (1/255 when the
-                           training images were 8-bit, 1 when float) */
-    const float *mean;  /* standardisation: per feature (CSV) or per channel (images); */
-    const float *std;   /* NULL when the job did not standardise */
+    const char *label;     /* the label column ("label" for images) */
+    float pixel_scale;     /* images: a pixel value is multiplied by this first (1/255 when the
+                              training images were 8-bit, 1 when float) */
+    const float *mean;     /* standardisation: per feature (CSV) or per channel (images); */
+    const float *std;      /* NULL when the job did not standardise */
     uint64_t device_bytes; /* what the model takes on the device at max_batch rows */
     const char *job;       /* the resolved job document (JSON text) */
 } predict_info;

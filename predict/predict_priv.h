@@ -40,8 +40,8 @@ struct predict_model {
 int predict_model_read(const char *key, const char *path, predict_model **out, char *err);
 /* Frees the host side (the device side must be gone); accepts NULL. */
 void predict_model_destroy(predict_model *m);
-/* Engine thread: the device copy for batches of capacity rows (model_new, then the trained
- * tensors written over its initial ones, and the input buffer). */
+/* Engine thread: the device copy for batches of capacity rows (model_new_inference, then the
+ * trained tensors written over its initial ones, and the input buffer). */
 int predict_model_upload(predict_model *m, ocl_ctx *c, kern *k, int capacity, char *err);
 /* Engine thread: frees the device copy; accepts a model without one. */
 void predict_model_unload(predict_model *m);
