@@ -289,7 +289,7 @@ static int ensure_loaded(predict_engine *e, predict_model *m, char *err)
         e->st.loaded--;
         e->st.evictions++;
         pthread_mutex_unlock(&e->mu);
-        say(e, "model %s evicted from the device (%.1f MiB)", v->key,
+        say(e, "model %s evicted from the device (%.2f MiB)", v->key,
             (double)v->info.device_bytes / (1 << 20));
     }
     int rc = predict_model_upload(m, e->c, e->k, e->max_batch, err);
@@ -300,7 +300,7 @@ static int ensure_loaded(predict_engine *e, predict_model *m, char *err)
     e->st.loaded++;
     e->st.loads++;
     pthread_mutex_unlock(&e->mu);
-    say(e, "model %s loaded onto %s (%.1f MiB, batches of %d rows)", m->key, e->dev_name,
+    say(e, "model %s loaded onto %s (%.2f MiB, batches of %d rows)", m->key, e->dev_name,
         (double)need / (1 << 20), e->max_batch);
     return 0;
 }

@@ -334,19 +334,15 @@ int predict_model_read(const char *key, const char *path, predict_model **out, c
     if (rc == 0 && !(m->key = strdup(key)))
         rc = err_set(err, -ENOMEM, "out of memory");
     if (rc == 0)
-        rc = safetensors_open(path, &f, err);
-    if (rc == -ENOENT)
-        goto out;
-    if (rc < 0) {
-        rc = rc == -ENOMEM ? rc : -EINVAL;
-        goto out;
-    }
-    rc = job_read(m, f, err);
+        rc = safetensors_open(path, &f, err); /* -EINVAL when damaged, else the I/O error */
+    if (rc == 0)
+        rc = job_read(m, f, err);
     if (rc == 0)
         rc = info_read(m, f, err);
-    if (rc == 0)
-        rc = model_plan(m->job, m->info.inputs, m->info.outputs, m->loss, &m->plan, err);
-    if (rc == -EINVAL || rc == -E2BIG) {
+    if (rc < 0)
+        goto out;
+    rc = model_plan(m->job, m->info.inputs, m->info.outputs, m->loss, &m->plan, err);
+    if (rc < 0 && rc != -ENOMEM) {
         char why[ERR_LEN];
         snprintf(why, sizeof why, "%s", err);
         rc = err_set(err, -EINVAL, "the model's job does not fit its metadata: %s", why);

@@ -345,6 +345,17 @@ static void test_errors(predict_engine *e)
         cltest_die("safetensors_write", err);
     CHECK_INT(predict_model_get(e, "plain", path, &m, err), -ENOTSUP);
     CHECK(strstr(err, "trainyard.job") != NULL);
+    /* Half of a real model file: damaged. */
+    size_t len;
+    char real[512];
+    snprintf(real, sizeof real, "%s/cls/model.safetensors", dir);
+    char *bytes = slurp(real, &len);
+    snprintf(path, sizeof path, "%s/half.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    fwrite(bytes, 1, len / 2, f);
+    fclose(f);
+    free(bytes);
+    CHECK_INT(predict_model_get(e, "half", path, &m, err), -EINVAL);
     snprintf(path, sizeof path, "%s/none.safetensors", dir);
     CHECK_INT(predict_model_get(e, "none", path, &m, err), -ENOENT);
     CHECK(m == NULL);
