@@ -5,7 +5,9 @@
  * trainer's --val-outputs within 1e-5; a row's answer is the same bits alone and in batches of
  * other rows at other positions; a file without trainyard.job is -ENOTSUP, a missing one
  * -ENOENT; a model over the cap is -E2BIG; a cap that fits one model serves two in turns
- * (evictions, the same bits after reloads); predict_prepare refuses shapes that do not fit.
+ * (evictions, the same bits after reloads); an idle engine gathers rows that come within its
+ * window into one forward; models take turns; requests queued at free are -ECANCELED;
+ * predict_prepare refuses shapes that do not fit.
  * Also prints the forward time of a 784-128-10 MLP at 32 rows. Runs on the default OpenCL
  * device, or skips. */
 #include "predict/predict.h"
@@ -432,6 +434,67 @@ static void count_notify(void *arg)
     atomic_fetch_add(&((counted *)arg)->calls, 1);
 }
 
+/* An idle engine waits up to window_us for more rows: two 1-row requests, one forward. */
+static void test_window(void)
+{
+    char err[ERR_LEN] = "";
+    predict_engine *e;
+    predict_opts o = {.max_batch = 32, .window_us = 100000};
+    if (predict_engine_new(&o, &e, err) < 0)
+        cltest_die("predict_engine_new", err);
+    predict_model *m = model_get(e, "cls");
+    float rows[2 * 3] = {1, 2, 3, 4, 5, 6};
+    free(predict_rows(e, m, rows, 1)); /* device open and model loaded: the engine is idle */
+    predict_stats before, after;
+    predict_engine_stats(e, &before);
+    predict_req *q[2];
+    for (int i = 0; i < 2; i++)
+        CHECK_INT(predict_submit(e, m, rows + 3 * i, 1, NULL, NULL, &q[i], err), 0);
+    for (int i = 0; i < 2; i++)
+        wait_done(q[i]);
+    predict_engine_stats(e, &after);
+    CHECK_INT(after.forwards - before.forwards, 1);
+    for (int i = 0; i < 2; i++)
+        predict_req_release(q[i]);
+    predict_model_put(m);
+    predict_engine_free(e);
+}
+
+typedef struct turn {
+    predict_req *big; /* the other model's long request */
+    int big_done;     /* whether it was done when the short one finished */
+} turn;
+
+static void short_done(void *arg)
+{
+    turn *t = arg;
+    t->big_done = predict_req_done(t->big);
+}
+
+/* Models take turns: a 1-row request of one model finishes while a 400-row request of another,
+ * queued first, is still running (forwards of 4 rows). */
+static void test_turns(void)
+{
+    predict_engine *e = engine(0, 4);
+    predict_model *a = model_get(e, "cls"), *b = model_get(e, "reg");
+    static float rows[400 * 3];
+    char err[ERR_LEN] = "";
+    free(predict_rows(e, b, rows, 1)); /* both loaded before the race */
+    free(predict_rows(e, a, rows, 1));
+    turn t = {.big_done = -1};
+    predict_req *small;
+    CHECK_INT(predict_submit(e, a, rows, 400, NULL, NULL, &t.big, err), 0);
+    CHECK_INT(predict_submit(e, b, rows, 1, short_done, &t, &small, err), 0);
+    wait_done(t.big);
+    wait_done(small);
+    CHECK_INT(t.big_done, 0);
+    predict_req_release(t.big);
+    predict_req_release(small);
+    predict_model_put(a);
+    predict_model_put(b);
+    predict_engine_free(e);
+}
+
 /* Requests still queued when the engine stops finish with -ECANCELED, notify called. */
 static void test_cancel(void)
 {
@@ -533,6 +596,8 @@ int main(void)
 
     test_too_big();
     test_lru(cls_bytes, reg_bytes);
+    test_window();
+    test_turns();
     test_cancel();
     time_mlp(&t);
 
