@@ -16,7 +16,9 @@
  *   one served in part moves to the tail, so models with queued work take turns;
  * - m->queued is the sum of n − taken over m's queued requests;
  * - the engine holds one reference to each request from submit to its finish, and one to each
- *   model in its table until predict_engine_free();
+ *   model in its table; after an eviction the table lets go of the models no caller holds
+ *   and that are not on the device (the next get reads the file again), the rest stay until
+ *   predict_engine_free();
  * - a model is evicted only if it is not the one being loaded; those without queued rows go
  *   first, least recently used first (so a cap that fits one model still serves two, in turns).
  *
@@ -269,6 +271,31 @@ static predict_model *victim(predict_engine *e, const predict_model *m)
     return best;
 }
 
+/* Drops from the table the models nobody holds (the table's reference alone) and that have no
+ * device copy: host memory stays bounded by what is loaded or held. A get under the mutex is
+ * the only way to a new reference, so refs == 1 there cannot grow behind our back. */
+static void table_prune(predict_engine *e)
+{
+    predict_model *gone = NULL, **at = &e->models;
+    pthread_mutex_lock(&e->mu);
+    while (*at) {
+        predict_model *m = *at;
+        if (atomic_load(&m->refs) == 1 && !m->dev) {
+            *at = m->next;
+            m->next = gone;
+            gone = m;
+        } else {
+            at = &m->next;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    while (gone) {
+        predict_model *next = gone->next;
+        predict_model_put(gone);
+        gone = next;
+    }
+}
+
 /* m on the device, within the cap. */
 static int ensure_loaded(predict_engine *e, predict_model *m, char *err)
 {
@@ -291,6 +318,7 @@ static int ensure_loaded(predict_engine *e, predict_model *m, char *err)
         pthread_mutex_unlock(&e->mu);
         say(e, "model %s evicted from the device (%.2f MiB)", v->key,
             (double)v->info.device_bytes / (1 << 20));
+        table_prune(e);
     }
     int rc = predict_model_upload(m, e->c, e->k, e->max_batch, err);
     if (rc < 0)

@@ -418,6 +418,13 @@ static void test_lru(uint64_t cls_bytes, uint64_t reg_bytes)
     CHECK(st.evictions >= 7);
     CHECK_INT(st.loaded, 1);
     CHECK(st.loaded_bytes <= cap);
+    /* b let go, then evicted by a: the table drops it; a new get reads the file again. */
+    predict_model_put(b);
+    free(predict_rows(e, a, rows, 2));
+    b = model_get(e, "reg");
+    float *reread = predict_rows(e, b, rows, 2);
+    CHECK(memcmp(reread, first_b, 2 * sizeof(float)) == 0);
+    free(reread);
     free(first_a);
     free(first_b);
     predict_model_put(a);
