@@ -1,5 +1,6 @@
-/* Unit tests of predict/: small models trained here with trainer_run (a CSV classifier, a CSV
- * regression, and a CNN with conv2d, batchnorm, maxpool, flatten and dense on CIFAR-format
+/* Unit tests of predict/: small models trained here with trainer_run (a CSV classifier, a binary
+ * one, a regression, and a CNN with conv2d, batchnorm, maxpool, flatten, batchnorm (1-D, on
+ * the flattened features) and dense on CIFAR-format
  * images resized 32×32 → 8×8), then served by the engine from their model.safetensors: the
  * answers on the raw validation rows (predict_prepare standardises and resizes) equal the
  * trainer's --val-outputs within 1e-5; a row's answer is the same bits alone and in batches of
@@ -35,9 +36,11 @@ static uint64_t lcg(uint64_t *s)
     return *s >> 40;
 }
 
-/* 300 rows of a, b, c and a label: classes (c0..c2) or a regression value. */
-static void write_csv(const char *name, int regression)
+/* 300 rows of a, b, c and a label as the task wants it (enum predict_task): classes c0..c2,
+ * no/yes, or a value. */
+static void write_csv(const char *name, int task)
 {
+    int regression = task == PREDICT_REGRESS;
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "w");
@@ -49,6 +52,8 @@ static void write_csv(const char *name, int regression)
             v[j] = (double)(lcg(&s) & 0xffff) / 65536.0 * 40 + 10 * j;
         if (regression)
             fprintf(f, "%.4f,%.4f,%.4f,%.4f\n", v[0], v[1], v[2], v[0] * 0.5 - v[2] + 3);
+        else if (task == PREDICT_BINARY)
+            fprintf(f, "%.4f,%.4f,%.4f,%s\n", v[0], v[1], v[2], v[0] + v[1] > 35 ? "yes" : "no");
         else
             fprintf(f, "%.4f,%.4f,%.4f,c%d\n", v[0], v[1], v[2], v[0] > 20 ? 0 : v[1] > 30 ? 1 : 2);
     }
@@ -119,6 +124,7 @@ static job_spec *cnn_job(void)
              "\"model\": {\"input_shape\": [8, 8, 3], \"layers\": ["
              "{\"type\": \"conv2d\", \"filters\": 4, \"kernel_size\": 3, \"activation\": \"relu\"},"
              "{\"type\": \"batchnorm\"}, {\"type\": \"maxpool2d\"}, {\"type\": \"flatten\"},"
+             "{\"type\": \"batchnorm\"},"
              "{\"type\": \"dense\", \"units\": 8, \"activation\": \"relu\"}]},"
              "\"hyperparameters\": {\"epochs\": 3, \"batch_size\": 32, \"learning_rate\": 0.01,"
              "\"validation_split\": 0.25, \"seed\": 5}}",
@@ -262,8 +268,9 @@ static void check_close(const float *got, const float *want, size_t n, const cha
 
 /* A CSV model's answers on its validation rows equal the trainer's; then bit-identity. */
 static void test_csv(predict_engine *e, const job_spec *job, const char *file, const char *out,
-                     int classification)
+                     int task)
 {
+    int classification = task != PREDICT_REGRESS;
     predict_model *m = model_get(e, out);
     const predict_info *in = predict_model_info(m);
     CHECK_INT(in->image, 0);
@@ -272,10 +279,13 @@ static void test_csv(predict_engine *e, const job_spec *job, const char *file, c
     CHECK_STR(in->features[2], "c");
     CHECK_STR(in->label, "label");
     CHECK(in->mean && in->std);
-    CHECK_INT(in->task, classification ? PREDICT_CLASSIFY : PREDICT_REGRESS);
-    CHECK_INT(in->outputs, classification ? 3 : 1);
-    if (classification)
+    CHECK_INT(in->task, task);
+    CHECK_INT(in->outputs, task == PREDICT_CLASSIFY ? 3 : 1);
+    CHECK_INT(in->n_classes, task == PREDICT_CLASSIFY ? 3 : task == PREDICT_BINARY ? 2 : 0);
+    if (task == PREDICT_CLASSIFY)
         CHECK_STR(in->classes[1], "c1");
+    if (task == PREDICT_BINARY)
+        CHECK_STR(in->classes[1], "yes");
     dataset *va = csv_val(job, file, classification);
     size_t n = va->rows, k = (size_t)in->outputs, nw;
     float *want = read_npy(out, &nw);
@@ -589,19 +599,22 @@ int main(void)
     snprintf(dir, sizeof dir, "/tmp/trainyard-predict-XXXXXX");
     if (!mkdtemp(dir))
         cltest_die("mkdtemp", strerror(errno));
-    write_csv("cls.csv", 0);
-    write_csv("reg.csv", 1);
+    write_csv("cls.csv", PREDICT_CLASSIFY);
+    write_csv("reg.csv", PREDICT_REGRESS);
+    write_csv("bin.csv", PREDICT_BINARY);
     write_images();
     job_spec *cls = csv_job("cls.csv", ""), *reg = csv_job("reg.csv", "\"task\": \"regression\","),
-             *cnn = cnn_job();
+             *bin = csv_job("bin.csv", "\"binary\": true,"), *cnn = cnn_job();
     train(&t, cls, "cls");
     train(&t, reg, "reg");
+    train(&t, bin, "bin");
     train(&t, cnn, "cnn");
 
     predict_engine *e = engine(0, 32);
     char name[128], err[ERR_LEN] = "";
-    test_csv(e, cls, "cls.csv", "cls", 1);
-    test_csv(e, reg, "reg.csv", "reg", 0);
+    test_csv(e, cls, "cls.csv", "cls", PREDICT_CLASSIFY);
+    test_csv(e, reg, "reg.csv", "reg", PREDICT_REGRESS);
+    test_csv(e, bin, "bin.csv", "bin", PREDICT_BINARY);
     test_images(e, cnn);
     test_errors(e);
     CHECK_INT(predict_engine_device(e, name, sizeof name, err), 0);
@@ -613,7 +626,7 @@ int main(void)
     predict_model_put(b);
     predict_stats st;
     predict_engine_stats(e, &st);
-    CHECK_INT(st.loaded, 3);
+    CHECK_INT(st.loaded, 4);
     CHECK_INT(st.evictions, 0);
     CHECK(st.forwards >= 6);
     predict_engine_free(e);
@@ -627,6 +640,7 @@ int main(void)
 
     job_free(cls);
     job_free(reg);
+    job_free(bin);
     job_free(cnn);
     cltest_close(&t);
     char cmd[600];
