@@ -245,7 +245,7 @@ static dataset *csv_val(const job_spec *job, const char *file, int classificatio
                            .label_name = job->label_name,
                            .label_index = job->label_index,
                            .classification = classification};
-    dataset *all, *tr, *va;
+    dataset *all = NULL, *tr = NULL, *va = NULL;
     if (dataset_from_csv(text, len, &co, &all, err) < 0 ||
         dataset_split(all, job->validation_split, job->shuffle, job->seed, &tr, &va, err) < 0)
         cltest_die("csv_val", err);
