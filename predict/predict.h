@@ -108,7 +108,8 @@ void predict_model_put(predict_model *m);
  * (row-major, the instance count not included): features: [F] with F == n_features (or
  * inputs); images: [H, W, C] with C == in_c, or [H, W] when in_c == 1, any H, W in 1..4096
  * (resized bilinearly to in_h×in_w as training's image batch does). rows receives n·inputs
- * floats. -EINVAL with a sentence naming the expected shape when the shape does not fit. */
+ * floats. -EINVAL with a sentence naming the expected shape when the shape does not fit, or
+ * the instance when a value is not finite (training refuses those too). */
 int predict_prepare(const predict_info *in, const float *vals, size_t n, const int64_t *dims,
                     int ndim, float *rows, char *err);
 

@@ -7,8 +7,9 @@
  * Images: the trainer's image batch (kern_image_batch) resizes bilinearly with half-pixel
  * centres, multiplies by the pixel scale and standardises per channel; ref_image_batch() is
  * its plain-C twin (kernels/ref.h), called here with the request's images as a float source,
- * no augmentation. */
+ * no augmentation. Values must be finite, as training's data must be. */
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,12 +19,22 @@
 #include "worker/dataset.h"
 #include "worker/images.h"
 
-static int features_prepare(const predict_info *in, const float *vals, size_t n,
-                            const int64_t *dims, int ndim, float *rows, char *err)
+static size_t features_of(const predict_info *in)
 {
-    size_t want = in->n_features ? in->n_features : (size_t)in->inputs;
+    return in->n_features ? in->n_features : (size_t)in->inputs;
+}
+
+static int features_check(const predict_info *in, const int64_t *dims, int ndim, char *err)
+{
+    size_t want = features_of(in);
     if (ndim != 1 || dims[0] != (int64_t)want)
         return err_set(err, -EINVAL, "each instance must be a list of %zu feature values", want);
+    return 0;
+}
+
+static int features_prepare(const predict_info *in, const float *vals, size_t n, float *rows)
+{
+    size_t want = features_of(in);
     memcpy(rows, vals, n * want * sizeof *rows);
     if (in->mean && in->std) {
         dataset d = {.rows = n, .cols = want, .x = rows};
@@ -32,8 +43,7 @@ static int features_prepare(const predict_info *in, const float *vals, size_t n,
     return 0;
 }
 
-static int images_prepare(const predict_info *in, const float *vals, size_t n, const int64_t *dims,
-                          int ndim, float *rows, char *err)
+static int images_check(const predict_info *in, const int64_t *dims, int ndim, char *err)
 {
     int gray = in->in_c == 1;
     int ok = (ndim == 3 && dims[2] == in->in_c) || (gray && ndim == 2);
@@ -45,6 +55,12 @@ static int images_prepare(const predict_info *in, const float *vals, size_t n, c
                        "1..%d; it is resized to %d×%d)",
                        in->in_c, gray ? " or [height, width]" : "", IMAGES_MAX_DIM, in->in_h,
                        in->in_w);
+    return 0;
+}
+
+static int images_prepare(const predict_info *in, const float *vals, size_t n, const int64_t *dims,
+                          float *rows, char *err)
+{
     if (n > INT_MAX)
         return err_set(err, -E2BIG, "too many images in one call");
     int32_t *idx = malloc((n + 1) * sizeof *idx);
@@ -65,6 +81,19 @@ static int images_prepare(const predict_info *in, const float *vals, size_t n, c
     return 0;
 }
 
+/* Training refuses inf and NaN in its data (dataset.h); so do requests. */
+static int finite_check(const float *vals, size_t n, const int64_t *dims, int ndim, char *err)
+{
+    size_t per = 1;
+    for (int d = 0; d < ndim; d++)
+        per *= (size_t)dims[d];
+    for (size_t i = 0; i < n * per; i++)
+        if (!isfinite(vals[i]))
+            return err_set(err, -EINVAL, "instance %zu holds a value that is not a finite number",
+                           i / per);
+    return 0;
+}
+
 int predict_prepare(const predict_info *in, const float *vals, size_t n, const int64_t *dims,
                     int ndim, float *rows, char *err)
 {
@@ -72,6 +101,11 @@ int predict_prepare(const predict_info *in, const float *vals, size_t n, const i
         return err_set(err, -EINVAL, "predict_prepare: bad arguments");
     if (n == 0)
         return 0;
-    return in->image ? images_prepare(in, vals, n, dims, ndim, rows, err)
-                     : features_prepare(in, vals, n, dims, ndim, rows, err);
+    int rc = in->image ? images_check(in, dims, ndim, err) : features_check(in, dims, ndim, err);
+    if (rc == 0)
+        rc = finite_check(vals, n, dims, ndim, err);
+    if (rc < 0)
+        return rc;
+    return in->image ? images_prepare(in, vals, n, dims, rows, err)
+                     : features_prepare(in, vals, n, rows);
 }

@@ -391,6 +391,10 @@ static void test_errors(predict_engine *e)
     CHECK(strstr(err, "3 feature values") != NULL);
     CHECK_INT(predict_prepare(predict_model_info(csv), vals, 1, two_d, 2, rows, err), -EINVAL);
     CHECK_INT(predict_prepare(predict_model_info(csv), vals, 1, three, 1, rows, err), 0);
+    vals[4] = NAN; /* instance 1 */
+    CHECK_INT(predict_prepare(predict_model_info(csv), vals, 2, three, 1, rows, err), -EINVAL);
+    CHECK(strstr(err, "instance 1") && strstr(err, "finite"));
+    vals[4] = 0;
     int64_t gray[2] = {8, 8}, rgba[3] = {8, 8, 4}, zero[3] = {0, 8, 3}, big[3] = {5000, 1, 3};
     int64_t ok[3] = {64, 64, 3};
     float img[8 * 8 * 3];
