@@ -25,7 +25,7 @@
 #include "util/err.h"
 #include "worker/safetensors.h"
 
-#define LOAD_MAX_NAMES 65536 /* classes or features a model may name */
+#define LOAD_MAX_NAMES (1 << 24) /* classes or features a model may name (a wide CSV) */
 
 static void strings_free(char **v, size_t n)
 {
