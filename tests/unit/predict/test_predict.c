@@ -527,6 +527,41 @@ static void test_turns(void)
     predict_engine_free(e);
 }
 
+/* Options out of range are -EINVAL; a device that cannot be opened fails the requests with its
+ * code and sentence, and predict_engine_device says so. */
+static void test_options(void)
+{
+    char err[ERR_LEN] = "", name[128];
+    predict_engine *e = NULL;
+    predict_opts bad[] = {{.device = "tpu"}, {.device = "-1"},      {.max_batch = 2000},
+                          {.max_batch = -3}, {.window_us = 200000}, {.window_us = -2}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_INT(predict_engine_new(&bad[i], &e, err), -EINVAL);
+    CHECK(e == NULL);
+    predict_engine_free(NULL);
+
+    predict_opts o = {.device = "999", .window_us = 0};
+    if (predict_engine_new(&o, &e, err) < 0)
+        cltest_die("predict_engine_new", err);
+    predict_model *m = model_get(e, "cls"); /* a dense model needs no device to be read */
+    float row[3] = {0};
+    predict_req *q;
+    CHECK_INT(predict_submit(e, m, row, 1, NULL, NULL, &q, err), 0);
+    wait_done(q);
+    const float *out;
+    CHECK_INT(predict_req_result(q, &out, err), -ENODEV);
+    CHECK(strstr(err, "999") != NULL);
+    CHECK_INT(predict_engine_device(e, name, sizeof name, err), -ENODEV);
+    CHECK_STR(name, "");
+    predict_model *cnn = NULL;
+    char path[512];
+    snprintf(path, sizeof path, "%s/cnn/model.safetensors", dir);
+    CHECK_INT(predict_model_get(e, "cnn", path, &cnn, err), -ENODEV); /* conv: needs it */
+    predict_req_release(q);
+    predict_model_put(m);
+    predict_engine_free(e);
+}
+
 /* Requests still queued when the engine stops finish with -ECANCELED, notify called. */
 static void test_cancel(void)
 {
@@ -638,6 +673,7 @@ int main(void)
     test_too_big();
     test_lru(cls_bytes, reg_bytes);
     test_window();
+    test_options();
     test_turns();
     test_cancel();
     time_mlp(&t);
