@@ -48,12 +48,14 @@ typedef struct predict_info {
     const char *const *classes;
     size_t n_features; /* CSV models: the feature columns, in order; 0 for images */
     const char *const *features;
-    const char *label;  /* the label column ("label" for images) */
-    float pixel_scale;  /* images: a pixel value is multiplied by this first (1/255 when the
-                           training images were 8-bit, 1 when float) */
-    const float *mean;  /* standardisation: per feature (CSV) or per channel (images); */
-    const float *std;   /* NULL when the job did not standardise */
-    uint64_t device_bytes; /* what the model takes on the device at max_batch rows */
+    const char *label;     /* the label column ("label" for images) */
+    float pixel_scale;     /* images: a pixel value is multiplied by this first (1/255 when the
+                              training images were 8-bit, 1 when float) */
+    const float *mean;     /* standardisation: per feature (CSV) or per channel (images); */
+    const float *std;      /* NULL when the job did not standardise */
+    uint64_t device_bytes; /* what the model takes on the device at max_batch rows (a
+                              forward-only copy and its input rows), counted against
+                              memory_cap */
     const char *job;       /* the resolved job document (JSON text) */
 } predict_info;
 
@@ -93,7 +95,10 @@ int predict_engine_device(predict_engine *e, char *name, size_t cap, char *err);
 /* The model kept under key, or a new one read from path (model.safetensors). Errors: -ENOENT
  * (no file), -ENOTSUP (a safetensors file trainyard did not train: no trainyard.job metadata,
  * as a script job's), -EINVAL (a damaged file), -E2BIG (it cannot fit memory_cap even alone),
- * each with a sentence in err. */
+ * each with a sentence in err. A model with conv2d layers waits for the device to be open
+ * (its workspace depends on the device's conv path) and gets the device's error if opening
+ * failed. The engine lets go of a model no caller holds once it is off the device (a later
+ * get reads the file again). */
 int predict_model_get(predict_engine *e, const char *key, const char *path, predict_model **out,
                       char *err);
 const predict_info *predict_model_info(const predict_model *m);
@@ -103,7 +108,8 @@ void predict_model_put(predict_model *m);
  * (row-major, the instance count not included): features: [F] with F == n_features (or
  * inputs); images: [H, W, C] with C == in_c, or [H, W] when in_c == 1, any H, W in 1..4096
  * (resized bilinearly to in_h×in_w as training's image batch does). rows receives n·inputs
- * floats. -EINVAL with a sentence naming the expected shape when the shape does not fit. */
+ * floats. -EINVAL with a sentence naming the expected shape when the shape does not fit, or
+ * the instance when a value is not finite (training refuses those too). */
 int predict_prepare(const predict_info *in, const float *vals, size_t n, const int64_t *dims,
                     int ndim, float *rows, char *err);
 

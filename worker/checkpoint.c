@@ -111,7 +111,7 @@ static const float *state_tensor(const safetensors_file *f, const char *name, in
         err_set(err, -EINVAL, "the checkpoint has no tensor '%s'", name);
         return NULL;
     }
-    if (t->ndim != 1 || t->shape[0] != n) {
+    if (t->ndim != 1 || t->shape[0] != n || t->dtype != SAFETENSORS_F32) {
         err_set(err, -EINVAL, "the checkpoint's tensor '%s' is not a vector of %lld floats", name,
                 (long long)n);
         return NULL;

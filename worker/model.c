@@ -354,7 +354,20 @@ static uint64_t model_bytes(const model *m, kern *k, int capacity)
            (uint64_t)capacity * z.per_rows + z.fixed;
 }
 
-uint64_t model_device_bytes(kern *k, const job_spec *job, int inputs, int outputs, int capacity)
+/* An inference model's: parameters and stats once, each layer's output, zeros and workspace. */
+static uint64_t model_bytes_inference(const model *m, kern *k, int capacity)
+{
+    model_sizes z = model_sizes_of(m, k, capacity);
+    uint64_t outs = 0;
+    for (size_t i = 0; i < m->n_layers; i++)
+        if (m->layers[i].type != JOB_LAYER_FLATTEN)
+            outs += 4 * (uint64_t)m->layers[i].out;
+    return 4 * ((uint64_t)m->n_params + (uint64_t)m->n_stats) + (uint64_t)capacity * outs +
+           4 * (uint64_t)z.widest_c + z.work;
+}
+
+static uint64_t device_bytes(kern *k, const job_spec *job, int inputs, int outputs, int capacity,
+                             int inference)
 {
     model *plan = calloc(1, sizeof *plan);
     char err[ERR_LEN];
@@ -365,10 +378,43 @@ uint64_t model_device_bytes(kern *k, const job_spec *job, int inputs, int output
     if (layers_plan(plan, job, inputs, outputs, err) == 0) {
         /* 256 bytes of alignment slack per tensor, as the device may want. */
         layers_layout(plan, 1);
-        bytes = model_bytes(plan, k, capacity) + 256 * 3 * (uint64_t)plan->n_layers;
+        bytes = (inference ? model_bytes_inference(plan, k, capacity)
+                           : model_bytes(plan, k, capacity)) +
+                256 * 3 * (uint64_t)plan->n_layers;
     }
     free(plan);
     return bytes;
+}
+
+uint64_t model_device_bytes(kern *k, const job_spec *job, int inputs, int outputs, int capacity)
+{
+    return device_bytes(k, job, inputs, outputs, capacity, 0);
+}
+
+uint64_t model_device_bytes_inference(kern *k, const job_spec *job, int inputs, int outputs,
+                                      int capacity)
+{
+    return device_bytes(k, job, inputs, outputs, capacity, 1);
+}
+
+int model_plan(const job_spec *job, int inputs, int outputs, int loss, model **out, char *err)
+{
+    if (inputs < 1 || outputs < 1)
+        return err_set(err, -EINVAL, "a model needs at least one input and output");
+    model *plan = calloc(1, sizeof *plan);
+    if (!plan)
+        return err_set(err, -ENOMEM, "out of memory");
+    plan->inputs = inputs;
+    plan->outputs = outputs;
+    plan->loss = loss;
+    int rc = layers_plan(plan, job, inputs, outputs, err);
+    if (rc < 0) {
+        free(plan);
+        return rc;
+    }
+    layers_layout(plan, 1);
+    *out = plan;
+    return 0;
 }
 
 static int buffer_filled(model *m, size_t bytes, float value, cl_mem *out, char *err)
@@ -446,22 +492,22 @@ static int layer_buffers(model *m, model_layer *l, char *err)
         rc = ocl_buffer_new(m->c, rows * (size_t)l->out * sizeof(float), &l->y, err);
     if (rc == 0 && l->n_w)
         rc = sub_buffer(m->params, l->w_off, l->n_w, &l->w, err);
-    if (rc == 0 && l->n_w)
+    if (rc == 0 && l->n_w && !m->inference)
         rc = sub_buffer(m->grads, l->w_off, l->n_w, &l->gw, err);
     if (rc == 0 && l->n_b)
         rc = sub_buffer(m->params, l->b_off, l->n_b, &l->b, err);
-    if (rc == 0 && l->n_b)
+    if (rc == 0 && l->n_b && !m->inference)
         rc = sub_buffer(m->grads, l->b_off, l->n_b, &l->gb, err);
-    if (rc == 0 && l->type == JOB_LAYER_MAXPOOL2D)
+    if (rc == 0 && l->type == JOB_LAYER_MAXPOOL2D && !m->inference)
         rc = ocl_buffer_new(m->c, rows * (size_t)l->out * sizeof(int32_t), &l->argmax, err);
     if (rc == 0 && l->type == JOB_LAYER_BATCHNORM) {
         size_t c = (size_t)l->oc;
         rc = sub_buffer(m->stats, l->s_off, c, &l->mmean, err);
         if (rc == 0)
             rc = sub_buffer(m->stats, l->v_off, c, &l->mvar, err);
-        if (rc == 0)
+        if (rc == 0 && !m->inference)
             rc = buffer_zeroed(m, c * sizeof(float), &l->save_mean, err);
-        if (rc == 0)
+        if (rc == 0 && !m->inference)
             rc = buffer_zeroed(m, c * sizeof(float), &l->save_invstd, err);
     }
     return rc;
@@ -539,6 +585,57 @@ int model_new(ocl_ctx *c, kern *k, const job_spec *job, int inputs, int outputs,
         rc = layer_buffers(m, &m->layers[i], err);
     if (rc == 0)
         rc = init_weights(m, err);
+    if (rc < 0)
+        goto fail;
+    *out = m;
+    return 0;
+fail:
+    model_free(m);
+    return rc;
+}
+
+int model_new_inference(ocl_ctx *c, kern *k, const job_spec *job, int inputs, int outputs, int loss,
+                        int capacity, model **out, char *err)
+{
+    if (inputs < 1 || outputs < 1 || capacity < 1)
+        return err_set(err, -EINVAL, "a model needs at least one input, output and row");
+    model *m = calloc(1, sizeof *m);
+    if (!m)
+        return err_set(err, -ENOMEM, "out of memory");
+    *m = (model){.c = c,
+                 .k = k,
+                 .inputs = inputs,
+                 .outputs = outputs,
+                 .loss = loss,
+                 .seed = job->seed,
+                 .capacity = capacity,
+                 .inference = 1};
+    int rc = layers_plan(m, job, inputs, outputs, err);
+    if (rc < 0)
+        goto fail;
+    for (size_t i = 0; i < m->n_layers; i++)
+        m->layers[i].fuse_pool = m->layers[i].fuse_pool && kern_conv2d_fwd_maxpool_ok(k);
+    size_t align = c->dev.base_align_bytes / sizeof(float);
+    layers_layout(m, align < 1 ? 1 : align);
+    uint64_t need = model_bytes_inference(m, k, capacity);
+    if (need > c->dev.global_mem) {
+        rc = err_set(err, -ENOMEM,
+                     "the model needs %.1f MiB of device memory for batches of %d rows, more "
+                     "than %s has (%.1f MiB)",
+                     (double)need / (1 << 20), capacity, c->dev.name,
+                     (double)c->dev.global_mem / (1 << 20));
+        goto fail;
+    }
+    model_sizes z = model_sizes_of(m, k, capacity);
+    rc = buffer_zeroed(m, m->n_params * sizeof(float), &m->params, err);
+    if (rc == 0 && m->n_stats)
+        rc = buffer_zeroed(m, m->n_stats * sizeof(float), &m->stats, err);
+    if (rc == 0 && z.work)
+        rc = ocl_buffer_new(c, z.work, &m->work, err);
+    if (rc == 0 && z.widest_c)
+        rc = buffer_zeroed(m, z.widest_c * sizeof(float), &m->zeros, err);
+    for (size_t i = 0; i < m->n_layers && rc == 0; i++)
+        rc = layer_buffers(m, &m->layers[i], err);
     if (rc < 0)
         goto fail;
     *out = m;
@@ -821,6 +918,14 @@ static int update(model *m, char *err)
     return rc < 0 ? kfail(m, err) : 0;
 }
 
+/* Training, evaluation and the state functions need what an inference model lacks. */
+static int check_training(const model *m, char *err)
+{
+    if (m->inference)
+        return err_set(err, -EINVAL, "an inference model can only run forwards");
+    return 0;
+}
+
 static int check_rows(const model *m, int rows, char *err)
 {
     if (rows < 1 || rows > m->capacity)
@@ -832,7 +937,9 @@ static int check_rows(const model *m, int rows, char *err)
 int model_backprop(model *m, int rows, cl_mem x, cl_mem targets, char *err)
 {
     cl_mem logits;
-    int rc = check_rows(m, rows, err);
+    int rc = check_training(m, err);
+    if (rc == 0)
+        rc = check_rows(m, rows, err);
     if (rc < 0)
         return rc;
     rc = forward(m, rows, x, 1, &logits, err);
@@ -856,7 +963,9 @@ int model_train_step(model *m, int rows, cl_mem x, cl_mem targets, char *err)
 int model_evaluate(model *m, int rows, cl_mem x, cl_mem targets, char *err)
 {
     cl_mem logits;
-    int rc = check_rows(m, rows, err);
+    int rc = check_training(m, err);
+    if (rc == 0)
+        rc = check_rows(m, rows, err);
     if (rc < 0)
         return rc;
     rc = forward(m, rows, x, 0, &logits, err);
@@ -883,6 +992,8 @@ int model_reset_totals(model *m, char *err)
 
 int model_read_totals(model *m, double t[MODEL_TOTALS], char *err)
 {
+    if (check_training(m, err) < 0)
+        return -EINVAL;
     float host[MODEL_TOTALS];
     int rc = ocl_read(m->c, m->totals, 0, sizeof host, host, err);
     if (rc < 0)
@@ -927,6 +1038,8 @@ int model_read_params(model *m, float **params, float **stats, char *err)
 
 int model_state_save(model *m, float **params, float **m1, float **m2, float **stats, char *err)
 {
+    if (check_training(m, err) < 0)
+        return -EINVAL;
     float *bufs[4] = {0};
     cl_mem src[4] = {m->params, m->moment1, m->moment2, m->stats};
     size_t n[4] = {m->n_params, m->n_params, m->n_params, m->n_stats};
@@ -948,6 +1061,8 @@ int model_state_save(model *m, float **params, float **m1, float **m2, float **s
 int model_state_load(model *m, const float *params, const float *m1, const float *m2,
                      const float *stats, int64_t step, char *err)
 {
+    if (check_training(m, err) < 0)
+        return -EINVAL;
     size_t bytes = m->n_params * sizeof(float);
     int rc = ocl_write(m->c, m->params, 0, bytes, params, err);
     if (rc == 0)

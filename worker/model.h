@@ -95,6 +95,7 @@ typedef struct model {
     size_t n_stats;     /* floats in the stats buffer (0 without batchnorm) */
     size_t first_param; /* the first layer with parameters: backward ends there */
     int capacity;       /* rows the activation buffers hold */
+    int inference;      /* 1: made by model_new_inference (forward only) */
     cl_mem params, grads, moment1, moment2, stats;
     cl_mem dbuf[2]; /* ping-pong gradient buffers, capacity × widest layer */
     cl_mem work;    /* conv scratch, the largest any conv layer needs (NULL if none) */
@@ -111,12 +112,28 @@ typedef struct model {
  * the caller keeps on the device beside it: the dataset) fit the device's memory. */
 int model_new(ocl_ctx *c, kern *k, const job_spec *job, int inputs, int outputs, int loss,
               int capacity, uint64_t extra_bytes, model **out, char *err);
+/* A model for model_forward alone (serving): parameters, moving statistics, activations, the
+ * conv workspace; no gradients, optimizer moments, pooling indices, batch statistics or loss
+ * buffers. Parameters and stats are zero: the caller writes them (layouts as above). Training,
+ * evaluation and the state functions refuse it with -EINVAL. */
+int model_new_inference(ocl_ctx *c, kern *k, const job_spec *job, int inputs, int outputs, int loss,
+                        int capacity, model **out, char *err);
 /* Releases everything; accepts NULL. */
 void model_free(model *m);
 /* Bytes of device memory the model needs with this capacity (parameters, optimizer state,
  * moving statistics, activations, gradients, pooling indices and conv workspace), for the
  * check before training; 0 when the layers do not fit the input (model_new says why). */
 uint64_t model_device_bytes(kern *k, const job_spec *job, int inputs, int outputs, int capacity);
+
+/* What model_new_inference allocates (the same terms as model_device_bytes). k may be NULL
+ * when the job has no conv2d layer. */
+uint64_t model_device_bytes_inference(kern *k, const job_spec *job, int inputs, int outputs,
+                                      int capacity);
+/* The layers model_new would build for this job (shapes, parameter sizes, offsets into
+ * parameters and stats packed without alignment padding), on the host alone: no device, no
+ * buffer. For readers of a trained model (predict/) that lay tensors out before a device is
+ * at hand. *out is free()d. */
+int model_plan(const job_spec *job, int inputs, int outputs, int loss, model **out, char *err);
 
 /* One training step on rows (≤ capacity) of input x (rows × inputs, device) and targets
  * (int32 class indices for softmax, float otherwise): forward with dropout, loss, backward,

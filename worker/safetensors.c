@@ -1,5 +1,7 @@
 /* safetensors: the F32 subset of the safetensors format (and I64 for writing), written atomically
- * and read with every number checked before it is used (see safetensors.h for the layout).
+ * and read with every number checked before it is used (see safetensors.h for the layout). The
+ * reader lists I64 tensors (PyTorch's num_batches_tracked in our own model.safetensors) with
+ * their shape and span, but not their values (data stays NULL).
  *
  * Writer. The header is built with jansson in the caller's tensor order ("__metadata__" first
  * when there is any), dumped compact, and padded with spaces so that 8 + N is a multiple of 8:
@@ -436,9 +438,13 @@ static int st_tensor_read(const char *name, const json_t *entry, uint64_t data_l
                        "tensor \"%s\": needs \"dtype\" (a string), \"shape\" and "
                        "\"data_offsets\" (arrays)",
                        name);
-    if (strcmp(json_string_value(dtype), "F32") != 0)
-        return err_set(err, -EINVAL, "tensor \"%s\": dtype %.32s is not supported; only F32 is",
+    int i64 = strcmp(json_string_value(dtype), "I64") == 0;
+    if (strcmp(json_string_value(dtype), "F32") != 0 && !i64)
+        return err_set(err, -EINVAL,
+                       "tensor \"%s\": dtype %.32s is not supported; only F32 is (and I64, "
+                       "listed without its values)",
                        name, json_string_value(dtype));
+    uint64_t esize = i64 ? 8 : 4;
     size_t ndim = json_array_size(shape);
     if (ndim > SAFETENSORS_MAX_DIMS)
         return err_set(err, -EINVAL, "tensor \"%s\": %zu dimensions; at most %d are supported",
@@ -454,7 +460,7 @@ static int st_tensor_read(const char *name, const json_t *entry, uint64_t data_l
         t->shape[d] = dim;
         if (dim == 0)
             zero = 1;
-        else if (!too_big && count > data_len / 4 / (uint64_t)dim)
+        else if (!too_big && count > data_len / esize / (uint64_t)dim)
             too_big = 1;
         else if (!too_big)
             count *= (uint64_t)dim;
@@ -475,12 +481,13 @@ static int st_tensor_read(const char *name, const json_t *entry, uint64_t data_l
                        "tensor \"%s\": data_offsets [%" PRId64 ", %" PRId64
                        "] run past the data's %" PRIu64 " bytes",
                        name, b, e, data_len);
-    if ((uint64_t)(e - b) != count * 4)
+    if ((uint64_t)(e - b) != count * esize)
         return err_set(err, -EINVAL,
                        "tensor \"%s\": data_offsets span %" PRId64
                        " bytes but its shape needs %" PRIu64,
-                       name, e - b, count * 4);
+                       name, e - b, count * esize);
     t->name = name;
+    t->dtype = i64 ? SAFETENSORS_I64 : SAFETENSORS_F32;
     t->ndim = (int)ndim;
     span->begin = (uint64_t)b;
     span->end = (uint64_t)e;
@@ -614,7 +621,8 @@ static int st_parse_owned(unsigned char *buf, size_t len, safetensors_file **out
         st_swap32(data, (size_t)data_len / 4);
     /* spans are sorted by offset now; each remembers its tensor's index. */
     for (size_t i = 0; i < f->n; i++)
-        f->tensors[spans[i].index].data = (const float *)(const void *)(data + spans[i].begin);
+        if (f->tensors[spans[i].index].dtype == SAFETENSORS_F32)
+            f->tensors[spans[i].index].data = (const float *)(const void *)(data + spans[i].begin);
     *out = f;
     f = NULL;
 out:

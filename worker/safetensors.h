@@ -17,7 +17,8 @@
 
 #define SAFETENSORS_MAX_DIMS 8
 
-/* Element types. The reader takes F32 alone; the writer also I64 (PyTorch's batchnorm counter). */
+/* Element types. The writer takes both; the reader F32, and I64 tensors (PyTorch's batchnorm
+ * counter) with dtype set and no values (data and data_i64 NULL). */
 enum safetensors_dtype { SAFETENSORS_F32 = 0, SAFETENSORS_I64 = 1 };
 
 typedef struct safetensors_tensor {
@@ -39,8 +40,8 @@ typedef struct safetensors_file safetensors_file;
 /* Writes n tensors and n_meta metadata pairs to path (atomically). */
 int safetensors_write(const char *path, const safetensors_tensor *tensors, size_t n,
                       const safetensors_meta *meta, size_t n_meta, char *err);
-/* Reads and validates a whole file (F32 tensors only; offsets in bounds, contiguous, no overlap).
- */
+/* Reads and validates a whole file (F32 tensors, and I64 ones without values; offsets in bounds,
+ * contiguous, no overlap). */
 int safetensors_open(const char *path, safetensors_file **out, char *err);
 /* The same from bytes in memory (copied). */
 int safetensors_parse(const void *bytes, size_t len, safetensors_file **out, char *err);

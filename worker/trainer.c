@@ -898,7 +898,8 @@ static json_t *floats_json(const float *v, size_t n)
 /* model.safetensors: the tensors under PyTorch nn.Sequential names (export.h), with metadata
  * trainyard.model (layers, shapes, tensor names, output, loss), trainyard.pytorch (the
  * Sequential to build), trainyard.standardization, trainyard.features (CSV feature names; [] for
- * images), trainyard.classes, trainyard.label and trainyard.job. */
+ * images), trainyard.classes, trainyard.label, trainyard.job and trainyard.input ({"pixel_scale":
+ * s} for images: a pixel's factor before standardisation; {} for CSV). */
 static int write_model(run *r, char *err)
 {
     float *params = NULL, *stats = NULL;
@@ -921,9 +922,13 @@ static int write_model(run *r, char *err)
         : r->all->n_classes ? strings_json(r->all->class_names, (size_t)r->all->n_classes)
                             : json_array(),
         job_to_json(r->job),
+        /* what a pixel is multiplied by before standardisation (predict/ prepares so) */
+        r->img ? json_pack("{s:f}", "pixel_scale", json_out_float(r->img->geom.scale))
+               : json_object(),
     };
-    const char *keys[] = {"trainyard.model", "trainyard.standardization", "trainyard.features",
-                          "trainyard.classes", "trainyard.job"};
+    const char *keys[] = {"trainyard.model",    "trainyard.standardization",
+                          "trainyard.features", "trainyard.classes",
+                          "trainyard.job",      "trainyard.input"};
     enum { NMETA = sizeof keys / sizeof keys[0] };
     char *vals[NMETA] = {0};
     safetensors_meta meta[NMETA + 3];
