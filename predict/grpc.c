@@ -122,7 +122,8 @@ static void call_log(gcall *c, grpc_status_code code, const char *detail)
     if (n >= 0 && (size_t)n < sizeof line)
         n += snprintf(line + n, sizeof line - (size_t)n, ": %s", name);
     if (code == GRPC_STATUS_OK && c->rows && n >= 0 && (size_t)n < sizeof line)
-        n += snprintf(line + n, sizeof line - (size_t)n, ", %zu rows", c->rows);
+        n += snprintf(line + n, sizeof line - (size_t)n, ", %zu row%s", c->rows,
+                      c->rows == 1 ? "" : "s");
     if (code != GRPC_STATUS_OK && detail && detail[0] && n >= 0 && (size_t)n < sizeof line)
         n += snprintf(line + n, sizeof line - (size_t)n, " (%s)", detail);
     if (n >= 0 && (size_t)n < sizeof line)
@@ -489,13 +490,9 @@ static void call_predict_done(gcall *c)
     call_reply(c, GRPC_STATUS_OK, NULL, buf, n);
 }
 
-/* The request message arrived (ST_READ's tag): dispatch on the method. */
+/* The request message arrived (ST_READ's tag): dispatch on the method (known since ST_NEW). */
 static void call_read(gcall *c)
 {
-    if (grpc_slice_str_cmp(c->details.method, METHOD_PREDICT) == 0)
-        c->method = "Predict";
-    else if (grpc_slice_str_cmp(c->details.method, METHOD_METADATA) == 0)
-        c->method = "GetModelMetadata";
     if (!c->method) {
         char *m = grpc_slice_to_c_string(c->details.method);
         char detail[300];
@@ -538,6 +535,10 @@ static void on_tag(predict_grpc *g, gcall *c, int ok)
         }
         call_request(g);
         clock_gettime(CLOCK_MONOTONIC, &c->t0);
+        if (grpc_slice_str_cmp(c->details.method, METHOD_PREDICT) == 0)
+            c->method = "Predict";
+        else if (grpc_slice_str_cmp(c->details.method, METHOD_METADATA) == 0)
+            c->method = "GetModelMetadata";
         grpc_op op;
         memset(&op, 0, sizeof op);
         op.op = GRPC_OP_RECV_MESSAGE;
@@ -552,6 +553,8 @@ static void on_tag(predict_grpc *g, gcall *c, int ok)
     }
     case ST_READ:
         if (!ok || stopping) {
+            call_log(c, GRPC_STATUS_CANCELLED,
+                     stopping ? "the server is stopping" : "the client went away");
             call_free(c);
             return;
         }
@@ -559,6 +562,7 @@ static void on_tag(predict_grpc *g, gcall *c, int ok)
         return;
     case ST_WAIT:
         if (stopping) {
+            call_log(c, GRPC_STATUS_CANCELLED, "the server is stopping");
             call_free(c);
             return;
         }
