@@ -83,7 +83,9 @@ def predict(stub, call, md):
 
 def main():
     job = json.load(sys.stdin)
-    stub = prediction_service_pb2_grpc.PredictionServiceStub(channel(job["addr"], job.get("ca")))
+    ch = channel(job["addr"], job.get("ca"))
+    grpc.channel_ready_future(ch).result(timeout=30)  # serve may still be opening the port
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(ch)
     results = []
     for call in job["calls"]:
         md = [("authorization", f"Bearer {call['token']}")] if call.get("token") else None
