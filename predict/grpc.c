@@ -42,9 +42,9 @@
 #include "predict/tfs_msg.h"
 #include "util/err.h"
 
-#define GRPC_MAX_RECEIVE (64 << 20)   /* bytes of one request message */
-#define GRPC_MAX_VALUES  (64u << 20)  /* input values of one request */
-#define GRPC_MAX_ROWS    (256u << 20) /* bytes of one request's prepared rows */
+#define GRPC_MAX_RECEIVE (64 << 20)  /* bytes of one request message */
+#define GRPC_MAX_VALUES  (64u << 20) /* input values of one request */
+#define GRPC_MAX_ROWS    (64u << 20) /* bytes of one request's prepared rows */
 #define GRPC_TOKEN_MAX   4096
 
 #define METHOD_PREDICT  "/tensorflow.serving.PredictionService/Predict"
@@ -62,8 +62,9 @@ typedef struct gcall {
     grpc_metadata_array md;
     grpc_byte_buffer *recv, *send;
     grpc_slice status_details;
-    int cancelled;
-    const char *method; /* for the log line */
+    int cancelled;         /* RECV_CLOSE_ON_SERVER: the client cancelled or went away */
+    grpc_status_code code; /* the status sent, for the log line */
+    const char *method;    /* for the log line */
     char model[256];
     int64_t version;
     predict_target t;
@@ -108,6 +109,8 @@ static void log_line(predict_grpc *g, const char *line)
         fprintf(stderr, "%s\n", line);
 }
 
+/* The call's log line: method, model, version, status, rows or why not, time; and whether the
+ * client was gone by the time the answer went out. */
 static void call_log(gcall *c, grpc_status_code code, const char *detail)
 {
     char line[ERR_LEN + 512];
@@ -127,7 +130,9 @@ static void call_log(gcall *c, grpc_status_code code, const char *detail)
     if (code != GRPC_STATUS_OK && detail && detail[0] && n >= 0 && (size_t)n < sizeof line)
         n += snprintf(line + n, sizeof line - (size_t)n, " (%s)", detail);
     if (n >= 0 && (size_t)n < sizeof line)
-        snprintf(line + n, sizeof line - (size_t)n, " in %.1f ms", ms_since(&c->t0));
+        n += snprintf(line + n, sizeof line - (size_t)n, " in %.1f ms", ms_since(&c->t0));
+    if (c->cancelled && n >= 0 && (size_t)n < sizeof line)
+        snprintf(line + n, sizeof line - (size_t)n, "; the client had cancelled or gone");
     log_line(c->g, line);
 }
 
@@ -213,15 +218,15 @@ static void call_reply(gcall *c, grpc_status_code code, const char *detail, uint
     ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     ops[n].data.recv_close_on_server.cancelled = &c->cancelled;
     n++;
-    call_log(c, code, detail);
+    c->code = code;
     c->state = ST_FINISH;
     pthread_mutex_lock(&c->mu);
     grpc_call_error e = grpc_call_start_batch(c->call, ops, n, c, NULL);
     pthread_mutex_unlock(&c->mu);
     if (e != GRPC_CALL_OK) {
         char line[128];
-        snprintf(line, sizeof line, "grpc: start_batch failed (%d)", (int)e);
-        log_line(c->g, line);
+        snprintf(line, sizeof line, "the answer could not be sent (start_batch: %d)", (int)e);
+        call_log(c, code, line);
         call_free(c);
     }
 }
@@ -554,7 +559,8 @@ static void on_tag(predict_grpc *g, gcall *c, int ok)
     case ST_READ:
         if (!ok || stopping) {
             call_log(c, GRPC_STATUS_CANCELLED,
-                     stopping ? "the server is stopping" : "the client went away");
+                     stopping ? "the server is stopping"
+                              : "no request message: too large, or the client went away");
             call_free(c);
             return;
         }
@@ -568,9 +574,13 @@ static void on_tag(predict_grpc *g, gcall *c, int ok)
         }
         call_predict_done(c);
         return;
-    case ST_FINISH:
+    case ST_FINISH: {
+        char *detail = grpc_slice_to_c_string(c->status_details);
+        call_log(c, c->code, detail);
+        gpr_free(detail);
         call_free(c);
         return;
+    }
     }
 }
 
