@@ -298,12 +298,16 @@ static grpc_status_code call_resolve(gcall *c, const Tensorflow__Serving__ModelS
     memset(&t, 0, sizeof t);
     err[0] = '\0';
     int rc = g->o.resolve(g->o.user, token, spec->name, version, &t, err);
+    if (rc == -EPERM && !err[0])
+        err_set(err, rc, "a token is needed: send `authorization: Bearer <token>` metadata");
     if (rc == -EPERM)
         return GRPC_STATUS_UNAUTHENTICATED;
     if (rc == -EACCES)
         return GRPC_STATUS_PERMISSION_DENIED;
     if (rc == -ENOENT)
         return GRPC_STATUS_NOT_FOUND;
+    if (rc < 0 && !err[0])
+        err_set(err, rc, "the model could not be resolved (%s)", strerror(-rc));
     if (rc < 0)
         return GRPC_STATUS_INTERNAL;
     c->t = t;
