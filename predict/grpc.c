@@ -17,15 +17,17 @@
  * until its tag comes back, so notify never sees a freed call, and the queue is shut down only
  * after every call is freed, so the tag always has a queue to land on.
  *
+ * This file is the server, its thread and a call's life; predict/grpc_call.c decodes, checks
+ * and answers the two methods' requests; predict/tfs_msg.c turns messages into floats and back.
+ *
  * Stop: a flag, grpc_server_shutdown_and_notify and grpc_server_cancel_all_calls from the
  * stopping thread; our thread stops asking for new calls, frees each call as its tag returns
  * (calls waiting on the engine are answered by the engine first: it is still running, as
  * grpc.h requires), and when the server's shutdown tag has come and no call is left, shuts the
  * queue down, drains it and returns. */
-#include "predict/grpc.h"
+#include "predict/grpc_priv.h"
 
 #include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
@@ -36,57 +38,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
-#include "predict/tfs_msg.h"
 #include "util/err.h"
-
-#define GRPC_MAX_RECEIVE (64 << 20)  /* bytes of one request message */
-#define GRPC_MAX_VALUES  (64u << 20) /* input values of one request */
-#define GRPC_MAX_ROWS    (64u << 20) /* bytes of one request's prepared rows */
-#define GRPC_TOKEN_MAX   4096
 
 #define METHOD_PREDICT  "/tensorflow.serving.PredictionService/Predict"
 #define METHOD_METADATA "/tensorflow.serving.PredictionService/GetModelMetadata"
-
-enum call_state { ST_NEW, ST_READ, ST_WAIT, ST_FINISH };
-
-typedef struct gcall {
-    predict_grpc *g;
-    struct gcall *prev, *next; /* g->calls: every call not yet freed */
-    enum call_state state;
-    pthread_mutex_t mu; /* orders notify's empty batch against our start_batch */
-    grpc_call *call;
-    grpc_call_details details;
-    grpc_metadata_array md;
-    grpc_byte_buffer *recv, *send;
-    grpc_slice status_details;
-    int cancelled;         /* RECV_CLOSE_ON_SERVER: the client cancelled or went away */
-    grpc_status_code code; /* the status sent, for the log line */
-    const char *method;    /* for the log line */
-    char model[256];
-    int64_t version;
-    predict_target t;
-    predict_model *m;
-    predict_req *req;
-    size_t rows;
-    struct timespec t0;
-} gcall;
-
-struct predict_grpc {
-    predict_grpc_opts o;
-    char *cert, *key;
-    grpc_server *server;
-    grpc_completion_queue *cq;
-    pthread_t thread;
-    int thread_started;
-    int port;
-    atomic_int stopping;
-    int server_down; /* the shutdown tag came back */
-    int shutdown_tag;
-    gcall *calls;
-};
 
 static const char *const status_names[] = {
     "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
@@ -191,10 +148,8 @@ static void call_request(predict_grpc *g)
     }
 }
 
-/* Answers the call: status code with detail, and payload (taken; NULL: none) when code is OK.
- * The call is freed when the batch completes. */
-static void call_reply(gcall *c, grpc_status_code code, const char *detail, uint8_t *payload,
-                       size_t len)
+void predict_grpc_call_reply(gcall *c, grpc_status_code code, const char *detail, uint8_t *payload,
+                             size_t len)
 {
     grpc_op ops[4];
     size_t n = 0;
@@ -229,306 +184,6 @@ static void call_reply(gcall *c, grpc_status_code code, const char *detail, uint
         call_log(c, code, line);
         call_free(c);
     }
-}
-
-/* ---- requests ---- */
-
-/* The bearer token of the call's `authorization` metadata into tok; NULL when there is none. */
-static const char *call_token(const gcall *c, char *tok, size_t cap)
-{
-    for (size_t i = 0; i < c->md.count; i++) {
-        const grpc_metadata *md = &c->md.metadata[i];
-        if (grpc_slice_str_cmp(md->key, "authorization") != 0)
-            continue;
-        size_t len = GRPC_SLICE_LENGTH(md->value);
-        const char *v = (const char *)GRPC_SLICE_START_PTR(md->value);
-        if (len < 7 || strncasecmp(v, "Bearer ", 7) != 0)
-            return NULL;
-        v += 7;
-        len -= 7;
-        while (len > 0 && (*v == ' ' || *v == '\t')) {
-            v++;
-            len--;
-        }
-        while (len > 0 && (v[len - 1] == ' ' || v[len - 1] == '\t'))
-            len--;
-        if (len == 0 || len >= cap || memchr(v, '\0', len))
-            return NULL;
-        memcpy(tok, v, len);
-        tok[len] = '\0';
-        return tok;
-    }
-    return NULL;
-}
-
-/* Checks model_spec and resolves it for the caller: 0 and c->t, or a status with err. */
-static grpc_status_code call_resolve(gcall *c, const Tensorflow__Serving__ModelSpec *spec,
-                                     char *err)
-{
-    predict_grpc *g = c->g;
-    if (!spec || !spec->name || !spec->name[0]) {
-        err_set(err, -EINVAL, "model_spec.name is required");
-        return GRPC_STATUS_INVALID_ARGUMENT;
-    }
-    snprintf(c->model, sizeof c->model, "%s", spec->name);
-    if (spec->signature_name && spec->signature_name[0] &&
-        strcmp(spec->signature_name, TFS_SIGNATURE) != 0) {
-        err_set(err, -EINVAL, "model_spec.signature_name \"%.100s\" is not served; use \"%s\"",
-                spec->signature_name, TFS_SIGNATURE);
-        return GRPC_STATUS_INVALID_ARGUMENT;
-    }
-    int64_t version = 0;
-    if (spec->version_choice_case ==
-        TENSORFLOW__SERVING__MODEL_SPEC__VERSION_CHOICE_VERSION_LABEL) {
-        err_set(err, -EINVAL, "model_spec.version_label is not supported; give model_spec.version");
-        return GRPC_STATUS_INVALID_ARGUMENT;
-    }
-    if (spec->version_choice_case == TENSORFLOW__SERVING__MODEL_SPEC__VERSION_CHOICE_VERSION &&
-        spec->version) {
-        version = spec->version->value;
-        if (version < 1) {
-            err_set(err, -EINVAL, "model_spec.version is %lld; versions start at 1",
-                    (long long)version);
-            return GRPC_STATUS_INVALID_ARGUMENT;
-        }
-    }
-    char tokbuf[GRPC_TOKEN_MAX];
-    const char *token = call_token(c, tokbuf, sizeof tokbuf);
-    predict_target t;
-    memset(&t, 0, sizeof t);
-    err[0] = '\0';
-    int rc = g->o.resolve(g->o.user, token, spec->name, version, &t, err);
-    if (rc == -EPERM && !err[0])
-        err_set(err, rc, "a token is needed: send `authorization: Bearer <token>` metadata");
-    if (rc == -EPERM)
-        return GRPC_STATUS_UNAUTHENTICATED;
-    if (rc == -EACCES)
-        return GRPC_STATUS_PERMISSION_DENIED;
-    if (rc == -ENOENT)
-        return GRPC_STATUS_NOT_FOUND;
-    if (rc < 0 && !err[0])
-        err_set(err, rc, "the model could not be resolved (%s)", strerror(-rc));
-    if (rc < 0)
-        return GRPC_STATUS_INTERNAL;
-    c->t = t;
-    return GRPC_STATUS_OK;
-}
-
-/* The model of c->t from the engine into c->m. */
-static grpc_status_code call_model(gcall *c, char *err)
-{
-    int rc = predict_model_get(c->g->o.engine, c->t.key, c->t.path, &c->m, err);
-    if (rc == -ENOENT)
-        return GRPC_STATUS_NOT_FOUND;
-    if (rc == -ENOTSUP)
-        return GRPC_STATUS_FAILED_PRECONDITION;
-    if (rc == -E2BIG)
-        return GRPC_STATUS_RESOURCE_EXHAUSTED;
-    if (rc == -ECANCELED)
-        return GRPC_STATUS_UNAVAILABLE;
-    if (rc < 0)
-        return GRPC_STATUS_INTERNAL;
-    return GRPC_STATUS_OK;
-}
-
-static void call_metadata(gcall *c, const uint8_t *msg, size_t len)
-{
-    char err[ERR_LEN] = "";
-    Tensorflow__Serving__GetModelMetadataRequest *req =
-        tensorflow__serving__get_model_metadata_request__unpack(NULL, len, msg);
-    if (!req) {
-        call_reply(c, GRPC_STATUS_INVALID_ARGUMENT,
-                   "the request is not a GetModelMetadataRequest message", NULL, 0);
-        return;
-    }
-    grpc_status_code code = GRPC_STATUS_OK;
-    if (req->n_metadata_field == 0) {
-        err_set(err, -EINVAL, "metadata_field is empty; ask for \"signature_def\"");
-        code = GRPC_STATUS_INVALID_ARGUMENT;
-    }
-    for (size_t i = 0; code == GRPC_STATUS_OK && i < req->n_metadata_field; i++) {
-        if (strcmp(req->metadata_field[i], "signature_def") != 0) {
-            err_set(err, -EINVAL,
-                    "metadata_field \"%.100s\" is not supported; ask for "
-                    "\"signature_def\"",
-                    req->metadata_field[i]);
-            code = GRPC_STATUS_INVALID_ARGUMENT;
-        }
-    }
-    if (code == GRPC_STATUS_OK)
-        code = call_resolve(c, req->model_spec, err);
-    tensorflow__serving__get_model_metadata_request__free_unpacked(req, NULL);
-    if (code == GRPC_STATUS_OK)
-        code = call_model(c, err);
-    if (code != GRPC_STATUS_OK) {
-        call_reply(c, code, err, NULL, 0);
-        return;
-    }
-    uint8_t *buf;
-    size_t n;
-    if (tfs_metadata_response(c->t.name, c->t.version, predict_model_info(c->m), &buf, &n) < 0) {
-        call_reply(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the response", NULL, 0);
-        return;
-    }
-    call_reply(c, GRPC_STATUS_OK, NULL, buf, n);
-}
-
-/* Runs on the engine thread: hands the finished request back to ours (see the top). */
-static void call_notify(void *arg)
-{
-    gcall *c = arg;
-    pthread_mutex_lock(&c->mu);
-    grpc_call_start_batch(c->call, NULL, 0, c, NULL);
-    pthread_mutex_unlock(&c->mu);
-}
-
-/* The input tensor of a PredictRequest: the only one, under any name. */
-static const Tensorflow__Serving__PredictRequest__InputsEntry *
-predict_input(const Tensorflow__Serving__PredictRequest *req, char *err)
-{
-    if (req->n_inputs == 1)
-        return req->inputs[0];
-    if (req->n_inputs == 0)
-        err_set(err, -EINVAL, "inputs is empty; give one tensor, \"%s\"", TFS_INPUT);
-    else
-        err_set(err, -EINVAL, "inputs holds %zu tensors; the model takes one, \"%s\"",
-                req->n_inputs, TFS_INPUT);
-    return NULL;
-}
-
-/* Decodes, checks and prepares the request's rows, and submits them: ST_WAIT, or a status. */
-static grpc_status_code predict_start(gcall *c, const Tensorflow__Serving__PredictRequest *req,
-                                      char *err)
-{
-    for (size_t i = 0; i < req->n_output_filter; i++) {
-        if (strcmp(req->output_filter[i], TFS_OUTPUT) != 0) {
-            err_set(err, -EINVAL, "output_filter names \"%.100s\"; the only output is \"%s\"",
-                    req->output_filter[i], TFS_OUTPUT);
-            return GRPC_STATUS_INVALID_ARGUMENT;
-        }
-    }
-    grpc_status_code code = call_resolve(c, req->model_spec, err);
-    if (code != GRPC_STATUS_OK)
-        return code;
-    const Tensorflow__Serving__PredictRequest__InputsEntry *in = predict_input(req, err);
-    if (!in)
-        return GRPC_STATUS_INVALID_ARGUMENT;
-    code = call_model(c, err);
-    if (code != GRPC_STATUS_OK)
-        return code;
-    const predict_info *info = predict_model_info(c->m);
-
-    float *vals = NULL, *rows = NULL;
-    int64_t dims[TFS_MAX_DIMS];
-    int ndim = 0;
-    int rc = tfs_tensor_floats(in->value, in->key, GRPC_MAX_VALUES, &vals, dims, &ndim, err);
-    if (rc < 0) {
-        code = rc == -ENOMEM ? GRPC_STATUS_RESOURCE_EXHAUSTED : GRPC_STATUS_INVALID_ARGUMENT;
-        goto out;
-    }
-    size_t n = (size_t)dims[0];
-    size_t per_row = (size_t)info->inputs * sizeof(float);
-    if (per_row == 0 || n > GRPC_MAX_ROWS / per_row) {
-        err_set(err, -EINVAL,
-                "inputs[\"%s\"] has %zu instances; this model takes at most %zu "
-                "in one request",
-                in->key, n, per_row ? GRPC_MAX_ROWS / per_row : 0);
-        code = GRPC_STATUS_INVALID_ARGUMENT;
-        goto out;
-    }
-    rows = malloc(n * per_row);
-    if (!rows) {
-        err_set(err, -ENOMEM, "out of memory for %zu rows", n);
-        code = GRPC_STATUS_RESOURCE_EXHAUSTED;
-        goto out;
-    }
-    char perr[ERR_LEN] = "";
-    rc = predict_prepare(info, vals, n, dims + 1, ndim - 1, rows, perr);
-    if (rc < 0) {
-        err_set(err, rc, "inputs[\"%s\"]: %s", in->key, perr);
-        code = GRPC_STATUS_INVALID_ARGUMENT;
-        goto out;
-    }
-    c->rows = n;
-    c->state = ST_WAIT; /* before submit: notify may run before it returns */
-    rc = predict_submit(c->g->o.engine, c->m, rows, n, call_notify, c, &c->req, err);
-    if (rc < 0) {
-        c->state = ST_READ;
-        code = rc == -ECANCELED ? GRPC_STATUS_UNAVAILABLE : GRPC_STATUS_RESOURCE_EXHAUSTED;
-    }
-out:
-    free(vals);
-    free(rows);
-    return code;
-}
-
-static void call_predict(gcall *c, const uint8_t *msg, size_t len)
-{
-    char err[ERR_LEN] = "";
-    Tensorflow__Serving__PredictRequest *req =
-        tensorflow__serving__predict_request__unpack(NULL, len, msg);
-    if (!req) {
-        call_reply(c, GRPC_STATUS_INVALID_ARGUMENT, "the request is not a PredictRequest message",
-                   NULL, 0);
-        return;
-    }
-    grpc_status_code code = predict_start(c, req, err);
-    tensorflow__serving__predict_request__free_unpacked(req, NULL);
-    if (code != GRPC_STATUS_OK)
-        call_reply(c, code, err, NULL, 0);
-}
-
-/* The engine finished c's request (ST_WAIT's tag): the answer, or why not. */
-static void call_predict_done(gcall *c)
-{
-    char err[ERR_LEN] = "";
-    const float *out;
-    int rc = predict_req_result(c->req, &out, err);
-    if (rc < 0) {
-        call_reply(c, rc == -ENOMEM ? GRPC_STATUS_RESOURCE_EXHAUSTED : GRPC_STATUS_UNAVAILABLE, err,
-                   NULL, 0);
-        return;
-    }
-    uint8_t *buf;
-    size_t n;
-    int k = predict_model_info(c->m)->outputs;
-    if (tfs_predict_response(c->t.name, c->t.version, out, c->rows, k, &buf, &n) < 0) {
-        call_reply(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the response", NULL, 0);
-        return;
-    }
-    call_reply(c, GRPC_STATUS_OK, NULL, buf, n);
-}
-
-/* The request message arrived (ST_READ's tag): dispatch on the method (known since ST_NEW). */
-static void call_read(gcall *c)
-{
-    if (!c->method) {
-        char *m = grpc_slice_to_c_string(c->details.method);
-        char detail[300];
-        snprintf(detail, sizeof detail, "the method %.200s is not served", m ? m : "?");
-        gpr_free(m);
-        call_reply(c, GRPC_STATUS_UNIMPLEMENTED, detail, NULL, 0);
-        return;
-    }
-    if (!c->recv) {
-        call_reply(c, GRPC_STATUS_INVALID_ARGUMENT, "the call carried no request message", NULL, 0);
-        return;
-    }
-    grpc_byte_buffer_reader r;
-    if (!grpc_byte_buffer_reader_init(&r, c->recv)) {
-        call_reply(c, GRPC_STATUS_INVALID_ARGUMENT, "the request message could not be read", NULL,
-                   0);
-        return;
-    }
-    grpc_slice s = grpc_byte_buffer_reader_readall(&r);
-    grpc_byte_buffer_reader_destroy(&r);
-    grpc_byte_buffer_destroy(c->recv);
-    c->recv = NULL;
-    if (strcmp(c->method, "Predict") == 0)
-        call_predict(c, GRPC_SLICE_START_PTR(s), GRPC_SLICE_LENGTH(s));
-    else
-        call_metadata(c, GRPC_SLICE_START_PTR(s), GRPC_SLICE_LENGTH(s));
-    grpc_slice_unref(s);
 }
 
 /* ---- the thread ---- */
@@ -568,7 +223,7 @@ static void on_tag(predict_grpc *g, gcall *c, int ok)
             call_free(c);
             return;
         }
-        call_read(c);
+        predict_grpc_call_read(c);
         return;
     case ST_WAIT:
         if (stopping) {
@@ -576,7 +231,7 @@ static void on_tag(predict_grpc *g, gcall *c, int ok)
             call_free(c);
             return;
         }
-        call_predict_done(c);
+        predict_grpc_call_done(c);
         return;
     case ST_FINISH: {
         char *detail = grpc_slice_to_c_string(c->status_details);
@@ -588,7 +243,7 @@ static void on_tag(predict_grpc *g, gcall *c, int ok)
     }
 }
 
-static void *grpc_thread(void *arg)
+static void *server_thread(void *arg)
 {
     predict_grpc *g = arg;
     int queue_down = 0;
@@ -612,7 +267,7 @@ static void *grpc_thread(void *arg)
 
 /* ---- start and stop ---- */
 
-static void grpc_free(predict_grpc *g)
+static void server_free(predict_grpc *g)
 {
     if (g->server)
         grpc_server_destroy(g->server);
@@ -655,7 +310,7 @@ int predict_grpc_start(const predict_grpc_opts *o, predict_grpc **out, char *err
     grpc_arg args[2];
     args[0].type = GRPC_ARG_INTEGER;
     args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-    args[0].value.integer = GRPC_MAX_RECEIVE;
+    args[0].value.integer = PREDICT_GRPC_MAX_RECEIVE;
     args[1].type = GRPC_ARG_INTEGER; /* a port in use is an error, not shared */
     args[1].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
     args[1].value.integer = 0;
@@ -693,19 +348,19 @@ int predict_grpc_start(const predict_grpc_opts *o, predict_grpc **out, char *err
     }
     grpc_server_start(g->server);
     call_request(g);
-    if (pthread_create(&g->thread, NULL, grpc_thread, g) != 0) {
+    if (pthread_create(&g->thread, NULL, server_thread, g) != 0) {
         rc = err_set(err, -EAGAIN, "could not start the gRPC thread");
         atomic_store(&g->stopping, 1);
         grpc_server_shutdown_and_notify(g->server, g->cq, &g->shutdown_tag);
         grpc_server_cancel_all_calls(g->server);
-        grpc_thread(g); /* drains the queue on this thread instead */
+        server_thread(g); /* drains the queue on this thread instead */
         goto fail;
     }
     g->thread_started = 1;
     *out = g;
     return 0;
 fail:
-    grpc_free(g);
+    server_free(g);
     return rc;
 }
 
@@ -722,5 +377,5 @@ void predict_grpc_stop(predict_grpc *g)
     grpc_server_shutdown_and_notify(g->server, g->cq, &g->shutdown_tag);
     grpc_server_cancel_all_calls(g->server);
     pthread_join(g->thread, NULL);
-    grpc_free(g);
+    server_free(g);
 }
