@@ -160,7 +160,7 @@ static void call_metadata(gcall *c, const uint8_t *msg, size_t len)
     predict_grpc_call_reply(c, GRPC_STATUS_OK, NULL, buf, n);
 }
 
-/* Runs on the engine thread: hands the finished request back to ours (see the top). */
+/* Runs on the engine thread: hands the finished request back to ours (grpc.c's top comment). */
 static void call_notify(void *arg)
 {
     gcall *c = arg;

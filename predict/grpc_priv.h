@@ -1,6 +1,7 @@
 /* predict/grpc_priv: what predict/grpc.c (the server, its thread, a call's life) and
  * predict/grpc_call.c (the two methods' requests and answers) share. Everything here runs on
- * the gRPC thread, except call_notify's use of a call's mutex (see grpc.c). */
+ * the gRPC thread, except call_notify (grpc_call.c), which the engine thread runs: it takes the
+ * call's mutex and starts an empty batch (grpc.c says why). */
 #ifndef TRAINYARD_PREDICT_GRPC_PRIV_H
 #define TRAINYARD_PREDICT_GRPC_PRIV_H
 
