@@ -8,6 +8,7 @@ model.onnx, fed the rows standardised as training did.
 The client needs tensorflow, whose numpy the main test venv (Debian's torch) must not get, so
 it lives in its own venv, .venv-tf (.ci/run makes it), and runs as a subprocess; without it
 these tests skip."""
+import io
 import json
 import pathlib
 import shutil
@@ -55,8 +56,9 @@ def trained(svc, session, url, name):
     return job
 
 
-def onnx_outputs(svc, job, x):
-    """model.onnx of the job in onnxruntime on x standardised as the job's training did."""
+def onnx_outputs(svc, job, x, image=False):
+    """model.onnx of the job in onnxruntime on x standardised as the job's training did; image:
+    x holds [N, H, W, C] pixels of 0..255, scaled to 0..1 and put channels first for ONNX."""
     ort = pytest.importorskip("onnxruntime", reason="the ONNX check needs onnxruntime (PyPI)")
     from safetensors import safe_open
 
@@ -69,13 +71,17 @@ def onnx_outputs(svc, job, x):
     with safe_open(str(folder / "model.safetensors"), "np") as f:
         std = json.loads(f.metadata()["trainyard.standardization"])
     rows = np.asarray(x, dtype=np.float32)
+    if image:
+        rows = rows / np.float32(255)
     if std:
         rows = (rows - np.array(std["mean"], dtype=np.float32)) / np.array(std["std"],
                                                                              dtype=np.float32)
     session = ort.InferenceSession(str(folder / "model.onnx"),
                                    providers=["CPUExecutionProvider"])
     (inp,), (out,) = session.get_inputs(), session.get_outputs()
-    return session.run([out.name], {inp.name: rows.astype(np.float32)})[0]
+    if image:
+        rows = rows.transpose(0, 3, 1, 2)
+    return session.run([out.name], {inp.name: np.ascontiguousarray(rows, np.float32)})[0]
 
 
 def test_predict_and_metadata_as_tensorflow_serving_clients_call_them(serve, blobs, tf_python):
@@ -86,19 +92,9 @@ def test_predict_and_metadata_as_tensorflow_serving_clients_call_them(serve, blo
     job = trained(svc, svc.session(alice_token), blobs, "blobs-grpc")
     assert job["model"] == {"name": "blobs-grpc", "version": 1}
 
-    x = np.random.default_rng(5).normal(2, 2, size=(17, 2)).round(3)
-    ints = x.round().astype(int)
-    call = {"model": "blobs-grpc", "token": alice_token}
-    meta, first, pinned, doubles, int32s, int64s = grpc_calls(tf_python, port, [
-        {"method": "metadata", **call},
-        {"method": "predict", **call, "x": x.tolist()},
-        {"method": "predict", **call, "version": 1, "x": x[:1].tolist()},
-        {"method": "predict", **call, "x": x.tolist(), "dtype": "float64"},
-        {"method": "predict", **call, "x": ints.tolist(), "dtype": "int32", "input": "rows"},
-        {"method": "predict", **call, "x": ints.tolist(), "dtype": "int64"},
-    ])
-
     # GetModelMetadata says how to call it: one input, one output, their dtypes and shapes.
+    call = {"model": "blobs-grpc", "token": alice_token}
+    (meta,) = grpc_calls(tf_python, port, [{"method": "metadata", **call}])
     assert meta["ok"], meta
     assert meta["type_url"] == "type.googleapis.com/tensorflow.serving.SignatureDefMap"
     assert meta["method_name"] == "tensorflow/serving/predict"
@@ -109,6 +105,17 @@ def test_predict_and_metadata_as_tensorflow_serving_clients_call_them(serve, blo
     assert (input_name, output_name) == ("inputs", "outputs")
     assert spec_in == {"dtype": "float32", "shape": [-1, 2]}
     assert spec_out == {"dtype": "float32", "shape": [-1, 3]}
+
+    x = np.random.default_rng(5).normal(2, 2, size=(17, 2)).round(3)
+    ints = x.round().astype(int)
+    call["input"] = input_name
+    first, pinned, doubles, int32s, int64s = grpc_calls(tf_python, port, [
+        {"method": "predict", **call, "x": x.tolist()},
+        {"method": "predict", **call, "version": 1, "x": x[:1].tolist()},
+        {"method": "predict", **call, "x": x.tolist(), "dtype": "float64"},
+        {"method": "predict", **call, "x": ints.tolist(), "dtype": "int32", "input": "rows"},
+        {"method": "predict", **call, "x": ints.tolist(), "dtype": "int64"},
+    ])
 
     # Predict gives what onnxruntime gives on model.onnx, whatever the input's dtype.
     want = onnx_outputs(svc, job, x)
@@ -168,3 +175,57 @@ def test_predict_over_tls_with_serves_certificate(serve, blobs, tf_python, tmp_p
     assert result["ok"], result
     got = np.array(result["outputs"]["outputs"]["values"])
     assert np.abs(got - onnx_outputs(svc, job, x)).max() < 1e-5
+
+
+def test_an_image_model_takes_8_bit_pixels_and_resizes(serve, data_server, tf_python):
+    """An image model: its signature is [-1, h, w, c]; uint8 pixels (and the same values as
+    float32) give onnxruntime's outputs on the pixels scaled and standardised as training did;
+    images of another size are resized bilinearly first, as PyTorch's interpolate does."""
+    folder, base = data_server
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 3, 240)
+    x = np.clip(rng.normal(60, 30, (240, 8, 8, 3)) + (y[:, None, None, None] == np.arange(3))
+                * 120, 0, 255).astype(np.uint8)
+    buf = io.BytesIO()
+    np.savez(buf, x_train=x, y_train=y)
+    (folder / "grpc-images.npz").write_bytes(buf.getvalue())
+    port = free_port()
+    svc = serve("--grpc-port", str(port))
+    token = svc.token("dana", "user")
+    r = svc.session(token).post(f"{svc.url}/train", json={
+        "name": "colours", "dataset_url": f"{base}/grpc-images.npz",
+        "dataset": {"format": "npz", "scale": "standardize"},
+        "model": {"input_shape": [8, 8, 3],
+                  "layers": [{"type": "conv2d", "filters": 4, "kernel_size": 3,
+                              "activation": "relu"},
+                             {"type": "flatten"},
+                             {"type": "dense", "units": 3, "activation": "softmax"}]},
+        "hyperparameters": {"epochs": 2, "validation_split": 0.2}})
+    assert r.status_code == 202, r.text
+    job = wait_for(svc, r.json()["id"], {"succeeded", "failed", "cancelled"})
+    assert job["status"] == "succeeded", job
+
+    probe = x[:5]
+    big = np.clip(rng.normal(100, 50, (2, 12, 10, 3)), 0, 255).astype(np.uint8)
+    call = {"model": "colours", "token": token}
+    meta, pixels, floats, resized = grpc_calls(tf_python, port, [
+        {"method": "metadata", **call},
+        {"method": "predict", **call, "x": probe.tolist(), "dtype": "uint8"},
+        {"method": "predict", **call, "x": probe.tolist(), "dtype": "float32"},
+        {"method": "predict", **call, "x": big.tolist(), "dtype": "uint8"},
+    ])
+    assert meta["inputs"] == {"inputs": {"dtype": "float32", "shape": [-1, 8, 8, 3]}}
+    assert meta["outputs"] == {"outputs": {"dtype": "float32", "shape": [-1, 3]}}
+    want = onnx_outputs(svc, job, probe, image=True)
+    for result in (pixels, floats):
+        assert result["ok"], result
+        got = np.array(result["outputs"]["outputs"]["values"])
+        assert np.abs(got - want).max() < 1e-5, (got, want)
+
+    torch = pytest.importorskip("torch", reason="the resize check needs PyTorch (python3-torch)")
+    assert resized["ok"], resized
+    small = torch.nn.functional.interpolate(
+        torch.from_numpy(big.astype(np.float32)).permute(0, 3, 1, 2), size=(8, 8),
+        mode="bilinear", align_corners=False).permute(0, 2, 3, 1).numpy()
+    got = np.array(resized["outputs"]["outputs"]["values"])
+    assert np.abs(got - onnx_outputs(svc, job, small, image=True)).max() < 1e-5
