@@ -226,6 +226,11 @@ static void on_tag(predict_grpc *g, gcall *c, int ok)
         predict_grpc_call_read(c);
         return;
     case ST_WAIT:
+        /* notify posted this tag holding c->mu, so taking it here orders everything the engine
+         * thread wrote before notify (the answer) before what we read next, in our own code
+         * rather than through gRPC's queue alone */
+        pthread_mutex_lock(&c->mu);
+        pthread_mutex_unlock(&c->mu);
         if (stopping) {
             call_log(c, GRPC_STATUS_CANCELLED, "the server is stopping");
             call_free(c);
