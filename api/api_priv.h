@@ -70,6 +70,14 @@ int api_artifacts_upload(http_req *r, void *app);
 int api_models_list(http_req *r, void *app);
 int api_models_status(http_req *r, void *app);
 int api_models_version_status(http_req *r, void *app);
+/* api/predict.c: TensorFlow Serving's REST predict, classify and regress; a job's predict */
+int api_predict(http_req *r, void *app);
+int api_predict_version(http_req *r, void *app);
+int api_classify(http_req *r, void *app);
+int api_classify_version(http_req *r, void *app);
+int api_regress(http_req *r, void *app);
+int api_regress_version(http_req *r, void *app);
+int api_jobs_predict(http_req *r, void *app);
 /* api/code.c: users' code for script jobs */
 #define API_CODE_MAX_DEFAULT (64ull << 20) /* POST /code bodies when app.max_code_bytes is 0 */
 int api_code_upload(http_req *r, void *app);

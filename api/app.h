@@ -11,11 +11,14 @@
 #include <stdint.h>
 
 #include "api/telemetry.h"
+#include "predict/grpc.h"
 #include "http/http.h"
 #include "util/datadir.h"
 #include "util/secret.h"
 
 struct db;
+
+#define API_PREDICT_SIGNALS 8 /* the signals predict requests park on, spread over them */
 
 typedef struct app {
     /* The data directory and the paths in it that the handlers use (util/datadir.h). */
@@ -35,6 +38,10 @@ typedef struct app {
     int max_queued_per_token;    /* queued jobs one token may have; 0: no limit */
     telemetry stats;             /* GET /metrics; telemetry_init() before serving */
     const char *version;
+    /* Serve's inference engine (predict/predict.h), NULL when predictions are off; predict
+     * requests park on predicted[i], which the engine raises when their answer is there. */
+    predict_engine *predict;
+    http_signal *predicted[API_PREDICT_SIGNALS];
     volatile int stopping; /* set by serve on SIGTERM/SIGINT: submits and leases get 503 */
     /* Where job transitions are logged, one line each; NULL: nowhere. */
     void (*log)(const char *line);
@@ -59,6 +66,12 @@ int api_sweep(app *a, int64_t now, char *err);
  * err filled. */
 int api_workers_lost(app *a, const char *token_id, const char *name, const char *why, int64_t now,
                      char *err);
+
+/* Resolves a model for a caller known only by its bearer token (gRPC's metadata), with the
+ * REST API's rules: admin and user tokens, a user's own models; predict/grpc.h's
+ * predict_resolve_fn with app as its user. */
+int api_predict_resolve(app *a, const char *token, const char *name, int64_t version,
+                        predict_target *t, char *err);
 
 /* The route table of every endpoint in openapi.yaml. */
 const http_route *api_routes(size_t *n);

@@ -22,6 +22,7 @@
 /* A heartbeat holds up to API_MAX_LOG_LINES lines of API_LOG_LINE_CHARS characters, each of
  * which may take 6 bytes of JSON escaping, plus its epochs. */
 #define API_HEARTBEAT_MAX_BODY (8u << 20)
+#define API_PREDICT_MAX_BODY   (32u << 20) /* instances, images in base64 among them */
 
 static const http_route api_route_table[] = {
     /* jobs */
@@ -39,6 +40,17 @@ static const http_route api_route_table[] = {
     {"GET", "/models", api_models_list, 0, 0, API_USERS},
     {"GET", "/v1/models/{name}", api_models_status, 0, 0, API_USERS},
     {"GET", "/v1/models/{name}/versions/{version}", api_models_version_status, 0, 0, API_USERS},
+    /* predictions (api/predict.c): TensorFlow Serving's REST paths, and one job's model */
+    {"POST", "/v1/models/{name}:predict", api_predict, API_PREDICT_MAX_BODY, 0, API_USERS},
+    {"POST", "/v1/models/{name}/versions/{version}:predict", api_predict_version,
+     API_PREDICT_MAX_BODY, 0, API_USERS},
+    {"POST", "/v1/models/{name}:classify", api_classify, API_PREDICT_MAX_BODY, 0, API_USERS},
+    {"POST", "/v1/models/{name}/versions/{version}:classify", api_classify_version,
+     API_PREDICT_MAX_BODY, 0, API_USERS},
+    {"POST", "/v1/models/{name}:regress", api_regress, API_PREDICT_MAX_BODY, 0, API_USERS},
+    {"POST", "/v1/models/{name}/versions/{version}:regress", api_regress_version,
+     API_PREDICT_MAX_BODY, 0, API_USERS},
+    {"POST", "/jobs/{id}/predict", api_jobs_predict, API_PREDICT_MAX_BODY, 0, API_USERS},
     /* code of script jobs: uploaded by users with the scripts right, fetched by workers */
     {"POST", "/code", api_code_upload, API_ARTIFACT_MAX_BODY, 1, API_USERS},
     {"GET", "/code/{address}", api_code_get, 0, 0, API_WORKERS},

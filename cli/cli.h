@@ -39,6 +39,8 @@ int cmd_download(int argc, char **argv);
 int cmd_workers(int argc, char **argv);
 /* trainyard devices --remote: the devices of the server's workers. */
 int cmd_devices_remote(int argc, char **argv);
+/* trainyard predict NAME|JOB_ID FILE.json|-: a trained model's predictions. */
+int cmd_predict(int argc, char **argv);
 
 /* Parses a byte count for cmd's flag: digits, optionally followed by K, M, G or T (binary
  * multiples); 0 or a negative code after saying what is wrong on stderr. */

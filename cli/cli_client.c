@@ -57,6 +57,17 @@ int cli_conn_flag(cli_conn *o, int argc, char **argv, int *i)
     return 1;
 }
 
+int cli_common_word(cli_conn *o, const char *help, int argc, char **argv, int *i)
+{
+    const char *w = argv[*i];
+    if (!strcmp(w, "--help") || !strcmp(w, "-h")) {
+        fputs(help, stdout);
+        fputs("\n" CLI_CONN_HELP, stdout);
+        return 2;
+    }
+    return cli_conn_flag(o, argc, argv, i);
+}
+
 int cli_usage_error(const cli_conn *o, const char *what, const char *a)
 {
     fprintf(stderr, "trainyard %s: %s '%s' (try --help)\n", o->cmd, what, a);

@@ -54,6 +54,9 @@ void cli_conn_init(cli_conn *o, const char *cmd);
 /* Takes argv[*i] when it is a connection flag (moving *i past its value): 1 taken, 0 not one
  * of them, -1 a flag without its value (said on stderr). */
 int cli_conn_flag(cli_conn *o, int argc, char **argv, int *i);
+/* cli_conn_flag, and --help/-h (help, then CLI_CONN_HELP, printed on stdout): 1 a connection
+ * flag taken, 2 help printed (the command exits 0), 0 neither, -1 a flag without its value. */
+int cli_common_word(cli_conn *o, const char *help, int argc, char **argv, int *i);
 /* Says on stderr that argv's word a is not understood; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const cli_conn *o, const char *what, const char *a);
 /* A client for o (Ctrl-C handling installed); 0, or an exit status after saying why. */

@@ -203,14 +203,11 @@ int cmd_download(int argc, char **argv)
     cli_conn_init(&o, "download");
     for (int i = 1; i < argc; i++) {
         const char *w = argv[i];
-        if (!strcmp(w, "--help") || !strcmp(w, "-h")) {
-            fputs(download_help, stdout);
-            fputs("\n" CLI_CONN_HELP, stdout);
-            return 0;
-        }
-        int taken = cli_conn_flag(&o, argc, argv, &i);
+        int taken = cli_common_word(&o, download_help, argc, argv, &i);
         if (taken < 0)
             return CLI_EXIT_USAGE;
+        if (taken == 2)
+            return 0;
         if (taken)
             continue;
         if (!strcmp(w, "-o") || !strcmp(w, "--output")) {

@@ -68,6 +68,21 @@ static const char usage_text[] =
     "                       open connections one client address may hold; more are refused\n"
     "                       (default 256; 0: no limit, e.g. behind a reverse proxy, where\n"
     "                       every client has the proxy's address)\n"
+    "predictions (trained models answer TensorFlow Serving's REST and gRPC APIs):\n"
+    "  --predict-device D   the OpenCL device serve's own inference runs on: any (a GPU when\n"
+    "                       there is one), gpu, cpu, an index from `trainyard devices`, or\n"
+    "                       none to turn predictions off (default any)\n"
+    "  --predict-memory N   device memory the loaded models may take together; the least\n"
+    "                       recently used one is unloaded past it (K, M, G; default 1G)\n"
+    "  --predict-max-batch N\n"
+    "                       rows one forward pass takes from queued requests (default 32;\n"
+    "                       1: no batching)\n"
+    "  --predict-window-us N\n"
+    "                       how long a request arriving at an idle device waits for others\n"
+    "                       to batch with (default 250; 0: none)\n"
+    "  --grpc-port N        also serve TensorFlow Serving's gRPC PredictionService (Predict,\n"
+    "                       GetModelMetadata) on this port (0 picks a free one and prints it),\n"
+    "                       with TLS when --tls-cert is given; default: no gRPC\n"
     "  --shutdown-seconds N on SIGTERM/SIGINT, exit within this long: local workers\n"
     "                       checkpoint their jobs and hand them back to the queue meanwhile\n"
     "                       (default 10)\n"
@@ -93,6 +108,9 @@ int cmd_serve(int argc, char **argv)
     const char *tls_cert = NULL, *tls_key = NULL, *dataset_ca = NULL;
     long port = 8080, workers = -1, lease = 30, stall = 0, threads = 4, every = 10, bound = 10;
     long max_queued = 10000, per_client = 256;
+    long max_batch = 32, window_us = 250, grpc_port = -1;
+    uint64_t predict_memory = 1ull << 30;
+    const char *predict_device = "any";
     uint64_t max_dataset = 0, max_artifact = 4ull << 30, max_code = 64ull << 20;
     const char *max_dataset_text = NULL, *cache_dir = NULL, *cache_bytes_text = NULL;
     const char *s3_endpoint = NULL, *s3_region = NULL;
@@ -165,6 +183,16 @@ int cmd_serve(int argc, char **argv)
             rc = parse_count(a, v, 100000, &per_client);
         else if (!strcmp(a, "--threads"))
             rc = parse_count(a, v, 256, &threads);
+        else if (!strcmp(a, "--predict-device"))
+            predict_device = v;
+        else if (!strcmp(a, "--predict-memory"))
+            rc = cli_bytes("serve", a, v, &predict_memory);
+        else if (!strcmp(a, "--predict-max-batch"))
+            rc = parse_count(a, v, 1024, &max_batch);
+        else if (!strcmp(a, "--predict-window-us"))
+            rc = parse_count(a, v, 100000, &window_us);
+        else if (!strcmp(a, "--grpc-port"))
+            rc = parse_count(a, v, 65535, &grpc_port);
         else if (!strcmp(a, "--shutdown-seconds"))
             rc = parse_count(a, v, 3600, &bound);
         else {
@@ -179,8 +207,9 @@ int cmd_serve(int argc, char **argv)
                         "4G\n");
         return 2;
     }
-    if (lease < 1 || threads < 1) {
-        fprintf(stderr, "trainyard serve: --lease-seconds and --threads must be at least 1\n");
+    if (lease < 1 || threads < 1 || max_batch < 1 || predict_memory == 0) {
+        fprintf(stderr, "trainyard serve: --lease-seconds, --threads, --predict-max-batch and "
+                        "--predict-memory must be at least 1\n");
         return 2;
     }
     if (!tls_cert != !tls_key) {
@@ -234,6 +263,11 @@ int cmd_serve(int argc, char **argv)
                      .max_code_bytes = max_code,
                      .max_queued = max_queued,
                      .threads = threads,
-                     .max_per_client = per_client};
+                     .max_per_client = per_client,
+                     .predict_device = strcmp(predict_device, "none") ? predict_device : NULL,
+                     .predict_memory = predict_memory,
+                     .predict_max_batch = max_batch,
+                     .predict_window_us = window_us,
+                     .grpc_port = grpc_port};
     return serve_run(&so); /* it takes cert_pem and key_pem */
 }

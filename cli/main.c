@@ -18,6 +18,7 @@ static const struct {
     {"logs", cmd_logs, "print a job's log: logs ID [-f]"},
     {"cancel", cmd_cancel, "cancel a queued or running job: cancel ID"},
     {"download", cmd_download, "download an artifact, resumable: download ID [NAME] [-o PATH]"},
+    {"predict", cmd_predict, "ask a trained model: predict NAME|JOB_ID FILE.json|-"},
     {"workers", cmd_workers, "list the server's workers"},
     {"train", cmd_train, "run a training job in this process: train JOB.json --out DIR"},
     {"devices", cmd_devices,

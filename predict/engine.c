@@ -71,6 +71,7 @@ struct predict_engine {
     int dev_rc;
     char dev_err[ERR_LEN], dev_name[128];
     int stopping;
+    int joined; /* predict_engine_stop joined the thread (or is joining it) */
     ocl_ctx *c; /* the engine thread's, but k is read by callers once ready (immutable) */
     kern *k;
     predict_model *models;    /* the table */
@@ -509,6 +510,10 @@ static void *engine_main(void *arg)
     pthread_mutex_lock(&e->mu);
     for (predict_model *m = e->models; m; m = m->next)
         predict_model_unload(m);
+    /* a caller in predict_model_get from now on finds the device gone, not a freed kern */
+    e->dev_state = DEV_FAILED;
+    e->dev_rc = -ECANCELED;
+    snprintf(e->dev_err, sizeof e->dev_err, "the prediction engine is stopping");
     pthread_mutex_unlock(&e->mu);
     kern_free(e->k);
     e->k = NULL;
@@ -566,15 +571,25 @@ int predict_engine_new(const predict_opts *o, predict_engine **out, char *err)
     return 0;
 }
 
-void predict_engine_free(predict_engine *e)
+void predict_engine_stop(predict_engine *e)
 {
     if (!e)
         return;
     pthread_mutex_lock(&e->mu);
+    int joined = e->joined;
     e->stopping = 1;
+    e->joined = 1;
     pthread_cond_broadcast(&e->wake);
     pthread_mutex_unlock(&e->mu);
-    pthread_join(e->thread, NULL);
+    if (!joined)
+        pthread_join(e->thread, NULL);
+}
+
+void predict_engine_free(predict_engine *e)
+{
+    if (!e)
+        return;
+    predict_engine_stop(e);
     predict_model *m = e->models;
     while (m) {
         predict_model *next = m->next;
@@ -664,8 +679,11 @@ int predict_model_get(predict_engine *e, const char *key, const char *path, pred
                       char *err)
 {
     pthread_mutex_lock(&e->mu);
-    predict_model *m = table_find(e, key);
+    int stopping = e->stopping;
+    predict_model *m = stopping ? NULL : table_find(e, key);
     pthread_mutex_unlock(&e->mu);
+    if (stopping)
+        return err_set(err, -ECANCELED, "the prediction engine is stopping");
     if (m) {
         *out = m;
         return 0;

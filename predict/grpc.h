@@ -26,7 +26,7 @@
 typedef struct predict_target {
     char key[64];    /* the engine's key (the publishing job's id) */
     char path[4096]; /* its model.safetensors */
-    char name[256];  /* the model's name */
+    char name[513];  /* the model's name (a job name: 128 characters of UTF-8) */
     int64_t version; /* the version resolved */
 } predict_target;
 
@@ -34,14 +34,14 @@ typedef struct predict_target {
  * fills t, or -EPERM (UNAUTHENTICATED), -EACCES (PERMISSION_DENIED), -ENOENT (NOT_FOUND),
  * another code (INTERNAL), with a sentence in err (ERR_LEN). Runs on the gRPC thread; may block
  * briefly (SQLite). */
-typedef int (*predict_resolve_fn)(void *user, const char *token, const char *name,
-                                  int64_t version, predict_target *t, char *err);
+typedef int (*predict_resolve_fn)(void *user, const char *token, const char *name, int64_t version,
+                                  predict_target *t, char *err);
 
 typedef struct predict_grpc_opts {
-    const char *bind;                /* "127.0.0.1" when NULL */
-    int port;                        /* 0 picks a free one */
-    const char *cert_pem, *key_pem;  /* TLS when both are set (copied) */
-    predict_engine *engine;          /* borrowed */
+    const char *bind;               /* "127.0.0.1" when NULL */
+    int port;                       /* 0 picks a free one */
+    const char *cert_pem, *key_pem; /* TLS when both are set (copied) */
+    predict_engine *engine;         /* borrowed */
     predict_resolve_fn resolve;
     void *user;
     void (*log)(void *user, const char *line); /* a line per call (method, model, status, ms);

@@ -84,8 +84,13 @@ typedef struct predict_req predict_req;
 /* Starts the engine and its thread, which opens the device and builds the kernels in the
  * background (a request that comes first waits for that). -EINVAL for bad options. */
 int predict_engine_new(const predict_opts *o, predict_engine **out, char *err);
-/* Finishes every queued request with -ECANCELED, stops the thread, frees the device side;
- * accepts NULL. Handles still held stay valid until put/released. */
+/* Stops taking requests (predict_submit and predict_model_get answer -ECANCELED from then on),
+ * finishes every queued request with -ECANCELED (notify runs), and joins the thread; the engine
+ * stays valid for the handles and calls still in hand. Accepts NULL; a second call does
+ * nothing. */
+void predict_engine_stop(predict_engine *e);
+/* Stops (as predict_engine_stop) and frees the device side and the engine; accepts NULL.
+ * Handles still held stay valid until put/released. */
 void predict_engine_free(predict_engine *e);
 /* A snapshot of the counters. */
 void predict_engine_stats(predict_engine *e, predict_stats *s);

@@ -45,6 +45,8 @@
 #include "db/artifacts.h"
 #include "db/tokens.h"
 #include "kernels/ocl.h"
+#include "predict/grpc.h"
+#include "predict/predict.h"
 #include "scheduler/supervisor.h"
 #include "util/datadir.h"
 #include "util/err.h"
@@ -95,6 +97,19 @@ typedef struct serve_local {
 
 /* A local worker process ended (crash, kill -9, OOM): the job it held goes back to the queue
  * now rather than when its lease lapses (api_workers_lost, over scheduler/sweeper.h). */
+static void serve_predict_log(void *user, const char *line)
+{
+    char buf[ERR_LEN + 16];
+    snprintf(buf, sizeof buf, "predict: %s", line);
+    log_line(buf);
+}
+
+static int serve_resolve(void *user, const char *token, const char *name, int64_t version,
+                         predict_target *t, char *err)
+{
+    return api_predict_resolve(user, token, name, version, t, err);
+}
+
 static void serve_worker_exited(void *user, const char *name, pid_t pid, const char *how)
 {
     serve_local *l = user;
@@ -363,6 +378,27 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
         }
     }
 
+    /* The devices, listed before the inference engine's thread opens one: the OpenCL ICD
+     * loader's first platform enumeration is not safe from two threads at once. */
+    ocl_device *devs = NULL;
+    size_t ndev = 0;
+    if (ocl_devices_list(&devs, &ndev, err) < 0)
+        log_line(err);
+
+    /* Inference: its own device and thread, opened in the background. */
+    if (o->predict_device) {
+        predict_opts po = {.device = o->predict_device,
+                           .memory_cap = o->predict_memory,
+                           .max_batch = (int)o->predict_max_batch,
+                           .window_us = (int)o->predict_window_us,
+                           .log = serve_predict_log};
+        if (predict_engine_new(&po, &a.predict, err) < 0) {
+            fprintf(stderr, "trainyard serve: %s\n", err);
+            free(devs);
+            return 1;
+        }
+    }
+
     size_t n_routes = 0;
     const http_route *routes = api_routes(&n_routes);
     http_config cfg = {.bind = bind,
@@ -379,16 +415,40 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
                        .max_per_client = (unsigned)per_client,
                        .json_max_depth = api_json_max_depth()};
     int started = http_start(&cfg, &a.http, err); /* it keeps copies */
+    for (int i = 0; started == 0 && i < API_PREDICT_SIGNALS; i++)
+        a.predicted[i] = http_signal_new(a.http);
+    predict_grpc *grpc = NULL;
+    char grpc_err[ERR_LEN] = "";
+    if (started == 0 && o->grpc_port >= 0) {
+        predict_grpc_opts go = {.bind = bind,
+                                .port = (int)o->grpc_port,
+                                .cert_pem = pems->cert_pem,
+                                .key_pem = pems->key_pem,
+                                .engine = a.predict,
+                                .resolve = serve_resolve,
+                                .user = &a,
+                                .log = log_request};
+        if (!a.predict)
+            snprintf(grpc_err, sizeof grpc_err,
+                     "--grpc-port needs predictions on (not --predict-device none)");
+        else if (predict_grpc_start(&go, &grpc, grpc_err) < 0 && !grpc_err[0])
+            snprintf(grpc_err, sizeof grpc_err, "the gRPC server did not start");
+    }
     serve_pem_free(pems->cert_pem);
     serve_pem_free(pems->key_pem);
     pems->cert_pem = pems->key_pem = NULL;
-    if (started == -EINVAL && tls_cert) {
-        fprintf(stderr, "trainyard serve: --tls-cert %s with --tls-key %s: %s\n", tls_cert, tls_key,
-                err);
-        return 1;
-    }
-    if (started < 0) {
-        fprintf(stderr, "trainyard serve: %s\n", err);
+    if (started < 0 || grpc_err[0]) {
+        if (started == -EINVAL && tls_cert)
+            fprintf(stderr, "trainyard serve: --tls-cert %s with --tls-key %s: %s\n", tls_cert,
+                    tls_key, err);
+        else if (started < 0)
+            fprintf(stderr, "trainyard serve: %s\n", err);
+        else
+            fprintf(stderr, "trainyard serve: --grpc-port %ld: %s\n", o->grpc_port, grpc_err);
+        predict_engine_stop(a.predict);
+        http_stop(a.http);
+        predict_engine_free(a.predict);
+        free(devs);
         return 1;
     }
     a.queued = http_signal_new(a.http);
@@ -400,10 +460,6 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
         log_line(err); /* a second serve then names only our pid */
 
     /* Local workers: one per device unless told otherwise. */
-    ocl_device *devs = NULL;
-    size_t ndev = 0;
-    if (ocl_devices_list(&devs, &ndev, err) < 0)
-        log_line(err);
     if (workers < 0)
         workers = (long)ndev;
     supervisor *sup = NULL;
@@ -452,7 +508,11 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     printf("local workers: %ld", workers > 0 && ndev > 0 ? workers : 0L);
     if (workers > 0 && ndev > 0)
         printf(" on %s", devs[0].name);
-    printf("\n%s", admin_note);
+    printf("\n");
+    if (grpc)
+        printf("gRPC PredictionService on %s:%d%s\n", host, predict_grpc_port(grpc),
+               tls_cert ? " (TLS)" : "");
+    printf("%s", admin_note);
     printf(
         "submit a job:\n  curl -X POST %s/train -H \"Authorization: Bearer $(cat %s/admin.token)\" "
         "-H 'Content-Type: application/json' -d @job.json\n",
@@ -470,7 +530,12 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     log_line("stopping: no new jobs; local workers hand their jobs back, then the server closes");
 out:
     supervisor_stop(sup, bound > 1 ? (int)(bound - 1) * 1000 : 0);
+    /* gRPC first (its calls need the engine); the engine's queued requests then finish with
+     * -ECANCELED, raising their signals while the HTTP server still has them */
+    predict_grpc_stop(grpc);
+    predict_engine_stop(a.predict);
     http_stop(a.http);
+    predict_engine_free(a.predict);
     if (t0 > 0) {
         char line[96];
         snprintf(line, sizeof line, "stopped in %.1fs", time_mono() - t0);

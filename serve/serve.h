@@ -32,10 +32,15 @@ typedef struct serve_opts {
                                         script flags), NULL-terminated, or NULL */
     long lease_seconds, checkpoint_seconds, dataset_stall_seconds, shutdown_seconds;
     uint64_t max_artifact_bytes;
-    uint64_t max_code_bytes; /* POST /code bodies; 0: the default, 64 MiB */
-    long max_queued;         /* per token; 0: no limit */
-    long threads;            /* HTTP threads */
-    long max_per_client;     /* connections per client address; 0: no limit */
+    uint64_t max_code_bytes;    /* POST /code bodies; 0: the default, 64 MiB */
+    long max_queued;            /* per token; 0: no limit */
+    long threads;               /* HTTP threads */
+    long max_per_client;        /* connections per client address; 0: no limit */
+    const char *predict_device; /* the inference engine's device (predict_opts.device); NULL:
+                                   predictions off */
+    uint64_t predict_memory;    /* the engine's cap on loaded models' device bytes */
+    long predict_max_batch, predict_window_us;
+    long grpc_port; /* the gRPC PredictionService's port; -1: none, 0: a free one */
 } serve_opts;
 
 /* Runs the service until SIGTERM/SIGINT and a bounded shutdown; returns the process exit status

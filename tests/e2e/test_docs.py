@@ -70,6 +70,8 @@ def test_the_guide_runs(serve, tmp_path):
     # Models: the succeeded iris job is version 1 of iris.
     assert '{"model_version_status":[{"version":"1","state":"AVAILABLE"' in out
     assert '"latest":1' in out
+    # Predictions: the by-hand iris job left no model file, and says so on every route.
+    assert out.count("version 1 of model iris has no model.safetensors to serve") == 7, out
     # The image job: its resolved model, and a layer that does not fit its input.
     assert '"kernel_size": [3, 3], "strides": [1, 1], "padding": "valid"' in out
     assert '"field":"model.layers[0]"' in out and "does not fit its input 3×3×32" in out

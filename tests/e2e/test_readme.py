@@ -105,6 +105,21 @@ def test_quick_start_submit(readme_clone):
     assert not got.startswith(b"{"), got.decode(errors="replace")  # a problem+json, not a model
     model = load_file(str(readme_clone / "model.safetensors"))
     assert model["0.weight"].shape == (64, 2)
+    # The trained model answers: a probability per arm for each point, the example's arms a, b
+    at = proc.stdout.rindex('{"predictions":')
+    preds = json.loads(proc.stdout[at:])["predictions"]
+    assert len(preds) == 2 and all(len(p) == 2 and abs(sum(p) - 1) < 1e-5 for p in preds), preds
+    assert preds[0][0] > 0.5 and preds[1][1] > 0.5, preds
+
+
+def test_predict_section(readme_clone):
+    proc = run_block(readme_clone, "path", "predict")
+    answers = [json.loads(a) for a in re.findall(r"^\{.*?^\}", proc.stdout, re.M | re.S)]
+    assert len(answers) == 2, proc.stdout
+    preds = answers[0]["predictions"]
+    assert len(preds) == 2 and preds[0][0] > 0.5 and preds[1][1] > 0.5, preds
+    [[a, b]] = answers[1]["results"]
+    assert a[0] == "a" and b[0] == "b" and a[1] > 0.5, answers[1]
 
 
 def test_tokens_section(readme_clone):
@@ -123,6 +138,11 @@ def test_command_line_section(readme_clone):
     assert "succeeded" in proc.stdout, proc.stdout
     model = load_file(str(readme_clone / "model.safetensors"))
     assert model["0.weight"].shape == (64, 2)
+    # The trained model answers: a probability per arm for each point, the example's arms a, b
+    at = proc.stdout.rindex('{"predictions":')
+    preds = json.loads(proc.stdout[at:])["predictions"]
+    assert len(preds) == 2 and all(len(p) == 2 and abs(sum(p) - 1) < 1e-5 for p in preds), preds
+    assert preds[0][0] > 0.5 and preds[1][1] > 0.5, preds
     metrics = (readme_clone / "out" / "metrics.csv").read_text().splitlines()
     assert metrics[0].startswith("epoch,") and len(metrics) == 61, metrics[:3]
 

@@ -1,0 +1,244 @@
+"""Predictions over REST (issue 13, items 2 and 4) against a real serve with its own inference
+engine on PoCL: a model trained through POST /train answers TensorFlow Serving's
+:predict (row and columnar formats), :classify and :regress, and POST /jobs/{id}/predict, with
+the numbers onnxruntime gives on the job's own model.onnx (on rows standardised with the
+mean and std the job saved);
+the same row answers bit for bit alone, in a batch of one request, and among 32 concurrent
+requests; bad requests get 4xx answers that name the field; models of others are 404s;
+`trainyard predict` prints the answer; an image model takes raw pixels and PNGs alike."""
+import base64
+import io
+import json
+import subprocess
+import struct
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from helpers import TERMINAL, job_doc, wait_for
+
+
+def run(svc, http, doc):
+    job = http.post(f"{svc.url}/train", json=doc)
+    assert job.status_code == 202, job.text
+    done = wait_for(svc, job.json()["id"], TERMINAL)
+    assert done["status"] == "succeeded", done
+    return done
+
+
+def problem(r, status):
+    assert r.status_code == status, r.text
+    assert r.headers["Content-Type"].startswith("application/problem+json")
+    return r.json()
+
+
+def standardized(svc, job_id, rows, tmp_path):
+    """rows standardised with the mean and std the job saved in model.safetensors' metadata:
+    what model.onnx and the PyTorch Sequential take."""
+    from safetensors import safe_open
+    r = svc.http.get(f"{svc.url}/jobs/{job_id}/artifacts/model.safetensors")
+    path = tmp_path / f"{job_id}.safetensors"
+    path.write_bytes(r.content)
+    with safe_open(str(path), framework="numpy") as f:
+        std = json.loads(f.metadata()["trainyard.standardization"])
+    return (np.asarray(rows, np.float32) - np.float32(std["mean"])) / np.float32(std["std"])
+
+
+def onnx_outputs(svc, job_id, x, tmp_path):
+    """The job's model.onnx in onnxruntime on x (what the Sequential takes: standardised
+    features, or NCHW images scaled as in training)."""
+    ort = pytest.importorskip("onnxruntime", reason="the ONNX check needs onnxruntime (PyPI)")
+    r = svc.http.get(f"{svc.url}/jobs/{job_id}/artifacts/model.onnx")
+    assert r.status_code == 200, r.text
+    path = tmp_path / f"{job_id}.onnx"
+    path.write_bytes(r.content)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (got,) = session.run(["output"], {"input": np.asarray(x, np.float32)})
+    return got
+
+
+def blobs_rows(blobs_folder, n):
+    lines = (blobs_folder / "blobs.csv").read_text().splitlines()[1:n + 1]
+    return [[float(v) for v in line.split(",")[:2]] for line in lines]
+
+
+@pytest.fixture
+def blobs_model(serve, blobs, data_server):
+    svc = serve()
+    done = run(svc, svc.http, job_doc(blobs, epochs=3, name="blobs"))
+    return svc, done, blobs_rows(data_server[0], 40)
+
+
+def test_predict_formats_match_onnxruntime(blobs_model, tmp_path):
+    svc, done, rows = blobs_model
+    url = f"{svc.url}/v1/models/blobs"
+    r = svc.http.post(f"{url}:predict", json={"instances": rows})
+    assert r.status_code == 200, r.text
+    preds = np.array(r.json()["predictions"], np.float32)
+    assert preds.shape == (40, 3)
+    assert np.allclose(preds.sum(axis=1), 1, atol=1e-5)
+    onnx = onnx_outputs(svc, done["id"], standardized(svc, done["id"], rows, tmp_path), tmp_path)
+    assert np.abs(preds - onnx).max() < 1e-5, np.abs(preds - onnx).max()
+
+    # Every other way to ask gives the same numbers, bit for bit.
+    same = [
+        svc.http.post(f"{url}:predict",
+                      json={"signature_name": "serving_default", "instances": rows}),
+        svc.http.post(f"{url}/versions/1:predict", json={"instances": rows}),
+        svc.http.post(f"{svc.url}/jobs/{done['id']}/predict", json={"instances": rows}),
+        svc.http.post(f"{url}:predict",
+                      json={"instances": [{"a": a, "b": b} for a, b in rows]}),
+        svc.http.post(f"{url}:predict", json={"instances": [{"inputs": x} for x in rows]}),
+    ]
+    for s in same:
+        assert s.status_code == 200, s.text
+        assert s.json()["predictions"] == r.json()["predictions"]
+    col = svc.http.post(f"{url}:predict", json={"inputs": rows})
+    assert col.status_code == 200, col.text
+    assert col.json() == {"outputs": r.json()["predictions"]}
+    col = svc.http.post(f"{url}:predict",
+                        json={"inputs": {"a": [x[0] for x in rows], "b": [x[1] for x in rows]}})
+    assert col.json() == {"outputs": r.json()["predictions"]}
+
+    # :classify: every class with its probability, for examples of features by name.
+    cls = svc.http.post(f"{url}:classify", json={
+        "context": {"b": rows[0][1]}, "examples": [{"a": rows[0][0]}, {"a": rows[1][0],
+                                                                        "b": rows[1][1]}]})
+    assert cls.status_code == 200, cls.text
+    results = cls.json()["results"]
+    assert [[label for label, _ in res] for res in results] == [["k0", "k1", "k2"]] * 2
+    assert [[p for _, p in res] for res in results] == r.json()["predictions"][:2]
+
+
+def test_bit_identical_batched_or_alone(blobs_model):
+    svc, done, rows = blobs_model
+    url = f"{svc.url}/v1/models/blobs:predict"
+    together = svc.http.post(url, json={"instances": rows[:32]}).json()["predictions"]
+    alone = [svc.http.post(url, json={"instances": [x]}).json()["predictions"][0]
+             for x in rows[:32]]
+    assert alone == together
+
+    def one(x):
+        s = svc.session(svc.admin_token)
+        return s.post(url, json={"instances": [x]}).json()["predictions"][0]
+
+    for _ in range(3):  # concurrent requests batch together in the engine
+        with ThreadPoolExecutor(32) as pool:
+            concurrent = list(pool.map(one, rows[:32]))
+        assert concurrent == together
+
+
+def test_bad_requests_name_the_field(blobs_model):
+    svc, done, rows = blobs_model
+    url = f"{svc.url}/v1/models/blobs"
+    cases = [
+        ({"instances": [[1.0, 2.0, 3.0]]}, "instances[0]", "2"),
+        ({"instances": [[1.0, "x"]]}, "instances[0][1]", "number"),
+        ({"instances": [[1.0, 2.0], [1.0]]}, "instances[1]", "2"),
+        ({"instances": [{"a": 1.0}]}, "instances[0].b", "missing"),
+        ({"instances": [{"a": 1.0, "b": 2.0, "c": 3.0}]}, "instances[0].c", "not a feature"),
+        ({"instances": []}, "instances", "non-empty"),
+        ({}, "instances", "missing"),
+        ({"instances": rows, "inputs": rows}, "inputs", "not both"),
+        ({"instances": rows, "signature_name": "other"}, "signature_name", "serving_default"),
+        ({"instances": rows, "extra": 1}, "extra", "not a field"),
+        ({"instances": [{"b64": "aGVsbG8="}]}, "instances[0]", "image"),
+    ]
+    for body, field, words in cases:
+        p = problem(svc.http.post(f"{url}:predict", json=body), 400)
+        assert [e["field"] for e in p["errors"]] == [field], (body, p)
+        assert words in p["errors"][0]["message"], (body, p)
+    p = problem(svc.http.post(f"{url}:regress", json={"examples": [{"a": 1, "b": 2}]}), 400)
+    assert ":classify" in p["errors"][0]["message"]
+    p = problem(svc.http.post(f"{url}:classify", json={"instances": rows}), 400)
+    assert p["errors"][0]["field"] == "instances"
+    assert "no model is named nope" in problem(
+        svc.http.post(f"{svc.url}/v1/models/nope:predict", json={"instances": rows}),
+        404)["detail"]
+    assert "no version 9" in problem(
+        svc.http.post(f"{url}/versions/9:predict", json={"instances": rows}), 404)["detail"]
+    problem(svc.http.post(f"{url}/versions/x:predict", json={"instances": rows}), 400)
+    problem(svc.http.post(f"{url}:predict", data="not json",
+                          headers={"Content-Type": "application/json"}), 400)
+    # Someone else's model does not exist for them; a token is needed at all.
+    bob = svc.session(svc.token("bob", "user"))
+    problem(bob.post(f"{url}:predict", json={"instances": rows}), 404)
+    problem(bob.post(f"{svc.url}/jobs/{done['id']}/predict", json={"instances": rows}), 404)
+    problem(svc.session("nope").post(f"{url}:predict", json={"instances": rows}), 401)
+
+
+def test_cli_predict(blobs_model, trainyard_bin, tmp_path):
+    svc, done, rows = blobs_model
+    req = tmp_path / "rows.json"
+    req.write_text(json.dumps(rows[:5]))  # a bare list is the instances
+    want = svc.http.post(f"{svc.url}/v1/models/blobs:predict",
+                         json={"instances": rows[:5]}).json()
+    for args in (["blobs", str(req)], [done["id"], str(req)], ["blobs", "--version", "1", "-"]):
+        proc = subprocess.run([str(trainyard_bin), "predict", *args], env=svc.env(),
+                              input=req.read_text(), capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == want
+    proc = subprocess.run([str(trainyard_bin), "predict", "blobs", str(req), "--classify"],
+                          env=svc.env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "instances" in proc.stderr, proc.stderr
+    proc = subprocess.run([str(trainyard_bin), "predict", "nope", str(req)], env=svc.env(),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "no model is named nope" in proc.stderr, proc.stderr
+
+
+def png(image):
+    """A minimal 8-bit RGB PNG of image (h × w × 3 uint8)."""
+    h, w, _ = image.shape
+    raw = b"".join(b"\x00" + image[y].tobytes() for y in range(h))
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data +
+                struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def test_image_model_takes_pixels_and_pngs(serve, data_server, tmp_path):
+    from test_images import cifar_records, make_images, tar_gz
+    folder, base = data_server
+    rng = np.random.default_rng(5)
+    train_x, train_y = make_images(600, rng)
+    test_x, _ = make_images(16, rng)
+    (folder / "predict-cifar.tar.gz").write_bytes(tar_gz({
+        "cifar-10-batches-bin/data_batch_1.bin": cifar_records(train_x, train_y)}))
+    svc = serve()
+    done = run(svc, svc.http, {
+        "name": "squares", "dataset_url": f"{base}/predict-cifar.tar.gz",
+        "dataset": {"format": "cifar10"},
+        "model": {"input_shape": [32, 32, 3],
+                  "layers": [{"type": "conv2d", "filters": 8, "kernel_size": 3,
+                              "activation": "relu"},
+                             {"type": "maxpool2d", "pool_size": 2},
+                             {"type": "flatten"},
+                             {"type": "dense", "units": 10, "activation": "softmax"}]},
+        "hyperparameters": {"epochs": 1, "batch_size": 32, "optimizer": "adam"}})
+    url = f"{svc.url}/v1/models/squares:predict"
+    r = svc.http.post(url, json={"instances": test_x.tolist()})
+    assert r.status_code == 200, r.text
+    preds = np.array(r.json()["predictions"], np.float32)
+    assert preds.shape == (16, 10)
+    # onnxruntime on the same images as the Sequential takes them: NCHW, scaled to 0..1
+    onnx = onnx_outputs(svc, done["id"], test_x.transpose(0, 3, 1, 2) / 255.0, tmp_path)
+    assert np.abs(preds - onnx).max() < 1e-5, np.abs(preds - onnx).max()
+    b64 = [{"b64": base64.b64encode(png(img)).decode()} for img in test_x[:4]]
+    r2 = svc.http.post(url, json={"instances": b64})
+    assert r2.status_code == 200, r2.text
+    assert r2.json()["predictions"] == r.json()["predictions"][:4]
+    # A bigger image is resized to the model's 32×32 first; a wrong channel count is a 400.
+    big = np.repeat(np.repeat(test_x[:1], 2, axis=1), 2, axis=2)
+    r3 = svc.http.post(url, json={"instances": big.tolist()})
+    assert r3.status_code == 200, r3.text
+    p = problem(svc.http.post(url, json={"instances": [test_x[0, :, :, :2].tolist()]}), 400)
+    assert p["errors"][0]["field"] == "instances[0]" and "3" in p["errors"][0]["message"]
+    cls = svc.http.post(f"{svc.url}/v1/models/squares:classify",
+                        json={"examples": [{"inputs": test_x[0].tolist()}]})
+    assert cls.status_code == 200, cls.text
+    assert [label for label, _ in cls.json()["results"][0]] == [str(i) for i in range(10)]
