@@ -210,7 +210,7 @@ static int batchnorm_read(predict_model *m, const model_layer *l, int four_d,
     int64_t shape[1] = {l->oc};
     for (int i = 0; i < 4; i++) {
         char name[64];
-        const safetensors_tensor *t;
+        const safetensors_tensor *t = NULL;
         snprintf(name, sizeof name, "%s.%s", module, what[i]);
         int rc = tensor_get(f, entry, NULL, name, 1, shape, &t, err);
         if (rc < 0)
