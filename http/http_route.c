@@ -87,10 +87,11 @@ static int param_ok(const char *v)
 
 /* Matches path against rt->pattern; on a match fills names/values (values are new strings). */
 static int route_match(const http_route *rt, const char *path, const char **names,
-                       size_t *name_lens, char **values, int *n_out)
+                       size_t *name_lens, char **values, int *n_out, int *suffixes)
 {
     const char *pp = rt->pattern, *up = path;
     int n = 0;
+    *suffixes = 0;
 
     while (*pp == '/' && *up == '/') {
         const char *pend, *uend;
@@ -113,6 +114,7 @@ static int route_match(const http_route *rt, const char *path, const char **name
                     goto fail;
                 }
                 seg[len - suffix] = '\0';
+                ++*suffixes;
             }
             if (n >= HTTP_MAX_PARAMS || !param_ok(seg)) {
                 free(seg);
@@ -166,16 +168,32 @@ void http_route_find(http_req *r)
 {
     const http_config *cfg = &r->s->cfg;
     char allow[128] = "";
+    int best = -1;
 
     for (size_t i = 0; i < cfg->n_routes; i++) {
         const http_route *rt = &cfg->routes[i];
         const char *names[HTTP_MAX_PARAMS];
         size_t lens[HTTP_MAX_PARAMS];
         char *values[HTTP_MAX_PARAMS];
-        int n = 0;
+        int n = 0, suffixes = 0;
 
-        if (!route_match(rt, r->path, names, lens, values, &n))
+        if (!route_match(rt, r->path, names, lens, values, &n, &suffixes))
             continue;
+        /* The most specific patterns win: "/m/{name}:predict" takes "/m/x:predict" from
+         * "/m/{name}" (whose param would be "x:predict"), for the method and for Allow. */
+        if (suffixes < best) {
+            for (int k = 0; k < n; k++)
+                free(values[k]);
+            continue;
+        }
+        if (suffixes > best) {
+            best = suffixes;
+            allow[0] = '\0';
+            for (int k = 0; k < r->n_params; k++)
+                free(r->param_value[k]);
+            r->route = NULL;
+            r->n_params = 0;
+        }
         allow_add(allow, sizeof(allow), rt->method);
         if (strcmp(rt->method, "GET") == 0)
             allow_add(allow, sizeof(allow), "HEAD");

@@ -8,6 +8,7 @@ the clone's root, the way the README tells a person to: `submit` (curl), then `t
 replaced, so the README cannot rot without this failing.
 
 It runs once per .ci/run: in the pass that tests build/ (the sanitizer pass skips it)."""
+import json
 import os
 import pathlib
 import re
@@ -138,11 +139,6 @@ def test_command_line_section(readme_clone):
     assert "succeeded" in proc.stdout, proc.stdout
     model = load_file(str(readme_clone / "model.safetensors"))
     assert model["0.weight"].shape == (64, 2)
-    # The trained model answers: a probability per arm for each point, the example's arms a, b
-    at = proc.stdout.rindex('{"predictions":')
-    preds = json.loads(proc.stdout[at:])["predictions"]
-    assert len(preds) == 2 and all(len(p) == 2 and abs(sum(p) - 1) < 1e-5 for p in preds), preds
-    assert preds[0][0] > 0.5 and preds[1][1] > 0.5, preds
     metrics = (readme_clone / "out" / "metrics.csv").read_text().splitlines()
     assert metrics[0].startswith("epoch,") and len(metrics) == 61, metrics[:3]
 

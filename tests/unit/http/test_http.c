@@ -251,6 +251,7 @@ static const http_route routes[] = {
     {"GET", "/echo/{a}/x/{b}", h_echo, 0, 0, 0},
     {"GET", "/items/{id}", h_echo, 0, 0, 0},
     {"GET", "/verb/{a}:go/x/{b}", h_echo, 0, 0, 0},
+    {"DELETE", "/verb/{a}/x/{b}", h_item_delete, 0, 0, 0},
     {"DELETE", "/items/{id}", h_item_delete, 0, 0, 0},
     {"POST", "/small", h_small, 16, 0, 0},
     {"POST", "/json", h_json, HTTP_JSON_MAX_BODY, 0, 0},
@@ -483,10 +484,25 @@ static void test_routing(void)
         resp_free(&r);
     }
 
-    const char *not_found[] = {"/verb/:go/x/1",   "/verb/abc/x/1",  "/verb/abc:gone/x/1",
-                               "/echo/a%2Fb/x/y", "/echo//x/y",     "/echo/a/x/b/c",
-                               "/echo/%zz/x/y",   "/echo/a%00/x/y", "/echo/%FF/x/y",
-                               "/nope",           "/echo/a/x/",     "/echo/a%0A/x/y"};
+    /* the pattern with the literal is the more specific: it alone decides method and Allow */
+    req_opts del = {"DELETE", "/verb/abc:go/x/1", {NULL}, NULL, -1, 0};
+    memset(&r, 0, sizeof(r));
+    do_req(&del, &r);
+    check_problem(&r, 405, "Method not allowed", NULL);
+    CHECK_STR(hdr(&r, "Allow"), "GET, HEAD");
+    resp_free(&r);
+    del.path = "/verb/abc/x/1"; /* without the literal, the plain pattern */
+    memset(&r, 0, sizeof(r));
+    do_req(&del, &r);
+    CHECK_INT(r.status, 204);
+    resp_free(&r);
+    get("/verb/abc/x/1", &r);
+    CHECK_INT(r.status, 405);
+    resp_free(&r);
+
+    const char *not_found[] = {"/verb/x:go",    "/echo/a%2Fb/x/y", "/echo//x/y",    "/echo/a/x/b/c",
+                               "/echo/%zz/x/y", "/echo/a%00/x/y",  "/echo/%FF/x/y", "/nope",
+                               "/echo/a/x/",    "/echo/a%0A/x/y"};
     for (size_t i = 0; i < sizeof(not_found) / sizeof(not_found[0]); i++) {
         get(not_found[i], &r);
         check_problem(&r, 404, "Not found", NULL);
