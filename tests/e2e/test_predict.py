@@ -5,12 +5,13 @@ the numbers onnxruntime gives on the job's own model.onnx (on rows standardised 
 mean and std the job saved);
 the same row answers bit for bit alone, in a batch of one request, and among 32 concurrent
 requests; bad requests get 4xx answers that name the field; models of others are 404s;
-`trainyard predict` prints the answer; an image model takes raw pixels and PNGs alike."""
+`trainyard predict` prints the answer; an image model takes raw pixels and PNGs alike, resizes
+them, and answers what PyTorch's Sequential from its model.safetensors answers."""
 import base64
-import io
 import json
-import subprocess
+import pathlib
 import struct
+import subprocess
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
@@ -18,6 +19,9 @@ import numpy as np
 import pytest
 
 from helpers import TERMINAL, job_doc, wait_for
+
+HERE = pathlib.Path(__file__).resolve().parent
+SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 def run(svc, http, doc):
@@ -212,8 +216,8 @@ def test_image_model_takes_pixels_and_pngs(serve, data_server, tmp_path):
     svc = serve()
     done = run(svc, svc.http, {
         "name": "squares", "dataset_url": f"{base}/predict-cifar.tar.gz",
-        "dataset": {"format": "cifar10"},
-        "model": {"input_shape": [32, 32, 3],
+        "dataset": {"format": "cifar10", "resize": [40, 40]},
+        "model": {"input_shape": [40, 40, 3],
                   "layers": [{"type": "conv2d", "filters": 8, "kernel_size": 3,
                               "activation": "relu"},
                              {"type": "maxpool2d", "pool_size": 2},
@@ -225,14 +229,30 @@ def test_image_model_takes_pixels_and_pngs(serve, data_server, tmp_path):
     assert r.status_code == 200, r.text
     preds = np.array(r.json()["predictions"], np.float32)
     assert preds.shape == (16, 10)
-    # onnxruntime on the same images as the Sequential takes them: NCHW, scaled to 0..1
-    onnx = onnx_outputs(svc, done["id"], test_x.transpose(0, 3, 1, 2) / 255.0, tmp_path)
+    # PyTorch's Sequential from model.safetensors on the same 32×32 images (resized to 40×40
+    # by interpolate, scaled), and onnxruntime on the tensor PyTorch took
+    if subprocess.run([SYSTEM_PYTHON, "-c", "import torch"], capture_output=True).returncode:
+        pytest.skip("PyTorch comparison: /usr/bin/python3 has no torch (apt-get install -y "
+                    "python3-torch)")
+    model = tmp_path / "model.safetensors"
+    model.write_bytes(svc.http.get(
+        f"{svc.url}/jobs/{done['id']}/artifacts/model.safetensors").content)
+    np.save(tmp_path / "images.npy", test_x)
+    np.save(tmp_path / "ours.npy", preds)
+    proc = subprocess.run([SYSTEM_PYTHON, str(HERE / "torch_compare.py"), str(model),
+                           str(tmp_path / "images.npy"), str(tmp_path / "ours.npy"),
+                           str(tmp_path / "inputs.npy")], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    torch_diff = json.loads(proc.stdout)
+    assert torch_diff["max_diff"] < 1e-4 and torch_diff["agree"] == 1.0, torch_diff
+    onnx = onnx_outputs(svc, done["id"], np.load(tmp_path / "inputs.npy"), tmp_path)
     assert np.abs(preds - onnx).max() < 1e-5, np.abs(preds - onnx).max()
     b64 = [{"b64": base64.b64encode(png(img)).decode()} for img in test_x[:4]]
     r2 = svc.http.post(url, json={"instances": b64})
     assert r2.status_code == 200, r2.text
     assert r2.json()["predictions"] == r.json()["predictions"][:4]
-    # A bigger image is resized to the model's 32×32 first; a wrong channel count is a 400.
+    # Any size is resized to the model's 40×40 first; a wrong channel count is a 400.
     big = np.repeat(np.repeat(test_x[:1], 2, axis=1), 2, axis=2)
     r3 = svc.http.post(url, json={"instances": big.tolist()})
     assert r3.status_code == 200, r3.text
