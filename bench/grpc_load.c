@@ -212,8 +212,7 @@ static void load_slot_finish(load_run *r, load_slot *s, int ok)
             r->errors++;
             if (!r->first_error[0]) {
                 char *d = grpc_slice_to_c_string(s->details);
-                snprintf(r->first_error, sizeof r->first_error, "status %d: %s", (int)s->status,
-                         d);
+                snprintf(r->first_error, sizeof r->first_error, "status %d: %s", (int)s->status, d);
                 gpr_free(d);
             }
         } else if (r->n_lat < r->cap_lat) {
@@ -300,9 +299,8 @@ int main(int argc, char **argv)
         return 2;
     }
     /* A local subchannel pool per channel: otherwise channels to one target share a connection. */
-    grpc_arg arg = {.type = GRPC_ARG_INTEGER,
-                    .key = GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL,
-                    .value.integer = 1};
+    grpc_arg arg = {
+        .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, .value.integer = 1};
     grpc_channel_args args = {.num_args = 1, .args = &arg};
     grpc_channel_credentials *creds = grpc_insecure_credentials_create();
     for (int i = 0; i < n_channels; i++)
@@ -320,7 +318,8 @@ int main(int argc, char **argv)
     }
     while (in_flight > 0) {
         grpc_event ev = grpc_completion_queue_next(
-            r.cq, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_seconds(30, GPR_TIMESPAN)),
+            r.cq,
+            gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_seconds(30, GPR_TIMESPAN)),
             NULL);
         if (ev.type != GRPC_OP_COMPLETE) {
             fprintf(stderr, "grpc-load: no completion in 30 s (%d calls in flight)\n", in_flight);

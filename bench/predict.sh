@@ -68,29 +68,37 @@ start_serve() { # dir args... → sets URL, GRPC, AUTH, SERVE_PID
 }
 stop_serve() { kill -TERM "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null || true; }
 
-# wrk → fields: latency p50/p99 (ms) with -c1, req/s, and the non-2xx count (must be 0).
-wrk_run() { # figure connections body-file url [extra json]
-  local out
+# serve's CPU time so far, all threads, in clock ticks: per request it is the server-side cost
+# that the client's share of these two cores does not blur.
+serve_ticks() { awk '{print $14 + $15}' "/proc/$SERVE_PID/stat"; }
+hz=$(getconf CLK_TCK)
+# wrk → fields: latency p50/p99 (ms), req/s, serve's CPU µs per request, non-2xx (must be 0).
+wrk_run() { # figure connections body-file url
+  local out t0
+  t0=$(serve_ticks)
   out=$(PREDICT_BODY=$3 wrk -t"$(( $2 > 1 ? 2 : 1 ))" -c"$2" -d"${dur}s" --latency \
         -s bench/predict.lua -H "$AUTH" "$4")
   echo "$out" >"$work/$1.wrk"
-  record "$1" "$(echo "$out" | awk -v extra="${5:-}" -v c="$2" '
+  record "$1" "$(echo "$out" | awk -v c="$2" -v dt="$(( $(serve_ticks) - t0 ))" -v hz="$hz" '
     function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0;
                      if (v ~ /s$/) return v * 1000; return v + 0 }
     $1 == "50%" { p50 = ms($2) } $1 == "99%" { p99 = ms($2) }
     /^Requests\/sec/ { rps = $2 }
-    /^predict.lua:/ { bad = $5 + $7 }
-    END { printf "\"clients\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"per_s\": %.1f, \"errors\": %d%s",
-                 c, p50, p99, rps, bad, extra }')"
+    /^predict.lua:/ { n = $3; bad = $5 + $7 }
+    END { printf "\"clients\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"per_s\": %.1f, " \
+                 "\"serve_cpu_us\": %.1f, \"errors\": %d", c, p50, p99, rps, n ? dt / hz * 1e6 / n : 0, bad }')"
 }
 grpc_run() { # figure clients shape
-  local out
-  out=$("$load" "$GRPC" "$model_name" "$3" "$2" "$dur" 1 1) || echo "grpc-load: $out" >&2
+  local out t0
+  t0=$(serve_ticks)
+  out=$("$load" "$GRPC" "$model_name" "$3" "$2" "$dur" 1 0) || echo "grpc-load: $out" >&2
   [ -n "$out" ] || { record "$1" "\"clients\": $2, \"errors\": 1, \"per_s\": null"; return; }
-  record "$1" "$("$py" -c 'import json,sys; d=json.loads(sys.argv[1]); print(", ".join(
-    f"\"{k}\": {json.dumps(v)}" for k, v in [("clients", d["clients"]), ("p50_ms", d["p50_ms"]),
-    ("p99_ms", d["p99_ms"]), ("per_s", d["calls_per_s"]), ("errors", d["errors"]),
-    ("first_error", d["first_error"]), ("outputs", d["outputs"])]))' "$out")"
+  record "$1" "$("$py" -c 'import json,sys; d=json.loads(sys.argv[1]); dt=int(sys.argv[2]) / int(sys.argv[3])
+print(", ".join(f"\"{k}\": {json.dumps(v)}" for k, v in [("clients", d["clients"]),
+  ("p50_ms", d["p50_ms"]), ("p99_ms", d["p99_ms"]), ("per_s", d["calls_per_s"]),
+  ("serve_cpu_us", round(dt / d["calls"] * 1e6, 1) if d["calls"] else None),
+  ("errors", d["errors"]), ("first_error", d["first_error"]), ("outputs", d["outputs"])]))' \
+    "$out" "$(( $(serve_ticks) - t0 ))" "$hz" 2>/dev/null || echo '"errors": 1')"
 }
 
 echo "== data and models (1 epoch each, trained by serve)" >&2
@@ -156,6 +164,9 @@ stop_serve
 
 echo "== serve batching off (--predict-max-batch 1), the same data folder" >&2
 start_serve "$work/a" --workers 0 --predict-max-batch 1
+for m in mlp cnn; do # load the models before the clock starts
+  curl -sf -o /dev/null -H "$AUTH" -H 'Content-Type: application/json' -d @"$work/$m-body.json" "$URL/v1/models/predict-$m:predict"
+done
 for m in mlp cnn; do
   model_name=predict-$m
   wrk_run "rest_${m}_32_unbatched" 32 "$work/$m-body.json" "$URL/v1/models/predict-$m:predict"
@@ -189,7 +200,7 @@ for m in ("mlp", "cnn"):
 print(f"  {'GET /jobs/{id}':27s} {fmt(g('get_job_1', 'p50_ms')):>8s}  {fmt(g('get_job_1', 'p99_ms')):>8s}")
 p50 = g("rest_mlp_1", "p50_ms")
 print(f"  goal: MLP REST p50 <= 1 ms: {'met' if p50 is not None and p50 <= 1 else 'MISSED'} ({fmt(p50)} ms)")
-print("\nthroughput, 32 clients, rows/s   batched  unbatched  ratio   gRPC/REST (batched)")
+print("\nthroughput, 32 clients, rows/s   batched  unbatched  ratio   gRPC/REST   serve CPU us/request (b, u)")
 summary = {"summary": "predict.sh", "uptime": sys.argv[2].strip()}
 for m in ("mlp", "cnn"):
     for proto in ("rest", "grpc"):
@@ -197,11 +208,12 @@ for m in ("mlp", "cnn"):
         ratio = b / u if b and u else None
         gr = g(f"grpc_{m}_32_batched", "per_s"), g(f"rest_{m}_32_batched", "per_s")
         vs = gr[0] / gr[1] if all(gr) else None
+        cpu = [g(f"{proto}_{m}_32_{k}", "serve_cpu_us") for k in ("batched", "unbatched")]
         print(f"  {m.upper() + ' ' + proto:28s} {fmt(b, '.0f'):>8s} {fmt(u, '.0f'):>9s}  {fmt(ratio, '.2f'):>5s}x"
-              + (f"   {fmt(vs, '.2f')}x" if proto == "grpc" else ""))
+              + f"   {fmt(vs, '.2f') + 'x' if proto == 'grpc' else '':>8s}   {fmt(cpu[0], '.0f'):>5s} {fmt(cpu[1], '.0f'):>5s}")
         summary[f"{proto}_{m}_batched_over_unbatched"] = ratio and round(ratio, 2)
     summary[f"grpc_over_rest_{m}"] = vs and round(vs, 2)
-print(f"  {'GET /jobs/{id} req/s':28s} {fmt(g('get_job_32', 'per_s'), '.0f'):>8s}")
+print(f"  {'GET /jobs/{id} req/s':28s} {fmt(g('get_job_32', 'per_s'), '.0f'):>8s} {'':>9s}  {'':>6s}   {'':>8s}   {fmt(g('get_job_32', 'serve_cpu_us'), '.0f'):>5s}")
 for m in ("mlp", "cnn"):
     print(f"  {m.upper() + ' onnxruntime batch 32':28s} {fmt(g(f'ort_{m}', 'batch32_rows_per_s'), '.0f'):>8s}")
 for m in ("mlp", "cnn"):
