@@ -19,7 +19,7 @@
 # Environment: PREDICT_SECONDS (each measurement, default 5), PREDICT_THREADS (serve --threads,
 # default 4), PREDICT_WINDOW_US (serve --predict-window-us, default 250), BENCH_PYTHON (with
 # numpy and onnxruntime; default /work/benchvenv/bin/python; without onnxruntime its figures are
-# null). The whole run takes about 2.5 minutes (plus ~1 minute the first time, for the data).
+# null). The whole run takes about 1.5 minutes (plus ~1 minute the first time, for the data).
 # usage: bench/predict.sh [BUILD_DIR]   (default build; a release build for figures:
 #        meson setup build-rel --buildtype=release && ninja -C build-rel)
 set -euo pipefail
