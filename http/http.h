@@ -170,6 +170,9 @@ const char *http_body_sha256(const http_req *r);
  * returns the negative code (-EMEDIUMTYPE, -EINVAL); the handler returns it as is. On success
  * *out is a new reference. For in-memory bodies (not body_to_file routes). */
 int http_body_json(http_req *r, json_t **out);
+/* 1 when the request says its body is JSON (Content-Type: application/json, parameters
+ * allowed), as http_body_json requires; for a handler that reads the bytes itself. */
+int http_body_is_json(const http_req *r);
 /* The caller's buffer (ERR_LEN bytes) for the failure sentence that becomes `detail`; emptied
  * before each handler call. */
 char *http_errbuf(http_req *r);

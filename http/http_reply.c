@@ -32,6 +32,11 @@ static int ctype_is_json(const char *ct)
            (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
 }
 
+int http_body_is_json(const http_req *r)
+{
+    return ctype_is_json(http_header(r, "Content-Type"));
+}
+
 int http_body_json(http_req *r, json_t **out)
 {
     size_t len;
