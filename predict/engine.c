@@ -71,8 +71,9 @@ struct predict_engine {
     int dev_rc;
     char dev_err[ERR_LEN], dev_name[128];
     int stopping;
-    int joined; /* predict_engine_stop joined the thread (or is joining it) */
-    ocl_ctx *c; /* the engine thread's, but k is read by callers once ready (immutable) */
+    int joined;      /* predict_engine_stop joined the thread (or is joining it) */
+    int open_wanted; /* a caller waits for the device (e->mu) */
+    ocl_ctx *c;      /* the engine thread's, but k is read by callers once ready (immutable) */
     kern *k;
     predict_model *models;    /* the table */
     predict_req *head, *tail; /* the queue, oldest first */
@@ -448,7 +449,15 @@ static void *engine_main(void *arg)
 {
     predict_engine *e = arg;
     char err[ERR_LEN] = "";
-    int rc = device_open(e, err);
+    /* The device opens at the first use (a request, or a conv model's size asked for): a serve
+     * that never predicts holds no second OpenCL context, no PoCL threads, no compiled kernels. */
+    pthread_mutex_lock(&e->mu);
+    while (!e->stopping && !e->head && !e->open_wanted)
+        pthread_cond_wait(&e->wake, &e->mu);
+    int never = e->stopping && !e->head && !e->open_wanted;
+    pthread_mutex_unlock(&e->mu);
+    int rc =
+        never ? err_set(err, -ECANCELED, "the prediction engine is stopping") : device_open(e, err);
     pthread_mutex_lock(&e->mu);
     if (rc < 0) {
         e->dev_state = DEV_FAILED;
@@ -460,9 +469,10 @@ static void *engine_main(void *arg)
     }
     pthread_cond_broadcast(&e->ready);
     pthread_mutex_unlock(&e->mu);
-    if (rc < 0)
-        say(e, "the device could not be opened: %s", err);
-    else
+    if (rc < 0) {
+        if (!never)
+            say(e, "the device could not be opened: %s", err);
+    } else
         say(e, "device: %s (%s), kernels %s in %.2f s", e->c->dev.name, ocl_device_kind(&e->c->dev),
             e->c->from_cache ? "from the cache" : "compiled", e->c->build_seconds);
     segment *segs = malloc((size_t)e->max_batch * sizeof *segs);
@@ -651,6 +661,10 @@ static int device_bytes(predict_engine *e, predict_model *m, char *err)
     kern *k = NULL;
     if (has_conv(m->job)) {
         pthread_mutex_lock(&e->mu);
+        if (e->dev_state == DEV_OPENING && !e->open_wanted) {
+            e->open_wanted = 1;
+            pthread_cond_broadcast(&e->wake);
+        }
         while (e->dev_state == DEV_OPENING)
             pthread_cond_wait(&e->ready, &e->mu);
         int rc = e->dev_state == DEV_FAILED ? e->dev_rc : 0;

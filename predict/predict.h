@@ -81,8 +81,9 @@ typedef struct predict_engine predict_engine;
 typedef struct predict_model predict_model;
 typedef struct predict_req predict_req;
 
-/* Starts the engine and its thread, which opens the device and builds the kernels in the
- * background (a request that comes first waits for that). -EINVAL for bad options. */
+/* Starts the engine and its thread, which opens the device and builds the kernels at the first
+ * use (the first request, or predict_model_get of a conv model, waits for that). -EINVAL for
+ * bad options. */
 int predict_engine_new(const predict_opts *o, predict_engine **out, char *err);
 /* Stops taking requests (predict_submit and predict_model_get answer -ECANCELED from then on),
  * finishes every queued request with -ECANCELED (notify runs), and joins the thread; the engine
