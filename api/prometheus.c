@@ -3,7 +3,8 @@
  *
  * Gauges are read from SQLite at scrape time (jobs by status, workers connected and busy);
  * histograms and counters come from memory (api/telemetry.h, http_stats) and start at zero
- * with the process, as Prometheus expects counters to. Label values are route patterns, never
+ * with the process, as Prometheus expects counters to; so do the inference engine's
+ * (predict_engine_stats), listed when predictions are on. Label values are route patterns, never
  * raw paths, so the series stay few whatever clients ask for. */
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include "api/api_priv.h"
 #include "db/workers.h"
+#include "predict/predict.h"
 
 #define PROM_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -132,6 +134,31 @@ int api_prometheus_scrape(http_req *r, void *ctx)
               "Artifact bytes sent to clients (GET /jobs/{id}/artifacts/{name}).");
     fprintf(f, "trainyard_artifact_bytes_served_total %llu\n",
             (unsigned long long)p.artifact_bytes);
+    if (a->predict) {
+        predict_stats ps;
+        predict_engine_stats(a->predict, &ps);
+        prom_head(f, "trainyard_predict_requests_total", "counter",
+                  "Prediction requests the inference engine took (REST and gRPC).");
+        fprintf(f, "trainyard_predict_requests_total %llu\n", (unsigned long long)ps.requests);
+        prom_head(f, "trainyard_predict_rows_total", "counter", "Rows those requests held.");
+        fprintf(f, "trainyard_predict_rows_total %llu\n", (unsigned long long)ps.rows);
+        prom_head(f, "trainyard_predict_forwards_total", "counter",
+                  "Forward passes run (rows per forward = rows / forwards: the batching).");
+        fprintf(f, "trainyard_predict_forwards_total %llu\n", (unsigned long long)ps.forwards);
+        prom_head(f, "trainyard_predict_model_loads_total", "counter",
+                  "Models copied onto the inference device.");
+        fprintf(f, "trainyard_predict_model_loads_total %llu\n", (unsigned long long)ps.loads);
+        prom_head(f, "trainyard_predict_model_evictions_total", "counter",
+                  "Models unloaded to make room under --predict-memory.");
+        fprintf(f, "trainyard_predict_model_evictions_total %llu\n",
+                (unsigned long long)ps.evictions);
+        prom_head(f, "trainyard_predict_models_loaded", "gauge",
+                  "Models on the inference device now.");
+        fprintf(f, "trainyard_predict_models_loaded %zu\n", ps.loaded);
+        prom_head(f, "trainyard_predict_loaded_bytes", "gauge",
+                  "Device bytes the loaded models take.");
+        fprintf(f, "trainyard_predict_loaded_bytes %llu\n", (unsigned long long)ps.loaded_bytes);
+    }
     if (fclose(f) != 0 || !text) {
         free(text);
         return err_set(err, -ENOMEM, "out of memory");

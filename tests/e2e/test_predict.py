@@ -133,6 +133,17 @@ def test_bit_identical_batched_or_alone(blobs_model):
             concurrent = list(pool.map(one, rows[:32]))
         assert concurrent == together
 
+    # GET /metrics counts them: 1 + 32 + 3 × 32 requests of 32 + 32 + 96 rows, in fewer
+    # forwards than requests when any batched; one model loaded
+    text = svc.http.get(f"{svc.url}/metrics").text
+    series = dict(line.rsplit(" ", 1) for line in text.splitlines()
+                  if line.startswith("trainyard_predict"))
+    assert int(series["trainyard_predict_requests_total"]) == 129, series
+    assert int(series["trainyard_predict_rows_total"]) == 160, series
+    assert 5 <= int(series["trainyard_predict_forwards_total"]) <= 129, series
+    assert series["trainyard_predict_models_loaded"] == "1", series
+    assert int(series["trainyard_predict_loaded_bytes"]) > 0, series
+
 
 def test_bad_requests_name_the_field(blobs_model):
     svc, done, rows = blobs_model
