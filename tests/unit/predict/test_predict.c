@@ -22,6 +22,7 @@
 
 #include "tests/unit/check.h"
 #include "tests/unit/kernels/cltest.h"
+#include "tests/unit/worker/train_fixtures.h"
 #include "util/timeutil.h"
 #include "worker/dataset.h"
 #include "worker/imagedata.h"
@@ -75,32 +76,12 @@ static void write_wide_csv(void)
     fclose(f);
 }
 
-/* CIFAR-10 binary records: 160 images of 32×32×3 whose colour says their class (0..3). */
+/* The CIFAR-10 records of the image model's data set. */
 static void write_images(void)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/images.bin", dir);
-    FILE *f = fopen(path, "wb");
-    uint64_t s = 7;
-    unsigned char rec[3073];
-    for (int i = 0; i < 160; i++) {
-        rec[0] = (unsigned char)(i % 4);
-        for (int p = 1; p < 3073; p++) {
-            int plane = (p - 1) / 1024, lit = plane == rec[0] || (rec[0] == 3 && plane < 2);
-            rec[p] = (unsigned char)((lcg(&s) >> 18) + (lit ? 160 : 40));
-        }
-        fwrite(rec, 1, sizeof rec, f);
-    }
-    fclose(f);
-}
-
-static job_spec *parse_job(const char *text)
-{
-    job_spec *job = NULL;
-    field_errors errs = {0};
-    if (job_parse(text, strlen(text), &job, &errs) < 0)
-        cltest_die("job_parse", errs.items[0].message);
-    return job;
+    tf_write_colour_cifar(path, 160);
 }
 
 static job_spec *csv_job(const char *file, const char *extra)
@@ -112,7 +93,7 @@ static job_spec *csv_job(const char *file, const char *extra)
              "\"hyperparameters\": {\"epochs\": 4, \"batch_size\": 32, \"learning_rate\": 0.01,"
              "\"validation_split\": 0.25, \"seed\": 3}}",
              dir, file, extra);
-    return parse_job(text);
+    return tf_parse_job(text);
 }
 
 static job_spec *cnn_job(void)
@@ -129,7 +110,7 @@ static job_spec *cnn_job(void)
              "\"hyperparameters\": {\"epochs\": 3, \"batch_size\": 32, \"learning_rate\": 0.01,"
              "\"validation_split\": 0.25, \"seed\": 5}}",
              dir);
-    return parse_job(text);
+    return tf_parse_job(text);
 }
 
 /* Trains job into dir/out with --val-outputs dir/out/val.npy. */
@@ -600,7 +581,7 @@ static void time_mlp(cltest *t)
              "{\"type\": \"dense\", \"units\": 128, \"activation\": \"relu\"}]},"
              "\"hyperparameters\": {\"epochs\": 1, \"validation_split\": 0.25}}",
              dir);
-    job_spec *job = parse_job(text);
+    job_spec *job = tf_parse_job(text);
     train(t, job, "mlp");
     char err[ERR_LEN] = "";
     predict_engine *e;

@@ -14,6 +14,7 @@
 
 #include "tests/unit/check.h"
 #include "tests/unit/kernels/cltest.h"
+#include "tests/unit/worker/train_fixtures.h"
 #include "worker/safetensors.h"
 #include "worker/trainer.h"
 
@@ -51,31 +52,10 @@ static void write_dataset(const char *path)
     fclose(f);
 }
 
-/* CIFAR-10 binary records: 200 images of 32×32×3 whose colour says their class (0..3). */
+/* CIFAR-10 binary records: 200 images whose colour says their class (0..3). */
 static void write_images(const char *path)
 {
-    FILE *f = fopen(path, "wb");
-    uint64_t s = 7;
-    unsigned char rec[3073];
-    for (int i = 0; i < 200; i++) {
-        rec[0] = (unsigned char)(i % 4);
-        for (int p = 1; p < 3073; p++) {
-            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-            int plane = (p - 1) / 1024, lit = plane == rec[0] || (rec[0] == 3 && plane < 2);
-            rec[p] = (unsigned char)((s >> 58) + (lit ? 160 : 40));
-        }
-        fwrite(rec, 1, sizeof rec, f);
-    }
-    fclose(f);
-}
-
-static job_spec *parse_job(const char *text)
-{
-    job_spec *job = NULL;
-    field_errors errs = {0};
-    if (job_parse(text, strlen(text), &job, &errs) < 0)
-        cltest_die("job_parse", errs.items[0].message);
-    return job;
+    tf_write_colour_cifar(path, 200);
 }
 
 static job_spec *make_cnn_job(int seed)
@@ -92,7 +72,7 @@ static job_spec *make_cnn_job(int seed)
              "\"hyperparameters\": {\"epochs\": %d, \"batch_size\": 32, \"learning_rate\": 0.01,"
              "\"validation_split\": 0.2, \"seed\": %d}}",
              dir, EPOCHS, seed);
-    return parse_job(text);
+    return tf_parse_job(text);
 }
 
 static job_spec *make_job(int seed)
@@ -105,7 +85,7 @@ static job_spec *make_job(int seed)
              "\"hyperparameters\": {\"epochs\": %d, \"batch_size\": 32, \"optimizer\": \"adam\","
              "\"learning_rate\": 0.01, \"validation_split\": 0.2, \"seed\": %d}}",
              dir, EPOCHS, seed);
-    return parse_job(text);
+    return tf_parse_job(text);
 }
 
 static int train(cltest *t, const job_spec *job, const char *out, const char *resume, double every,
