@@ -38,6 +38,10 @@ typedef struct api_caller {
 /* http_config.authorize: the bearer token, its role against access, a worker's token. */
 int api_authorize(http_req *r, void *app, unsigned access);
 const api_caller *api_caller_of(http_req *r);
+/* The caller holding the token secret (a bearer token's value), from this thread's memory of
+ * the checks of the last API_AUTH_TTL_MS, else the database: 0, or -EPERM (unknown, revoked,
+ * too long) or -EIO with a sentence in err. api_authorize and gRPC's resolve both use it. */
+int api_caller_of_token(app *a, const char *secret, api_caller *out, char *err);
 /* 1 when the caller's role sees every job: admin, and worker (only through its leases). An
  * allow-list: a role added later sees no job until it is named here or in api_may_see. */
 int api_sees_every_job(const api_caller *c);

@@ -106,9 +106,12 @@ static int api_bearer(http_req *r, const char **token)
     return (int)len;
 }
 
-/* The caller holding the token whose hash is hash: this thread's memory, else the database. */
-static int api_caller_find(http_req *r, app *a, const char *hash, api_caller *out)
+int api_caller_of_token(app *a, const char *secret, api_caller *out, char *err)
 {
+    if (strlen(secret) > API_TOKEN_MAX_LEN)
+        return err_set(err, -EPERM, "the token is not valid: unknown or revoked");
+    char hash[DB_TOKEN_HASH_LEN + 1];
+    db_token_hash(secret, hash);
     uint64_t generation = atomic_load(&api_tokens_generation);
     int64_t now = time_wall_ms();
     api_auth_entry *e = &api_auth_cache[(unsigned)(hash[0] + 31 * hash[1]) % API_AUTH_CACHE];
@@ -117,15 +120,13 @@ static int api_caller_find(http_req *r, app *a, const char *hash, api_caller *ou
         *out = e->who;
         return 0;
     }
-    db *d = api_db(r, a);
+    db *d = app_db(a);
     if (!d)
-        return -EIO;
+        return err_set(err, -EIO, "the database cannot be opened; the server log says why");
     db_token t;
-    int rc = db_token_find_hash(d, hash, &t, http_errbuf(r));
-    if (rc == -ENOENT) {
-        http_header_add(r, "WWW-Authenticate", API_CHALLENGE ", error=\"invalid_token\"");
-        return -EPERM;
-    }
+    int rc = db_token_find_hash(d, hash, &t, err);
+    if (rc == -ENOENT)
+        return err_set(err, -EPERM, "the token is not valid: unknown or revoked");
     if (rc < 0)
         return rc;
     memset(out, 0, sizeof *out);
@@ -174,12 +175,13 @@ int api_authorize(http_req *r, void *ctx, unsigned access)
     int len = api_bearer(r, &token);
     if (len < 0)
         return len;
-    char secret[API_TOKEN_MAX_LEN + 1], hash[DB_TOKEN_HASH_LEN + 1];
+    char secret[API_TOKEN_MAX_LEN + 1];
     memcpy(secret, token, (size_t)len);
     secret[len] = '\0';
-    db_token_hash(secret, hash);
     api_caller *c = http_auth(r);
-    int rc = api_caller_find(r, a, hash, c);
+    int rc = api_caller_of_token(a, secret, c, http_errbuf(r));
+    if (rc == -EPERM)
+        http_header_add(r, "WWW-Authenticate", API_CHALLENGE ", error=\"invalid_token\"");
     if (rc < 0)
         return rc;
     if (!(access & API_ROLE_BIT(c->role))) {

@@ -142,28 +142,22 @@ int api_predict_resolve(app *a, const char *token, const char *name, int64_t ver
         return err_set(err, -EPERM,
                        "this call needs a token: send the metadata \"authorization: Bearer "
                        "<token>\"");
-    if (strlen(token) > 200)
-        return err_set(err, -EPERM, "the token is not valid: unknown or revoked");
     if (!name || !*name || strlen(name) > DB_NAME_MAX)
         return err_set(err, -ENOENT, "model_spec.name must name a model (1 to 128 characters)");
-    db *d = app_db(a);
-    if (!d)
-        return err_set(err, -EIO, "the database cannot be opened");
-    char hash[DB_TOKEN_HASH_LEN + 1];
-    db_token_hash(token, hash);
-    db_token tok;
-    int rc = db_token_find_hash(d, hash, &tok, err);
-    if (rc == -ENOENT)
-        return err_set(err, -EPERM, "the token is not valid: unknown or revoked");
+    api_caller c;
+    int rc = api_caller_of_token(a, token, &c, err);
     if (rc < 0)
         return rc;
-    if (tok.role != DB_ROLE_ADMIN && tok.role != DB_ROLE_USER)
+    if (c.role != DB_ROLE_ADMIN && c.role != DB_ROLE_USER)
         return err_set(err, -EACCES,
                        "a %s token may not call predictions: it needs an admin or "
                        "user token",
-                       db_role_name(tok.role));
+                       db_role_name(c.role));
+    db *d = app_db(a);
+    if (!d)
+        return err_set(err, -EIO, "the database cannot be opened");
     db_model m;
-    rc = api_pick_model(d, name, version, tok.role == DB_ROLE_ADMIN ? NULL : tok.id, &m, err);
+    rc = api_pick_model(d, name, version, api_sees_every_job(&c) ? NULL : c.token_id, &m, err);
     return rc < 0 ? rc : api_target_fill(a, &m, t, err);
 }
 
