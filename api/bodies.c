@@ -130,14 +130,20 @@ static unsigned api_device_check(const json_t *dev, size_t i, field_errors *errs
 
 int api_registration_parse(const json_t *body, api_registration *out, field_errors *errs)
 {
-    static const char *const known[] = {"name", "devices", "scripts", NULL};
+    static const char *const known[] = {"name", "devices", "scripts", "slots", NULL};
     errs->count = 0;
-    api_registration reg = {0};
+    api_registration reg = {.slots = 1};
     reg.name = api_get_string(json_object_get(body, "name"), "name", 128, errs);
     json_t *scripts = json_object_get(body, "scripts");
     if (scripts && !json_is_boolean(scripts))
         field_errors_add(errs, "scripts", "must be true or false");
     reg.scripts = json_is_true(scripts);
+    json_t *slots = json_object_get(body, "slots");
+    long long n_slots = 1;
+    if (slots && (!api_integer(slots, &n_slots) || n_slots < 1 || n_slots > JOB_MAX_REPLICAS))
+        field_errors_add(errs, "slots", "must be an integer from 1 to %d", JOB_MAX_REPLICAS);
+    else
+        reg.slots = (int)n_slots;
     json_t *devices = json_object_get(body, "devices");
     if (!json_is_array(devices) || json_array_size(devices) < 1 ||
         json_array_size(devices) > API_MAX_DEVICES) {

@@ -111,6 +111,7 @@ static json_t *api_job_with(const db_job *j, json_t *doc, json_t *attempts, json
                                        "worker",
                                        "cancel_requested",
                                        "owner",
+                                       "slurm_job_id",
                                        "document",
                                        "links",
                                        "attempts"};
@@ -131,6 +132,7 @@ static json_t *api_job_with(const db_job *j, json_t *doc, json_t *attempts, json
                       api_opt_string(j->worker_id),
                       json_boolean(j->cancel_requested),
                       api_opt_string(j->owner),
+                      api_opt_string(j->slurm_job_id),
                       doc,
                       api_job_links(j->id),
                       attempts};
@@ -278,9 +280,9 @@ json_t *api_encode_artifact(const db_artifact *a)
 
 json_t *api_encode_worker(const db_worker *w, int64_t gone_before, int lease_seconds)
 {
-    static const char *const keys[] = {"id",           "name",          "status",
-                                       "devices",      "job",           "registered_at",
-                                       "last_seen_at", "lease_seconds", "scripts"};
+    static const char *const keys[] = {"id",      "name",          "status",       "devices",
+                                       "job",     "registered_at", "last_seen_at", "lease_seconds",
+                                       "scripts", "slots"};
     const char *status = w->gone || w->last_seen_at < gone_before ? "gone"
                          : w->job_id[0]                           ? "busy"
                                                                   : "idle";
@@ -297,7 +299,8 @@ json_t *api_encode_worker(const db_worker *w, int64_t gone_before, int lease_sec
                       api_encode_time(w->registered_at),
                       api_encode_time(w->last_seen_at),
                       json_integer(lease_seconds),
-                      json_boolean(w->scripts)};
+                      json_boolean(w->scripts),
+                      json_integer(w->slots > 1 ? w->slots : 1)};
     return api_encode_object(keys, vals, 9);
 }
 

@@ -167,7 +167,8 @@ int api_jobs_submit(http_req *r, void *ctx)
                         .owner = caller->token_id,
                         .max_queued = a->max_queued_per_token,
                         .credentials = sealed,
-                        .script = job_is_script(spec)};
+                        .script = job_is_script(spec),
+                        .replicas = spec->replicas};
     rc = sched_job_submit(d, &nj, time_wall_ms(), &j, &created, err);
     if (rc < 0)
         goto out;

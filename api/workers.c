@@ -87,6 +87,7 @@ int api_workers_register(http_req *r, void *ctx)
     }
     w.kinds = reg.kinds;
     w.scripts = reg.scripts;
+    w.slots = reg.slots;
     memcpy(w.token_id, api_caller_of(r)->token_id, sizeof w.token_id);
     w.registered_at = w.last_seen_at = time_wall_ms();
     rc = db_worker_insert(d, &w, err);

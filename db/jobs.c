@@ -17,7 +17,8 @@
     "seq, id, name, status, phase, attempt, max_attempts, priority, device_kind, "                 \
     "max_runtime_seconds, document, created_at, started_at, finished_at, attempt_started_at, "     \
     "runtime_ms, error, device, worker_id, lease_expires_at, cancel_requested, log_lines, "        \
-    "owner, script" /* body_hash follows it in SQL_JOB_GET_KEY: column 24 */
+    "owner, script, replicas, slurm_job_id, for_worker" /* body_hash follows it in                 \
+                                                           SQL_JOB_GET_KEY: column 27 */
 
 static const char *const db_status_names[DB_N_STATUS] = {"queued", "running", "succeeded", "failed",
                                                          "cancelled"};
@@ -123,6 +124,9 @@ static int db_job_read(sqlite3_stmt *st, db_job *out, char *err)
     j.log_lines = sqlite3_column_int(st, 21);
     db_col_copy(st, 22, j.owner, sizeof j.owner);
     j.script = sqlite3_column_int(st, 23);
+    j.replicas = sqlite3_column_int(st, 24);
+    db_col_copy(st, 25, j.slurm_job_id, sizeof j.slurm_job_id);
+    db_col_copy(st, 26, j.for_worker, sizeof j.for_worker);
     if (db_col_dup(st, 10, &j.document) < 0 || db_col_dup(st, 16, &j.error) < 0) {
         db_job_clear(&j);
         return err_set(err, -ENOMEM, "out of memory");
@@ -150,8 +154,9 @@ static int db_job_one(db *d, sqlite3_stmt *st, db_job *out, char *err)
 
 static const char SQL_JOB_INSERT[] =
     "INSERT INTO jobs (id, name, status, attempt, max_attempts, priority, device_kind,"
-    " max_runtime_seconds, document, idempotency_key, body_hash, created_at, owner, script)"
-    " VALUES (?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    " max_runtime_seconds, document, idempotency_key, body_hash, created_at, owner, script,"
+    " replicas)"
+    " VALUES (?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 int db_job_insert(db *d, db_job *j, const char *idem_key, const char *body_hash, char *err)
 {
@@ -171,6 +176,7 @@ int db_job_insert(db *d, db_job *j, const char *idem_key, const char *body_hash,
     sqlite3_bind_int64(st, 10, j->created_at);
     db_bind_opt_text(st, 11, j->owner);
     sqlite3_bind_int(st, 12, j->script != 0);
+    sqlite3_bind_int(st, 13, j->replicas > 1 ? j->replicas : 1);
     int src = sqlite3_step(st);
     if (src != SQLITE_DONE)
         rc = db_fail(d, src, err);
@@ -218,7 +224,7 @@ int db_job_get_by_key(db *d, const char *idem_key, db_job *out, char body_hash[6
     sqlite3_bind_text(st, 1, idem_key, -1, SQLITE_STATIC);
     rc = db_job_one(d, st, out, err);
     if (rc == 0)
-        db_col_copy(st, 24, body_hash, 65);
+        db_col_copy(st, 27, body_hash, 65);
     db_stmt_done(st);
     return rc;
 }
@@ -291,30 +297,50 @@ int db_job_list_running(db *d, db_job_fn fn, void *ctx, char *err)
     return db_rows(d, st, db_job_row, &w, err);
 }
 
-/* Walks jobs_queue (status, priority DESC, seq) and skips jobs whose kind does not fit, and
- * script jobs unless the worker runs scripts. */
+/* Walks jobs_queue (status, priority DESC, seq) and skips jobs whose kind does not fit, script
+ * jobs unless the worker runs scripts, jobs of more replicas than its slots, and jobs bound to
+ * another worker (a bound worker takes only its own). */
 static const char SQL_JOB_NEXT[] =
     "SELECT " DB_JOB_COLS " FROM jobs WHERE status = 'queued'"
     " AND (device_kind = 'any' OR (device_kind = 'gpu' AND ?1) OR (device_kind = 'cpu' AND ?2))"
-    " AND (script = 0 OR ?3)"
+    " AND (script = 0 OR ?3) AND replicas <= ?4"
+    " AND (for_worker = ?5 OR (for_worker IS NULL AND NOT ?6))"
     " ORDER BY priority DESC, seq LIMIT 1";
 
-int db_job_next_queued(db *d, unsigned kinds, int scripts, db_job *out, char *err)
+int db_job_next_queued(db *d, const db_worker *w, db_job *out, char *err)
 {
-    if (kinds == 0)
+    if (w->kinds == 0)
         return 0; /* a worker without devices runs nothing */
     sqlite3_stmt *st = NULL;
     int rc = db_stmt(d, SQL_JOB_NEXT, &st, err);
     if (rc < 0)
         return rc;
-    sqlite3_bind_int(st, 1, (kinds & DB_KIND_GPU) != 0);
-    sqlite3_bind_int(st, 2, (kinds & DB_KIND_CPU) != 0);
-    sqlite3_bind_int(st, 3, scripts != 0);
+    sqlite3_bind_int(st, 1, (w->kinds & DB_KIND_GPU) != 0);
+    sqlite3_bind_int(st, 2, (w->kinds & DB_KIND_CPU) != 0);
+    sqlite3_bind_int(st, 3, w->scripts != 0);
+    sqlite3_bind_int(st, 4, w->slots > 1 ? w->slots : 1);
+    sqlite3_bind_text(st, 5, w->id, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 6, w->bound != 0);
     rc = db_job_one(d, st, out, err);
     db_stmt_done(st);
     if (rc == -ENOENT)
         return 0;
     return rc < 0 ? rc : 1;
+}
+
+static const char SQL_JOB_SET_SLURM[] =
+    "UPDATE jobs SET slurm_job_id = ?2, for_worker = ?3 WHERE seq = ?1";
+
+int db_job_set_slurm(db *d, int64_t seq, const char *slurm_job_id, const char *worker_id, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_SET_SLURM, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, seq);
+    db_bind_opt_text(st, 2, slurm_job_id);
+    db_bind_opt_text(st, 3, worker_id);
+    return db_write(d, st, err);
 }
 
 static const char SQL_JOB_COUNT[] = "SELECT count(*) FROM jobs WHERE status = ?";

@@ -44,6 +44,10 @@ typedef struct db_job {
     char owner[DB_ID_LEN + 1]; /* id of the token that submitted it; "" for none */
     int script;                /* 1: a script job (training_script), leased only to workers
                                   that run scripts */
+    int replicas;              /* distribution.replicas (1 for most jobs): leased only to a
+                                  worker with at least as many slots */
+    char slurm_job_id[32];     /* the Slurm job that holds it now; "" for none */
+    char for_worker[DB_ID_LEN + 1]; /* only this worker may lease it; "" for any */
 } db_job;
 
 /* Filters of db_job_list; status -1, name NULL and owner NULL match every job. */
@@ -89,10 +93,17 @@ int db_job_get_by_key(db *d, const char *idem_key, db_job *out, char body_hash[6
 int db_job_list(db *d, const db_job_filter *f, db_job_fn fn, void *ctx, char *err);
 /* Every running job (for the sweeper). */
 int db_job_list_running(db *d, db_job_fn fn, void *ctx, char *err);
-/* The next queued job a worker offering the device kinds in kinds (DB_KIND_* bits) may run
- * (script jobs only when scripts is nonzero): highest priority, then oldest. Returns 1 with
+struct db_worker;
+/* The next queued job worker w may run: one whose device kind is among w's kinds (DB_KIND_*
+ * bits), a script job only when w runs scripts, no more replicas than w's slots, and either
+ * bound to w (for_worker) or, when w is not a bound worker, to nobody: highest priority, then
+ * oldest. Returns 1 with
  * *out filled, 0 when none fits. */
-int db_job_next_queued(db *d, unsigned kinds, int scripts, db_job *out, char *err);
+int db_job_next_queued(db *d, const struct db_worker *w, db_job *out, char *err);
+/* Binds queued job seq to worker_id (NULL: unbinds) and records the Slurm job that holds it
+ * (NULL: none). Returns rows changed. */
+int db_job_set_slurm(db *d, int64_t seq, const char *slurm_job_id, const char *worker_id,
+                     char *err);
 /* How many jobs have status. */
 int db_job_count(db *d, int status, int64_t *out, char *err);
 

@@ -185,6 +185,15 @@ static const char *const db_migrations[] = {
     ");"
     "CREATE UNIQUE INDEX models_job ON models (job_seq);"
     "CREATE INDEX models_owner_name ON models (owner, name);",
+    /* v7: data-parallel jobs and the Slurm executor. jobs.replicas (distribution.replicas, set
+     * at submit) is matched against workers.slots, the ranks a worker can start. A job Slurm
+     * holds has its sbatch id in slurm_job_id and is leased only by the worker made for that
+     * Slurm job (for_worker); such a worker (bound = 1) leases nothing else. */
+    "ALTER TABLE jobs ADD COLUMN replicas INTEGER NOT NULL DEFAULT 1;"
+    "ALTER TABLE jobs ADD COLUMN slurm_job_id TEXT;"
+    "ALTER TABLE jobs ADD COLUMN for_worker TEXT;"
+    "ALTER TABLE workers ADD COLUMN slots INTEGER NOT NULL DEFAULT 1;"
+    "ALTER TABLE workers ADD COLUMN bound INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define DB_N_MIGRATIONS ((int)(sizeof db_migrations / sizeof db_migrations[0]))

@@ -6,10 +6,12 @@
 #include <string.h>
 
 #define DB_WORKER_COLS                                                                             \
-    "id, name, devices, kinds, registered_at, last_seen_at, gone, job_id, token_id, scripts"
+    "id, name, devices, kinds, registered_at, last_seen_at, gone, job_id, token_id, scripts, "     \
+    "slots, "                                                                                      \
+    "bound"
 
 static const char SQL_WORKER_INSERT[] = "INSERT INTO workers (" DB_WORKER_COLS ")"
-                                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+                                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 static const char SQL_WORKER_GET[] = "SELECT " DB_WORKER_COLS " FROM workers WHERE id = ?";
 static const char SQL_WORKER_LIST[] =
     "SELECT " DB_WORKER_COLS " FROM workers ORDER BY registered_at, id";
@@ -56,6 +58,8 @@ int db_worker_insert(db *d, const db_worker *w, char *err)
     db_bind_opt_text(st, 8, w->job_id);
     db_bind_opt_text(st, 9, w->token_id);
     sqlite3_bind_int(st, 10, w->scripts != 0);
+    sqlite3_bind_int(st, 11, w->slots > 1 ? w->slots : 1);
+    sqlite3_bind_int(st, 12, w->bound != 0);
     rc = db_write(d, st, err);
     return rc < 0 ? rc : 0;
 }
@@ -75,6 +79,8 @@ static int db_worker_read(sqlite3_stmt *st, db_worker *out, char *err)
     db_col_copy(st, 7, w.job_id, sizeof w.job_id);
     db_col_copy(st, 8, w.token_id, sizeof w.token_id);
     w.scripts = sqlite3_column_int(st, 9);
+    w.slots = sqlite3_column_int(st, 10);
+    w.bound = sqlite3_column_int(st, 11);
     *out = w;
     return 0;
 }

@@ -25,6 +25,8 @@ typedef struct db_worker {
     char job_id[DB_ID_LEN + 1];   /* "" when idle */
     char token_id[DB_ID_LEN + 1]; /* the token that registered it; "" for none */
     int scripts;                  /* 1: started with --allow-scripts (runs script jobs) */
+    int slots;                    /* the most replicas of a data-parallel job it starts (>= 1) */
+    int bound;                    /* 1: made for one Slurm job; leases only jobs bound to it */
 } db_worker;
 
 /* Called per worker; w is valid during the call only. A negative return stops the walk. */

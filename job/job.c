@@ -814,6 +814,32 @@ static void job_v_resources(job_vctx *v, const json_t *doc, job_spec *s)
                  &s->device);
 }
 
+/* "distribution": {"replicas": N, "nodes": M}: a data-parallel job of N ranks, each with its
+ * share of every batch, for built-in jobs only. Each rank needs at least one row of a batch. */
+static void job_v_distribution(job_vctx *v, const json_t *doc, job_spec *s)
+{
+    static const char *const known[] = {"replicas", "nodes", NULL};
+    const json_t *dist = NULL;
+    if (job_get_object(v, doc, "distribution", "", &dist) != 1)
+        return;
+    if (s->script) {
+        field_errors_add(v->errs, "distribution",
+                         "applies only to built-in jobs: a training_script runs as one process");
+        return;
+    }
+    job_check_members(v, dist, "distribution", known);
+    job_get_int32(v, dist, "replicas", "distribution", 1, JOB_MAX_REPLICAS, &s->replicas);
+    if (json_object_get(dist, "nodes") &&
+        job_get_int32(v, dist, "nodes", "distribution", 1, JOB_MAX_REPLICAS, &s->nodes) == 1 &&
+        s->nodes > s->replicas)
+        field_errors_add(v->errs, "distribution.nodes",
+                         "must not exceed distribution.replicas: every node runs at least one");
+    if (s->replicas > s->batch_size)
+        field_errors_add(v->errs, "distribution.replicas",
+                         "must not exceed hyperparameters.batch_size: each replica takes a "
+                         "share of every batch");
+}
+
 static void job_v_task(job_vctx *v, const json_t *doc, job_spec *s)
 {
     job_get_enum(v, doc, "task", "", job_tasks, "\"classification\" or \"regression\"", &s->task);
@@ -859,6 +885,7 @@ static void job_defaults(job_spec *s)
     s->device = JOB_DEVICE_ANY;
     s->max_attempts = 3;
     s->max_runtime_seconds = 86400;
+    s->replicas = 1;
     s->priority = 0;
     s->delete_checkpoint = 1;
 }
@@ -877,6 +904,7 @@ int job_from_json(const json_t *doc, job_spec **out, field_errors *errs)
                                         "model",
                                         "hyperparameters",
                                         "resources",
+                                        "distribution",
                                         "max_attempts",
                                         "max_runtime_seconds",
                                         "priority",
@@ -925,6 +953,7 @@ int job_from_json(const json_t *doc, job_spec **out, field_errors *errs)
         job_v_hyper(&v, doc, s);
     }
     job_v_resources(&v, doc, s);
+    job_v_distribution(&v, doc, s);
     job_get_int32(&v, doc, "max_attempts", "", 1, 100, &s->max_attempts);
     job_get_int32(&v, doc, "max_runtime_seconds", "", 1, 2592000, &s->max_runtime_seconds);
     job_get_int32(&v, doc, "priority", "", -100, 100, &s->priority);
@@ -1109,6 +1138,12 @@ json_t *job_doc_finish(json_t *doc, const job_spec *s, int bad)
     json_t *res = json_object();
     job_put(res, "device", job_str(job_enum_name(job_devices, s->device), &bad), &bad);
     job_put(doc, "resources", res, &bad);
+    if (s->replicas > 1 || s->nodes > 0) { /* absent for one replica: documents stay as they were */
+        json_t *dist = json_pack("{s:i}", "replicas", s->replicas);
+        if (dist && s->nodes > 0)
+            job_put(dist, "nodes", json_integer(s->nodes), &bad);
+        job_put(doc, "distribution", dist, &bad);
+    }
     job_put(doc, "max_attempts", json_integer(s->max_attempts), &bad);
     job_put(doc, "max_runtime_seconds", json_integer(s->max_runtime_seconds), &bad);
     job_put(doc, "priority", json_integer(s->priority), &bad);

@@ -83,6 +83,8 @@ enum job_format {
 enum job_scale { JOB_SCALE_UNIT = 0, JOB_SCALE_STANDARDIZE = 1 };
 enum job_optimizer { JOB_OPT_SGD = 0, JOB_OPT_ADAM = 1 };
 enum job_device { JOB_DEVICE_ANY = 0, JOB_DEVICE_GPU = 1, JOB_DEVICE_CPU = 2 };
+
+#define JOB_MAX_REPLICAS 64 /* distribution.replicas */
 /* A dense or conv2d layer's activation. "softmax" is accepted only on a last dense layer, which
  * is then the output layer itself (job_spec.output_given). The trainer maps these to the
  * kernels' own values where it calls them. */
@@ -155,6 +157,10 @@ typedef struct job_spec {
     uint64_t seed;           /* default 0 */
     /* scheduling */
     int device;              /* resources.device: enum job_device, default any */
+    int replicas;            /* distribution.replicas: data-parallel ranks, 1..JOB_MAX_REPLICAS,
+                                default 1 (worker/distrib.h) */
+    int nodes;               /* distribution.nodes: machines the Slurm executor asks for,
+                                1..replicas; 0 (default) lets Slurm place the ranks */
     int max_attempts;        /* default 3, 1..100 */
     int max_runtime_seconds; /* default 86400, 1..2592000 */
     int priority;            /* default 0, -100..100 */

@@ -150,7 +150,7 @@ int sched_job_lease(db *d, const char *worker_id, int64_t now, int lease_seconds
     int rc = db_worker_get(d, worker_id, &w, err);
     if (rc < 0)
         return rc;
-    rc = db_job_next_queued(d, w.kinds, w.scripts, &j, err);
+    rc = db_job_next_queued(d, &w, &j, err);
     db_job_clear(&j);
     if (rc == 0 && (w.gone || now - w.last_seen_at >= SCHED_SEEN_EVERY_MS))
         rc = db_worker_seen(d, worker_id, now, err);
@@ -169,7 +169,7 @@ int sched_job_lease(db *d, const char *worker_id, int64_t now, int lease_seconds
     rc = db_worker_seen(d, worker_id, now, err);
     if (rc < 0)
         goto out;
-    rc = db_job_next_queued(d, w.kinds, w.scripts, &j, err);
+    rc = db_job_next_queued(d, &w, &j, err);
     if (rc <= 0)
         goto done; /* nothing fits: commit the "seen" */
     found = 1;

@@ -96,6 +96,7 @@ typedef struct sched_new_job {
     int max_queued;          /* > 0: refuse (-EUSERS) when owner already has this many queued */
     const char *credentials; /* the dataset URL's userinfo, sealed (util/secret.h), or NULL */
     int script;              /* 1: a script job (jobs.script): leased to script workers only */
+    int replicas;            /* distribution.replicas: leased to workers with as many slots */
 } sched_new_job;
 
 /* What one heartbeat reports; everything is borrowed and optional. */

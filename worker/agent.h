@@ -14,8 +14,10 @@
 
 #include <jansson.h>
 
+#include "client/client.h"
 #include "kernels/ocl.h"
 #include "worker/dscache.h"
+#include "worker/trainer.h"
 
 #define AGENT_HEARTBEAT_MS 500
 
@@ -47,9 +49,17 @@ typedef struct agent_opts {
     const char *script_cache;        /* --script-cache: code bundles and venvs; NULL: default */
     double script_grace_s;           /* SIGTERM to SIGKILL on a cancel; 0: script_run's default */
     double script_checkpoint_poll_s; /* how often checkpoint/ is looked at; 0: default */
-    const ocl_device *device_info;   /* the worker's device (set by agent_run) */
-    volatile sig_atomic_t *stop;     /* set by a signal handler: 1 finish the epoch, hand the job
-                                        back and return; 2 the same without finishing the epoch */
+    /* Data-parallel jobs (worker/distrib.h, docs/DISTRIBUTED.md) */
+    int replicas;            /* --replicas: the most ranks a job may have here (the worker's
+                                slots); 1 (or 0): data-parallel jobs are not leased */
+    const char *device_list; /* --device as given: ranks take its entries in turn by local
+                                rank (one entry: every rank on that device) */
+    int rank_threads;        /* --rank-threads: POCL_MAX_PTHREAD_COUNT of each rank; 0: unset */
+    const char *mpirun;      /* --mpirun: Open MPI's launcher; NULL: "mpirun" on PATH */
+    const char *replica_exe; /* the trainyard-replica program; NULL: beside this executable */
+    const ocl_device *device_info; /* the worker's device (set by agent_run) */
+    volatile sig_atomic_t *stop;   /* set by a signal handler: 1 finish the epoch, hand the job
+                                      back and return; 2 the same without finishing the epoch */
 } agent_opts;
 
 /* Runs the loop until *stop is set or max_jobs are done. Returns 0, or a negative code when the
@@ -57,6 +67,24 @@ typedef struct agent_opts {
  * server's certificate fails verification (-EKEYREJECTED: retrying cannot help); a server
  * that cannot be reached is retried, not fatal. */
 int agent_run(const agent_opts *o, char *err);
+
+/* ---- the ranks of a data-parallel job (the trainyard-replica program) ---------------------
+ * The worker that leased a job of N > 1 replicas starts `mpirun -np N trainyard-replica
+ * --lease FILE ...` and waits; Slurm's ranks start under `srun --mpi=pmix` and rank 0 leases
+ * the job bound to its worker itself (agent_replica_lease). Rank 0 then leads: it runs the job
+ * exactly as a worker runs any job (heartbeats, logs, metrics, checkpoints, artifacts, the
+ * final report), the trainer in group g. The other ranks follow: the same job and the same
+ * steps, reporting nothing (the lease's text reaches them from rank 0 through g->share). */
+
+/* Leases worker_id's job, waiting up to wait_s seconds: 1 with *lease, 0 when none came. */
+int agent_replica_lease(const agent_opts *o, client *c, const char *worker_id, int wait_s,
+                        json_t **lease, char *err);
+/* Rank 0: runs lease's job in group g on ctx/k and reports it as worker_id. */
+void agent_lead(const agent_opts *o, client *c, const char *worker_id, ocl_ctx *ctx, kern *k,
+                json_t *lease, const trainer_group *g);
+/* Ranks 1..N-1: run lease's job in group g; a negative code when it failed here. */
+int agent_follow(const agent_opts *o, ocl_ctx *ctx, kern *k, const json_t *lease,
+                 const trainer_group *g, char *err);
 
 /* A device as the API describes it (Device in openapi.yaml), new reference. */
 json_t *agent_device_json(const ocl_device *d);

@@ -71,6 +71,26 @@ typedef struct trainer_hooks {
     void (*on_dataset)(void *user, uint64_t bytes);
 } trainer_hooks;
 
+/* The ranks of a data-parallel job (job->replicas > 1): worker/distrib.h makes one over MPI.
+ * Every rank runs trainer_run on its own device with the same job; with size ranks, rank r
+ * takes rows [rows·r/size, rows·(r+1)/size) of every global batch of `rows` rows, its loss
+ * gradient scaled by 1/rows, and after backward the ranks sum their gradient buffers (one
+ * `sum` per step over n_params + 1 floats: the gradients and a stop flag), so every rank applies
+ * the same update to the same weights. Epoch totals are summed the same way; validation chunks
+ * are dealt round-robin. Rank 0 alone fetches the dataset (its bytes go to the others through
+ * `share`), reads a resume checkpoint (its state is shared), calls the hooks and writes the
+ * output folder; the others write nothing. Batchnorm normalises over each rank's own rows (as
+ * PyTorch's DistributedDataParallel does without SyncBatchNorm); its moving statistics are
+ * averaged over the ranks after every epoch. */
+typedef struct trainer_group {
+    int rank, size;
+    void *user;
+    /* Sums n floats over the ranks, in place, on every rank (MPI_Allreduce). */
+    int (*sum)(void *user, float *v, size_t n, char *err);
+    /* Copies rank 0's n bytes into buf on every rank (MPI_Bcast). */
+    int (*share)(void *user, void *buf, size_t n, char *err);
+} trainer_group;
+
 typedef struct trainer_opts {
     const char *out_dir;        /* created if missing */
     const char *dataset_root;   /* where file:// URLs may point, or NULL for none */
@@ -83,11 +103,12 @@ typedef struct trainer_opts {
     const char *resume_from;    /* a checkpoint to continue from, or NULL to start afresh */
     double checkpoint_seconds;  /* least time between checkpoints: 0 every epoch, < 0 none */
     volatile sig_atomic_t *stop_download; /* nonzero ends the dataset download (-EINTR); NULL */
-    dscache *dataset_cache;  /* where fetched datasets are kept and looked up (a hit logs "dataset
-                                from cache" and fetches nothing), or NULL for none; borrowed */
-    const char *val_outputs; /* after training, write the model's outputs on the validation rows
-                                (probabilities for classification) as a float32 .npy of
-                                [rows, outputs] here; NULL: none */
+    dscache *dataset_cache; /* where fetched datasets are kept and looked up (a hit logs "dataset
+                               from cache" and fetches nothing), or NULL for none; borrowed */
+    const trainer_group *group; /* the ranks of a data-parallel job, or NULL to train alone */
+    const char *val_outputs;    /* after training, write the model's outputs on the validation rows
+                                   (probabilities for classification) as a float32 .npy of
+                                   [rows, outputs] here; NULL: none */
 } trainer_opts;
 
 typedef struct trainer_result {

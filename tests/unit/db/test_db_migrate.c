@@ -87,8 +87,8 @@ static void test_v4_to_v5(void)
     CHECK_INT(db_open(path, &d, err), 0);
     if (!d)
         return;
-    CHECK_INT(db_query_int(d, "PRAGMA user_version"), 6);
-    CHECK_INT(db_schema_latest(), 6);
+    CHECK_INT(db_query_int(d, "PRAGMA user_version"), 7);
+    CHECK_INT(db_schema_latest(), 7);
     /* Old rows keep their values and take the new columns' defaults. */
     CHECK_INT(db_query_int(d, "SELECT count(*) FROM metrics"), 2);
     CHECK_INT(db_query_int(d, "SELECT max(id) FROM metrics"), 9);
@@ -173,10 +173,37 @@ static void test_v5_columns(void)
     j.script = 1;
     CHECK_INT(db_job_insert(d, &j, NULL, NULL, err), 0);
     db_job next;
-    CHECK_INT(db_job_next_queued(d, DB_KIND_CPU, 0, &next, err), 0);
-    CHECK_INT(db_job_next_queued(d, DB_KIND_CPU, 1, &next, err), 1);
+    db_worker plain = {.kinds = DB_KIND_CPU}, scripter = {.kinds = DB_KIND_CPU, .scripts = 1};
+    CHECK_INT(db_job_next_queued(d, &plain, &next, err), 0);
+    CHECK_INT(db_job_next_queued(d, &scripter, &next, err), 1);
     CHECK_STR(next.id, j.id);
     CHECK_INT(next.script, 1);
+    db_job_clear(&next);
+
+    /* v7: a job of two replicas goes only to a worker of two slots or more; a job bound to a
+     * worker (the Slurm executor's) only to that worker, which takes nothing else. */
+    db_job dp = j;
+    CHECK_INT(db_id_new(dp.id, err), 0);
+    dp.script = 0;
+    dp.replicas = 2;
+    dp.priority = 5;
+    CHECK_INT(db_job_insert(d, &dp, NULL, NULL, err), 0);
+    db_worker two = {.kinds = DB_KIND_CPU, .slots = 2},
+              bound = {.kinds = DB_KIND_CPU, .slots = 2, .bound = 1};
+    snprintf(two.id, sizeof two.id, "w3");
+    snprintf(bound.id, sizeof bound.id, "w4");
+    CHECK_INT(db_job_next_queued(d, &plain, &next, err), 0);
+    CHECK_INT(db_job_next_queued(d, &two, &next, err), 1);
+    CHECK_STR(next.id, dp.id);
+    CHECK_INT(next.replicas, 2);
+    db_job_clear(&next);
+    CHECK_INT(db_job_next_queued(d, &bound, &next, err), 0);
+    CHECK_INT(db_job_set_slurm(d, dp.seq, "42", "w4", err), 1);
+    CHECK_INT(db_job_next_queued(d, &two, &next, err), 0);
+    CHECK_INT(db_job_next_queued(d, &bound, &next, err), 1);
+    CHECK_STR(next.id, dp.id);
+    CHECK_STR(next.slurm_job_id, "42");
+    CHECK_STR(next.for_worker, "w4");
     db_job_clear(&next);
     db_close(d);
 }
@@ -206,7 +233,7 @@ static void test_v5_to_v6(void)
     CHECK_INT(db_open(path, &d, err), 0);
     if (!d)
         return;
-    CHECK_INT(db_query_int(d, "PRAGMA user_version"), 6);
+    CHECK_INT(db_query_int(d, "PRAGMA user_version"), 7);
     CHECK_INT(db_query_int(d, "SELECT count(*) FROM models"), 0);
     CHECK_INT(db_query_int(d, "SELECT count(*) FROM jobs"), 3);
     int64_t v = -1;
