@@ -297,6 +297,36 @@ int db_job_list_running(db *d, db_job_fn fn, void *ctx, char *err)
     return db_rows(d, st, db_job_row, &w, err);
 }
 
+/* The Slurm executor's two walks: queued built-in jobs that no worker is bound to (what it
+ * submits, in leasing order), and every job bound to a worker (what it polls and settles). */
+static const char SQL_JOB_UNBOUND[] =
+    "SELECT " DB_JOB_COLS " FROM jobs WHERE status = 'queued' AND script = 0"
+    " AND for_worker IS NULL ORDER BY priority DESC, seq LIMIT ?1";
+static const char SQL_JOB_BOUND[] =
+    "SELECT " DB_JOB_COLS " FROM jobs WHERE for_worker IS NOT NULL ORDER BY seq LIMIT ?1";
+
+static int db_job_list_limited(db *d, const char *sql, int limit, db_job_fn fn, void *ctx,
+                               char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, sql, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int(st, 1, limit);
+    db_job_walk w = {fn, ctx, err};
+    return db_rows(d, st, db_job_row, &w, err);
+}
+
+int db_job_list_unbound(db *d, int limit, db_job_fn fn, void *ctx, char *err)
+{
+    return db_job_list_limited(d, SQL_JOB_UNBOUND, limit, fn, ctx, err);
+}
+
+int db_job_list_bound(db *d, int limit, db_job_fn fn, void *ctx, char *err)
+{
+    return db_job_list_limited(d, SQL_JOB_BOUND, limit, fn, ctx, err);
+}
+
 /* Walks jobs_queue (status, priority DESC, seq) and skips jobs whose kind does not fit, script
  * jobs unless the worker runs scripts, jobs of more replicas than its slots, and jobs bound to
  * another worker (a bound worker takes only its own). */

@@ -22,6 +22,7 @@ _Static_assert(DATADIR_PATH_MAX >= PATH_MAX, "realpath() writes up to PATH_MAX b
 #define NAME_WORKER      "worker-"
 #define NAME_SERVER_CERT "server-cert.pem"
 #define NAME_SERVE_LOCK  "serve.lock"
+#define NAME_SLURM       "slurm"
 
 /* By datadir_entry. */
 static const char *const entry_names[] = {
@@ -34,6 +35,7 @@ static const char *const entry_names[] = {
     [DATADIR_WORK] = NAME_WORK,
     [DATADIR_SERVER_CERT] = NAME_SERVER_CERT,
     [DATADIR_SERVE_LOCK] = NAME_SERVE_LOCK,
+    [DATADIR_SLURM] = NAME_SLURM,
 };
 
 /* In docs/OPERATIONS.md's order; its first column is each pattern in backquotes. */
@@ -49,6 +51,7 @@ static const datadir_row layout[] = {
     {NAME_WORK "/" NAME_WORKER "N/", "local worker N's job folders while it trains"},
     {NAME_SERVER_CERT, "with TLS: the certificate local workers pin"},
     {NAME_SERVE_LOCK, "locked by the running serve: its pid and address"},
+    {NAME_SLURM "/<job id>-<Slurm job id>.out", "with --executor slurm: each Slurm job's output"},
 };
 
 __attribute__((format(printf, 2, 3))) static int path_format(char out[DATADIR_PATH_MAX],
@@ -97,6 +100,11 @@ int datadir_code_file(const char *data_dir, const char *hex, char out[DATADIR_PA
 int datadir_worker_dir(const char *work_dir, int slot, char out[DATADIR_PATH_MAX])
 {
     return path_format(out, "%s/" NAME_WORKER "%d", work_dir, slot);
+}
+
+int datadir_slurm_output(const char *data_dir, const char *job_id, char out[DATADIR_PATH_MAX])
+{
+    return path_format(out, "%s/" NAME_SLURM "/%s-%%j.out", data_dir, job_id);
 }
 
 int datadir_beside(const char *path, const char *suffix, char out[DATADIR_PATH_MAX])

@@ -13,6 +13,7 @@
  *     work/worker-N/                  local worker N's job folders         datadir_worker_dir
  *     server-cert.pem                 with TLS: the pinned certificate     DATADIR_SERVER_CERT
  *     serve.lock                      the running serve's lock             DATADIR_SERVE_LOCK
+ *     slurm/<job id>-<Slurm id>.out   a Slurm job's output (sbatch --output) datadir_slurm_output
  *
  * datadir_layout() gives the same as (pattern, description) rows, in the order of the table in
  * docs/OPERATIONS.md, "The data directory"; a unit test holds the two together.
@@ -42,6 +43,7 @@ typedef enum datadir_entry {
     DATADIR_WORK,            /* work */
     DATADIR_SERVER_CERT,     /* server-cert.pem */
     DATADIR_SERVE_LOCK,      /* serve.lock */
+    DATADIR_SLURM,           /* slurm: the Slurm executor's batch job output */
 } datadir_entry;
 
 /* DATA-DIR/<entry> into out; 0, -EINVAL for an unknown entry, -ENAMETOOLONG. */
@@ -59,6 +61,9 @@ int datadir_job_checkpoint(const char *artifacts_dir, const char *job_id,
 int datadir_code_file(const char *data_dir, const char *hex, char out[DATADIR_PATH_MAX]);
 /* <work_dir>/worker-<slot>, local worker slot's folder, into out; 0 or -ENAMETOOLONG. */
 int datadir_worker_dir(const char *work_dir, int slot, char out[DATADIR_PATH_MAX]);
+/* <data_dir>/slurm/<job_id>-%j.out, sbatch's --output for a job (Slurm puts its job id for
+ * %j), into out; 0 or -ENAMETOOLONG. */
+int datadir_slurm_output(const char *data_dir, const char *job_id, char out[DATADIR_PATH_MAX]);
 /* path followed by suffix (".tmp", ".part": a file written beside path, then renamed over it)
  * into out; 0 or -ENAMETOOLONG. */
 int datadir_beside(const char *path, const char *suffix, char out[DATADIR_PATH_MAX]);
