@@ -67,6 +67,12 @@ int api_sweep(app *a, int64_t now, char *err);
 int api_workers_lost(app *a, const char *token_id, const char *name, const char *why, int64_t now,
                      char *err);
 
+struct sched_sweep_stats;
+/* Jobs changed outside a request (the Slurm executor's passes, scheduler/slurm.h): logs what
+ * st counts under who's name and raises the app's signals (changed always: a log line may be
+ * all that changed). */
+void api_jobs_changed(app *a, const struct sched_sweep_stats *st, const char *who);
+
 /* Resolves a model for a caller known only by its bearer token (gRPC's metadata), with the
  * REST API's rules: admin and user tokens, a user's own models; predict/grpc.h's
  * predict_resolve_fn with app as its user. */

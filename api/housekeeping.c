@@ -24,6 +24,16 @@ static int api_sweep_announce(app *a, const sched_sweep_stats *st)
     return changed;
 }
 
+void api_jobs_changed(app *a, const sched_sweep_stats *st, const char *who)
+{
+    if (st->requeued)
+        app_log(a, "%s: %d job(s) back in the queue", who, st->requeued);
+    if (st->failed)
+        app_log(a, "%s: %d job(s) failed: attempts used up", who, st->failed);
+    if (api_sweep_announce(a, st) == 0)
+        api_raise(a->changed); /* a log line or a submit: followers look again */
+}
+
 int api_sweep(app *a, int64_t now, char *err)
 {
     db *d = app_db(a);

@@ -83,6 +83,16 @@ static const char usage_text[] =
     "  --grpc-port N        also serve TensorFlow Serving's gRPC PredictionService (Predict,\n"
     "                       GetModelMetadata) on this port (0 picks a free one and prints it),\n"
     "                       with TLS when --tls-cert is given; default: no gRPC\n"
+    "Slurm (see docs/SLURM.md):\n"
+    "  --executor E         local: queued jobs wait for workers to lease them (default);\n"
+    "                       slurm: each queued built-in job is also submitted with sbatch,\n"
+    "                       its ranks started by srun --mpi=pmix, and no local workers start\n"
+    "                       unless --workers is given\n"
+    "  --slurm-partition P  the partition sbatch submits to (default: Slurm's default)\n"
+    "  --advertise-url URL  the address the Slurm jobs' ranks connect to (default: serve's\n"
+    "                       own; give one the compute nodes reach, with --bind 0.0.0.0)\n"
+    "  --replica-exe PATH   trainyard-replica as the compute nodes see it (default: the\n"
+    "                       file of that name beside this trainyard executable)\n"
     "  --shutdown-seconds N on SIGTERM/SIGINT, exit within this long: local workers\n"
     "                       checkpoint their jobs and hand them back to the queue meanwhile\n"
     "                       (default 10)\n"
@@ -111,6 +121,7 @@ int cmd_serve(int argc, char **argv)
     long max_batch = 32, window_us = 250, grpc_port = -1;
     uint64_t predict_memory = 1ull << 30;
     const char *predict_device = "any";
+    const char *executor = "local", *partition = NULL, *advertise = NULL, *replica = NULL;
     uint64_t max_dataset = 0, max_artifact = 4ull << 30, max_code = 64ull << 20;
     const char *max_dataset_text = NULL, *cache_dir = NULL, *cache_bytes_text = NULL;
     const char *s3_endpoint = NULL, *s3_region = NULL;
@@ -193,6 +204,14 @@ int cmd_serve(int argc, char **argv)
             rc = parse_count(a, v, 100000, &window_us);
         else if (!strcmp(a, "--grpc-port"))
             rc = parse_count(a, v, 65535, &grpc_port);
+        else if (!strcmp(a, "--executor"))
+            executor = v;
+        else if (!strcmp(a, "--slurm-partition"))
+            partition = v;
+        else if (!strcmp(a, "--advertise-url"))
+            advertise = v;
+        else if (!strcmp(a, "--replica-exe"))
+            replica = v;
         else if (!strcmp(a, "--shutdown-seconds"))
             rc = parse_count(a, v, 3600, &bound);
         else {
@@ -210,6 +229,17 @@ int cmd_serve(int argc, char **argv)
     if (lease < 1 || threads < 1 || max_batch < 1 || predict_memory == 0) {
         fprintf(stderr, "trainyard serve: --lease-seconds, --threads, --predict-max-batch and "
                         "--predict-memory must be at least 1\n");
+        return 2;
+    }
+    if (strcmp(executor, "local") != 0 && strcmp(executor, "slurm") != 0) {
+        fprintf(stderr, "trainyard serve: --executor is local or slurm, not '%s'\n", executor);
+        return 2;
+    }
+    if (advertise && strncmp(advertise, "http://", 7) != 0 && strncmp(advertise, "https://", 8)) {
+        fprintf(stderr,
+                "trainyard serve: --advertise-url takes an http:// or https:// URL, not "
+                "'%s'\n",
+                advertise);
         return 2;
     }
     if (!tls_cert != !tls_key) {
@@ -268,6 +298,11 @@ int cmd_serve(int argc, char **argv)
                      .predict_memory = predict_memory,
                      .predict_max_batch = max_batch,
                      .predict_window_us = window_us,
-                     .grpc_port = grpc_port};
+                     .grpc_port = grpc_port,
+                     .executor = strcmp(executor, "slurm") == 0 ? SERVE_EXECUTOR_SLURM
+                                                                : SERVE_EXECUTOR_LOCAL,
+                     .slurm_partition = partition,
+                     .advertise_url = advertise,
+                     .replica_exe = replica};
     return serve_run(&so); /* it takes cert_pem and key_pem */
 }

@@ -47,6 +47,7 @@
 #include "kernels/ocl.h"
 #include "predict/grpc.h"
 #include "predict/predict.h"
+#include "scheduler/slurm.h"
 #include "scheduler/supervisor.h"
 #include "util/datadir.h"
 #include "util/err.h"
@@ -117,6 +118,55 @@ static void serve_worker_exited(void *user, const char *name, pid_t pid, const c
     snprintf(why, sizeof why, "local worker %s (pid %d) %s", name, (int)pid, how);
     if (api_workers_lost(l->a, l->token_id, name, why, time_wall_ms(), err) < 0)
         log_line(err);
+}
+
+/* The Slurm executor changed jobs (scheduler/slurm.h): the API's log lines and signals. */
+static void serve_slurm_changed(void *user, const sched_sweep_stats *st)
+{
+    api_jobs_changed(user, st, "slurm");
+}
+
+/* The Slurm executor, on its own thread (scheduler/slurm.c says why). The ranks reach serve
+ * at advertise_url, else at url; trainyard-replica is o->replica_exe, else the file of that
+ * name beside this executable. *out stays NULL with the local executor. 0, or -1 after saying
+ * why. */
+static int serve_slurm_start(const serve_opts *o, app *a, const char *url, const char *pin,
+                             slurm_executor **out)
+{
+    static char replica[PATH_MAX];
+    char err[ERR_LEN];
+    if (o->executor != SERVE_EXECUTOR_SLURM)
+        return 0;
+    if (o->replica_exe) {
+        snprintf(replica, sizeof replica, "%s", o->replica_exe);
+    } else {
+        ssize_t len = readlink("/proc/self/exe", replica, sizeof replica - 1);
+        replica[len > 0 ? len : 0] = '\0';
+        char *slash = strrchr(replica, '/');
+        if (slash && (size_t)(slash - replica) + sizeof "/trainyard-replica" <= sizeof replica)
+            memcpy(slash, "/trainyard-replica", sizeof "/trainyard-replica");
+    }
+    slurm_opts so = {.db_path = a->db_path,
+                     .data_dir = a->data_dir,
+                     .artifacts_dir = a->artifacts_dir,
+                     .replica_exe = replica,
+                     .server_url = o->advertise_url ? o->advertise_url : url,
+                     .pin_cert = pin && pin[0] ? pin : NULL,
+                     .partition = o->slurm_partition,
+                     .dataset_root = o->dataset_root,
+                     .dataset_allow = o->dataset_allow,
+                     .dataset_ca = o->dataset_ca,
+                     .max_dataset_bytes = o->max_dataset_bytes,
+                     .dataset_cache = o->dataset_cache,
+                     .checkpoint_s = o->checkpoint_seconds,
+                     .log = log_line,
+                     .changed = serve_slurm_changed,
+                     .user = a};
+    if (slurm_executor_start(&so, out, err) < 0) {
+        fprintf(stderr, "trainyard serve: %s\n", err);
+        return -1;
+    }
+    return 0;
 }
 
 void serve_pem_free(char *pem)
@@ -459,12 +509,17 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     if (lockfile_note(lock, url, err) < 0)
         log_line(err); /* a second serve then names only our pid */
 
-    /* Local workers: one per device unless told otherwise. */
+    /* Local workers: one per device unless told otherwise (none by default with Slurm). */
     if (workers < 0)
-        workers = (long)ndev;
+        workers = o->executor == SERVE_EXECUTOR_SLURM ? 0 : (long)ndev;
     supervisor *sup = NULL;
+    slurm_executor *slurm = NULL;
     int status = 0;
     double t0 = 0;
+    if (serve_slurm_start(o, &a, url, pin, &slurm) < 0) {
+        status = 1;
+        goto out;
+    }
     if (workers > 0 && ndev == 0) {
         log_line("no OpenCL device here: no local workers; jobs wait for a remote worker "
                  "(trainyard worker --server URL on a machine with one)");
@@ -509,6 +564,9 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     if (workers > 0 && ndev > 0)
         printf(" on %s", devs[0].name);
     printf("\n");
+    if (slurm)
+        printf("executor: slurm (the ranks connect to %s)\n",
+               o->advertise_url ? o->advertise_url : url);
     if (grpc)
         printf("gRPC PredictionService on %s:%d%s\n", host, predict_grpc_port(grpc),
                tls_cert ? " (TLS)" : "");
@@ -529,6 +587,7 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     a.stopping = 1;
     log_line("stopping: no new jobs; local workers hand their jobs back, then the server closes");
 out:
+    slurm_executor_stop(slurm); /* its Slurm jobs run on; the next serve polls them */
     supervisor_stop(sup, bound > 1 ? (int)(bound - 1) * 1000 : 0);
     /* gRPC first (its calls need the engine); the engine's queued requests then finish with
      * -ECANCELED, raising their signals while the HTTP server still has them */

@@ -41,7 +41,16 @@ typedef struct serve_opts {
     uint64_t predict_memory;    /* the engine's cap on loaded models' device bytes */
     long predict_max_batch, predict_window_us;
     long grpc_port; /* the gRPC PredictionService's port; -1: none, 0: a free one */
+    int executor;   /* enum serve_executor: who runs queued jobs besides workers that lease */
+    const char *slurm_partition; /* --slurm-partition, or NULL */
+    const char *advertise_url;   /* the URL Slurm's ranks connect to; NULL: serve's own */
+    const char *replica_exe;     /* trainyard-replica; NULL: beside the trainyard executable */
 } serve_opts;
+
+/* local: jobs wait for workers (local ones, remote ones) to lease them; slurm: each queued
+ * built-in job is also submitted to Slurm (scheduler/slurm.h), and serve starts no local
+ * workers unless --workers says how many. */
+enum serve_executor { SERVE_EXECUTOR_LOCAL, SERVE_EXECUTOR_SLURM };
 
 /* Runs the service until SIGTERM/SIGINT and a bounded shutdown; returns the process exit status
  * (0 after a clean stop, 1 when it could not start, after saying why on stderr). Once per
