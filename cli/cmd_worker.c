@@ -41,7 +41,9 @@ static const char usage_text[] =
     "                       private CA (default $TRAINYARD_CA; else the system store)\n"
     "  --pin-cert FILE      trust exactly this certificate, the server's own, whatever host\n"
     "                       name it names (how serve starts its local workers)\n"
-    "  --device D           gpu, cpu, any (default), or an index from `trainyard devices`\n"
+    "  --device D           gpu, cpu, any (default), or an index from `trainyard devices`;\n"
+    "                       a comma list (0,1) gives a data-parallel job's ranks one each\n"
+    "                       in turn (the worker itself uses the first)\n"
     "  --name NAME          how the worker is listed (default <host>-<pid>)\n"
     "  --work-dir DIR       where job folders are made while a job runs (default $TMPDIR)\n"
     "  --dataset-root DIR   where file:// dataset URLs may point (default: nowhere)\n"
@@ -62,6 +64,11 @@ static const char usage_text[] =
     "  --max-dataset-bytes N\n"
     "                       refuse a dataset larger than N bytes (K, M, G suffixes; default\n"
     "                       2G)\n" CLI_DSCACHE_HELP CLI_S3_HELP CLI_SCRIPT_HELP
+    "  --replicas N         take data-parallel jobs of up to N replicas and start their ranks\n"
+    "                       with Open MPI's mpirun and trainyard-replica (default 1: none)\n"
+    "  --rank-threads N     each rank's PoCL device runs N threads (POCL_MAX_PTHREAD_COUNT);\n"
+    "                       on a CPU, replicas x N should not exceed the cores (default: PoCL's)\n"
+    "  --mpirun PATH        Open MPI's launcher (default mpirun on PATH)\n"
     "  --max-jobs N         exit after N jobs (default: never)\n"
     "  --parent PID         exit (SIGKILL) when process PID ends; serve passes its own pid to\n"
     "                       its local workers. Without it the worker outlives its server and\n"
@@ -167,6 +174,22 @@ int cmd_worker(int argc, char **argv)
             }
             continue;
         }
+        if ((!strcmp(argv[i], "--replicas") || !strcmp(argv[i], "--rank-threads")) &&
+            i + 1 < argc) {
+            char *end = NULL;
+            long n = strtol(argv[++i], &end, 10);
+            if (end == argv[i] || *end || n < 1 || n > JOB_MAX_REPLICAS) {
+                fprintf(stderr, "trainyard worker: %s takes a count from 1 to %d, not '%s'\n",
+                        argv[i - 1], JOB_MAX_REPLICAS, argv[i]);
+                return 2;
+            }
+            *(!strcmp(argv[i - 1], "--replicas") ? &o.replicas : &o.rank_threads) = (int)n;
+            continue;
+        }
+        if (!strcmp(argv[i], "--mpirun") && i + 1 < argc) {
+            o.mpirun = argv[++i];
+            continue;
+        }
         if (!strcmp(argv[i], "--checkpoint-seconds") && i + 1 < argc) {
             char *end = NULL;
             double v = strtod(argv[++i], &end);
@@ -208,6 +231,7 @@ int cmd_worker(int argc, char **argv)
         fprintf(stderr, "trainyard worker: --server URL (or TRAINYARD_URL) is required\n");
         return 2;
     }
+    o.device_list = o.device;
     if (pin) {
         o.ca_file = pin;
         o.ca_pinned = 1;

@@ -551,8 +551,12 @@ static json_t *lease_document(const json_t *lease)
     return copy;
 }
 
-static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ctx *ctx, kern *k,
-                    json_t *lease)
+/* Runs one leased job: the trainer (alone, or as rank 0 of g) or a script, with the heartbeat
+ * thread beside it, then the upload and the final report. A job of several replicas leased by
+ * this worker itself (g NULL) goes to its ranks instead (agent_group_launch). Returns 0 when
+ * the trainer or script ran to its end, or a negative code when it failed or was stopped. */
+static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ctx *ctx, kern *k,
+                   json_t *lease, const trainer_group *g)
 {
     const char *job_id = json_string_value(json_object_get(lease, "job_id"));
     json_t *doc = lease_document(lease);
@@ -570,7 +574,16 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
         snprintf(err, sizeof err, "the server sent an invalid job: %s: %s", errs.items[0].field,
                  errs.items[0].message);
         complete(o, c, prefix, "failed", err);
-        return;
+        return -EINVAL;
+    }
+    if (!g && job->replicas > 1) {
+        int launched = agent_group_launch(o, worker_id, lease, job, dir, err);
+        if (launched < 0)
+            complete(o, c, prefix, "failed", err);
+        agent_say("job %s finished", job_id);
+        remove_dir(dir);
+        job_free(job);
+        return launched;
     }
 
     int script = job_is_script(job);
@@ -613,7 +626,8 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
                               .s3 = o->s3,
                               .resume_from = resuming ? resume : NULL,
                               .checkpoint_seconds = o->checkpoint_seconds,
-                              .stop_download = o->stop};
+                              .stop_download = o->stop,
+                              .group = g};
         trainer_hooks hooks = {.user = &b,
                                .on_log = agent_hook_log,
                                .on_phase = agent_hook_phase,
@@ -623,6 +637,7 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
                                .on_dataset = agent_hook_dataset};
         rc = trainer_run(job, ctx, k, &topts, &hooks, &res, err);
     }
+    int ran = rc; /* the trainer's own outcome, before the upload's */
     if (have_thread) {
         pthread_mutex_lock(&b.mu);
         b.done = 1;
@@ -677,11 +692,18 @@ static void run_job(const agent_opts *o, client *c, const char *worker_id, ocl_c
     pthread_mutex_destroy(&b.mu);
     pthread_cond_destroy(&b.cv);
     job_free(job);
+    return ran;
+}
+
+int agent_lead(const agent_opts *o, client *c, const char *worker_id, ocl_ctx *ctx, kern *k,
+               json_t *lease, const trainer_group *g)
+{
+    return run_job(o, c, worker_id, ctx, k, lease, g);
 }
 
 /* ---- the loop ------------------------------------------------------------------------------ */
 
-static int pick_device(const char *want, ocl_device *out, char *err)
+int agent_pick_device(const char *want, ocl_device *out, char *err)
 {
     char *end = NULL;
     long index = strtol(want, &end, 10);
@@ -707,8 +729,9 @@ static int register_worker(const agent_opts *o, client *c, const ocl_device *dev
         snprintf(name, sizeof name, "%s", o->name);
     else
         snprintf(name, sizeof name, "%s-%d", host, (int)getpid());
-    json_t *body = json_pack("{s:s, s:[o], s:b}", "name", name, "devices", agent_device_json(dev),
-                             "scripts", o->allow_scripts);
+    json_t *body =
+        json_pack("{s:s, s:[o], s:b, s:i}", "name", name, "devices", agent_device_json(dev),
+                  "scripts", o->allow_scripts, "slots", agent_group_slots(o));
     long backoff = 100;
     int rc = 0;
     while (!*o->stop) {
@@ -751,7 +774,7 @@ int agent_run(const agent_opts *given, char *err)
     char worker_id[128];
     int rc = fetch_global_init(err);
     if (rc == 0)
-        rc = pick_device(o->device ? o->device : "any", &dev, err);
+        rc = agent_pick_device(agent_first_device(o->device), &dev, err);
     mine.device_info = &dev;
     if (rc == 0)
         rc = ocl_ctx_new(&dev, NULL, &ctx, err);
@@ -796,7 +819,7 @@ int agent_run(const agent_opts *given, char *err)
         if (status == 404) {
             rc = register_worker(o, c, &dev, worker_id, sizeof worker_id, err);
         } else if (status == 200 && json_is_object(lease)) {
-            run_job(o, c, worker_id, ctx, k, lease);
+            run_job(o, c, worker_id, ctx, k, lease, NULL);
             jobs++;
         }
         json_decref(lease);

@@ -79,12 +79,23 @@ int agent_run(const agent_opts *o, char *err);
 /* Leases worker_id's job, waiting up to wait_s seconds: 1 with *lease, 0 when none came. */
 int agent_replica_lease(const agent_opts *o, client *c, const char *worker_id, int wait_s,
                         json_t **lease, char *err);
-/* Rank 0: runs lease's job in group g on ctx/k and reports it as worker_id. */
-void agent_lead(const agent_opts *o, client *c, const char *worker_id, ocl_ctx *ctx, kern *k,
-                json_t *lease, const trainer_group *g);
+/* Rank 0: runs lease's job in group g on ctx/k (k NULL: the trainer builds the job's kernels)
+ * and reports it as worker_id. Returns 0 when the trainer ran to its end or stopped with the
+ * other ranks, or a negative code when it failed here (the others may then wait in a collective
+ * for ever: the caller ends them). */
+int agent_lead(const agent_opts *o, client *c, const char *worker_id, ocl_ctx *ctx, kern *k,
+               json_t *lease, const trainer_group *g);
 /* Ranks 1..N-1: run lease's job in group g; a negative code when it failed here. */
 int agent_follow(const agent_opts *o, ocl_ctx *ctx, kern *k, const json_t *lease,
                  const trainer_group *g, char *err);
+
+/* The device want names: "any", "gpu", "cpu" (ocl_device_pick) or an index from `trainyard
+ * devices`. */
+int agent_pick_device(const char *want, ocl_device *out, char *err);
+/* The first entry of a --device list ("0,1" → "0"), in a static buffer; "any" for NULL. */
+const char *agent_first_device(const char *list);
+/* Entry i (taken modulo their count) of a --device list, in a static buffer. */
+const char *agent_device_entry(const char *list, int i);
 
 /* A device as the API describes it (Device in openapi.yaml), new reference. */
 json_t *agent_device_json(const ocl_device *d);

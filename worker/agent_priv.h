@@ -40,6 +40,16 @@ typedef struct beat {
     const agent_opts *o;
 } beat;
 
+/* worker/agent_group.c: a job of several replicas leased by this worker runs as `mpirun -np N
+ * trainyard-replica --lease FILE`; this waits for it (a stop is passed on as SIGTERM). Returns
+ * 0 when the ranks ended well (rank 0 reported the job), or a negative code with the reason in
+ * err (then the job is not reported yet). */
+int agent_group_launch(const agent_opts *o, const char *worker_id, const json_t *lease,
+                       const job_spec *job, const char *dir, char *err);
+/* The slots this worker registers: o->replicas when it can start ranks (Open MPI's launcher
+ * and trainyard-replica found), else 1. */
+int agent_group_slots(const agent_opts *o);
+
 /* "worker: ..." on stderr. */
 void agent_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Queues a log line for the next heartbeat (and echoes it to stderr). */

@@ -677,11 +677,13 @@ static int kfail(model *m, char *err)
     return -EIO; /* a constant the compiler sees: callers' outputs are set whenever this is not */
 }
 
-/* The stream offset of a dropout layer for the current step: distinct per step and layer. */
+/* The stream offset of a dropout layer for the current step: distinct per step and layer, laid
+ * out for capacity rows, of which this step's start at row m->row0 (a data-parallel rank's
+ * share of a batch draws the masks the whole batch would). */
 static uint64_t dropout_offset(const model *m, size_t layer)
 {
-    return ((uint64_t)m->step * (JOB_MAX_LAYERS + 1) + layer) * (uint64_t)m->capacity *
-           (uint64_t)m->layers[layer].out;
+    uint64_t at = ((uint64_t)m->step * (JOB_MAX_LAYERS + 1) + layer) * (uint64_t)m->capacity;
+    return (at + (uint64_t)m->row0) * (uint64_t)m->layers[layer].out;
 }
 
 static int bias_act_needed(const model_layer *l)
@@ -792,11 +794,13 @@ static int forward(model *m, int rows, cl_mem x, int train, cl_mem *out, char *e
 
 /* Loss over rows: per-row loss and correct flags, gradient into dlogits when not NULL, sums
  * added to totals[loss_at] and totals[loss_at + 1]. */
-static int loss(model *m, int rows, cl_mem logits, cl_mem targets, cl_mem dlogits, int loss_at,
-                char *err)
+/* The loss gradient is scaled by 1/of_rows: the mean over a batch of that many rows, of which
+ * these rows are a share (of_rows = rows but in a data-parallel step). */
+static int loss(model *m, int rows, int of_rows, cl_mem logits, cl_mem targets, cl_mem dlogits,
+                int loss_at, char *err)
 {
     kern *k = m->k;
-    float scale = 1.0f / (float)rows;
+    float scale = 1.0f / (float)of_rows;
     int rc;
     if (m->loss == MODEL_LOSS_SOFTMAX_XENT)
         rc = kern_softmax_xent(k, rows, m->outputs, logits, targets, scale, dlogits, m->loss_rows,
@@ -901,7 +905,7 @@ static int backward(model *m, int rows, char *err)
     return 0;
 }
 
-static int update(model *m, char *err)
+int model_update(model *m, char *err)
 {
     int n = (int)m->n_params;
     int rc;
@@ -934,29 +938,39 @@ static int check_rows(const model *m, int rows, char *err)
     return 0;
 }
 
-int model_backprop(model *m, int rows, cl_mem x, cl_mem targets, char *err)
+int model_backprop_share(model *m, int rows, int of_rows, int row0, cl_mem x, cl_mem targets,
+                         char *err)
 {
     cl_mem logits;
     int rc = check_training(m, err);
     if (rc == 0)
         rc = check_rows(m, rows, err);
+    if (rc == 0 && (row0 < 0 || of_rows < rows || row0 > of_rows - rows || of_rows > m->capacity))
+        rc = err_set(err, -EINVAL, "rows %d..%d are not a share of a batch of %d (capacity %d)",
+                     row0, row0 + rows, of_rows, m->capacity);
     if (rc < 0)
         return rc;
+    m->row0 = row0;
     rc = forward(m, rows, x, 1, &logits, err);
-    if (rc < 0)
-        return rc;
     /* The loss gradient goes straight into the first ping-pong buffer that backward reads. */
-    rc = loss(m, rows, logits, targets, m->dbuf[0], MODEL_TRAIN_LOSS, err);
-    if (rc < 0)
-        return rc;
-    return backward(m, rows, err);
+    if (rc == 0)
+        rc = loss(m, rows, of_rows, logits, targets, m->dbuf[0], MODEL_TRAIN_LOSS, err);
+    if (rc == 0)
+        rc = backward(m, rows, err);
+    m->row0 = 0;
+    return rc;
+}
+
+int model_backprop(model *m, int rows, cl_mem x, cl_mem targets, char *err)
+{
+    return model_backprop_share(m, rows, rows, 0, x, targets, err);
 }
 
 int model_train_step(model *m, int rows, cl_mem x, cl_mem targets, char *err)
 {
     int rc = model_backprop(m, rows, x, targets, err);
     if (rc == 0)
-        rc = update(m, err);
+        rc = model_update(m, err);
     return rc;
 }
 
@@ -971,7 +985,7 @@ int model_evaluate(model *m, int rows, cl_mem x, cl_mem targets, char *err)
     rc = forward(m, rows, x, 0, &logits, err);
     if (rc < 0)
         return rc;
-    return loss(m, rows, logits, targets, NULL, MODEL_VAL_LOSS, err);
+    return loss(m, rows, rows, logits, targets, NULL, MODEL_VAL_LOSS, err);
 }
 
 int model_forward(model *m, int rows, cl_mem x, cl_mem *out, char *err)

@@ -96,6 +96,7 @@ typedef struct model {
     size_t first_param; /* the first layer with parameters: backward ends there */
     int capacity;       /* rows the activation buffers hold */
     int inference;      /* 1: made by model_new_inference (forward only) */
+    int row0;           /* the first row of the batch this step's rows are (dropout's stream) */
     cl_mem params, grads, moment1, moment2, stats;
     cl_mem dbuf[2]; /* ping-pong gradient buffers, capacity × widest layer */
     cl_mem work;    /* conv scratch, the largest any conv layer needs (NULL if none) */
@@ -143,6 +144,14 @@ int model_train_step(model *m, int rows, cl_mem x, cl_mem targets, char *err);
  * m->grads and adding to the training totals; no update. Dropout masks depend on m->step, so
  * calls between two updates see the same masks (what a gradient check needs). */
 int model_backprop(model *m, int rows, cl_mem x, cl_mem targets, char *err);
+/* model_backprop for a share of a batch: rows rows that are rows row0.. of a batch of of_rows
+ * (≤ capacity), as a data-parallel rank computes them. The loss gradient is scaled by
+ * 1/of_rows and dropout draws the masks of those rows of the batch, so the ranks' gradients
+ * sum to the whole batch's. */
+int model_backprop_share(model *m, int rows, int of_rows, int row0, cl_mem x, cl_mem targets,
+                         char *err);
+/* The second half of a step: the optimizer update from m->grads (step + 1). */
+int model_update(model *m, char *err);
 /* Forward without dropout, adding loss sum and correct count to the validation totals. */
 int model_evaluate(model *m, int rows, cl_mem x, cl_mem targets, char *err);
 /* Forward without dropout, leaving the output (logits or predictions) in *out (borrowed:

@@ -63,10 +63,18 @@ typedef struct run {
     int start;          /* epochs finished before this run (from the checkpoint) */
     double last_ckpt;   /* time_mono() of the last checkpoint, or of the start of training */
     cl_mem xtr, ytr, xva, yva, idx, vidx;
-    cl_mem xb[2], yb[2]; /* batch buffers; images alternate between the two (prefetch) */
-    kern *own_k;         /* the kern trainer_run built (k NULL from the caller), or NULL */
-    double build_s;      /* time building it, data loading excluded */
+    cl_mem xb[2], yb[2];    /* batch buffers; images alternate between the two (prefetch) */
+    kern *own_k;            /* the kern trainer_run built (k NULL from the caller), or NULL */
+    double build_s;         /* time building it, data loading excluded */
+    const trainer_group *g; /* the data-parallel ranks, or NULL when training alone */
+    float *gsum;            /* g: the host copy of the gradients and the stop flag, summed */
 } run;
+
+/* Rank 0 of a group, or a run alone: the one that fetches, reports and writes. */
+static int lead(const run *r)
+{
+    return !r->g || r->g->rank == 0;
+}
 
 static void say(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -235,6 +243,43 @@ static int load_images(run *r, const char *text, size_t len, char *err)
     return 0;
 }
 
+/* Rank 0's dataset bytes (or its failure to fetch them) to every rank: its length and hash,
+ * then the bytes. rc is this rank's fetch result (rank 0's matters). */
+static int share_dataset(run *r, int rc, char **text, size_t *len, fetch_stats *st, char *err)
+{
+    struct {
+        uint64_t len; /* UINT64_MAX: rank 0 has none */
+        char sha[65];
+    } head = {.len = rc < 0 ? UINT64_MAX : (uint64_t)*len};
+    memcpy(head.sha, st->sha256, sizeof head.sha);
+    char why[ERR_LEN];
+    if (r->g->share(r->g->user, &head, sizeof head, why) < 0) {
+        free(*text);
+        *text = NULL;
+        return err_set(err, -EIO, "sharing the dataset between the replicas failed: %s", why);
+    }
+    if (lead(r)) {
+        if (rc == 0 && r->g->share(r->g->user, *text, *len, why) < 0)
+            rc = err_set(err, -EIO, "sending the dataset to the replicas failed: %s", why);
+        return rc;
+    }
+    if (head.len == UINT64_MAX)
+        return err_set(err, -EIO, "rank 0 could not fetch the dataset");
+    if (head.len >= SIZE_MAX || !(*text = malloc(head.len + 1)))
+        return err_set(err, -ENOMEM, "out of memory for the dataset (%llu bytes)",
+                       (unsigned long long)head.len);
+    *len = (size_t)head.len;
+    memcpy(st->sha256, head.sha, sizeof head.sha);
+    st->sha256[64] = 0;
+    if (r->g->share(r->g->user, *text, *len, why) < 0) {
+        free(*text);
+        *text = NULL;
+        return err_set(err, -EIO, "receiving the dataset from rank 0 failed: %s", why);
+    }
+    (*text)[*len] = 0; /* as fetched text ends */
+    return 0;
+}
+
 static int load_data(run *r, char *err)
 {
     const job_spec *job = r->job;
@@ -250,16 +295,21 @@ static int load_data(run *r, char *err)
                      .allow_private = r->opts->allow_private,
                      .stop = r->opts->stop_download,
                      .s3 = r->opts->s3};
-    dscache_result cr;
+    dscache_result cr = {0};
     phase(r, TRAINER_PHASE_DOWNLOADING);
-    int rc =
-        dscache_fetch(r->opts->dataset_cache, job->dataset_url, &fo, &text, &len, &st, &cr, err);
+    int rc = lead(r) ? dscache_fetch(r->opts->dataset_cache, job->dataset_url, &fo, &text, &len,
+                                     &st, &cr, err)
+                     : 0;
     if (cr.note[0])
         say(r, "dataset cache: %s", cr.note);
+    if (r->g)
+        rc = share_dataset(r, rc, &text, &len, &st, err);
     if (rc < 0)
         return rc;
     memcpy(r->data_sha, st.sha256, sizeof r->data_sha);
-    if (cr.how != DSCACHE_FETCHED) {
+    if (!lead(r)) {
+        /* The bytes came from rank 0. */
+    } else if (cr.how != DSCACHE_FETCHED) {
         say(r, "dataset from cache (%zu bytes, sha256 %s%s) in %.2fs", len, st.sha256,
             cr.how == DSCACHE_REVALIDATED ? ", still current: the server answered 304" : "",
             st.seconds);
@@ -545,9 +595,73 @@ static int rows_at(size_t n, size_t start, size_t batch)
  * device computes. The two buffers are what an out-of-order or second queue would need to run
  * a batch's resize beside the previous step. CSV batches are a gather each, made right before
  * their step in one buffer pair; a full-batch CSV job trains on the uploaded arrays. */
+/* A data-parallel step's second half: the rank's gradients (zeros when it had no rows) and its
+ * stop flag summed over the ranks, the sum written back and applied. *stop: some rank asked. */
+static int group_step(run *r, int had_rows, int *stop, char *err)
+{
+    model *m = r->m;
+    size_t n = m->n_params;
+    int rc = 0;
+    if (had_rows)
+        rc = ocl_read(r->c, m->grads, 0, n * sizeof *r->gsum, r->gsum, err);
+    else
+        memset(r->gsum, 0, n * sizeof *r->gsum);
+    if (rc < 0)
+        return rc;
+    r->gsum[n] = stop_requested(r) ? 1.0f : 0.0f;
+    char why[ERR_LEN];
+    if (r->g->sum(r->g->user, r->gsum, n + 1, why) < 0)
+        return err_set(err, -EIO, "summing the gradients over the replicas failed: %s", why);
+    *stop = r->gsum[n] > 0.0f;
+    rc = ocl_write(r->c, m->grads, 0, n * sizeof *r->gsum, r->gsum, err);
+    if (rc == 0)
+        rc = model_update(m, err);
+    return rc;
+}
+
+/* One data-parallel epoch: every global batch of the training order is cut into one share per
+ * rank; each rank computes the gradient of its share, then group_step. */
+static int train_epoch_group(run *r, int epoch, int *stopped, char *err)
+{
+    size_t n = train_rows(r), batch = (size_t)r->batch;
+    int rank = r->g->rank, size = r->g->size, pre = r->img != NULL, cur = 0, rc = 0;
+    if (pre) {
+        int rows = rows_at(n, 0, batch), lo = rows * rank / size, hi = rows * (rank + 1) / size;
+        if (hi > lo)
+            rc = make_batch(r, 1, epoch, (size_t)lo, hi - lo, cur, err);
+    }
+    for (size_t start = 0; start < n && rc == 0; start += batch) {
+        int rows = rows_at(n, start, batch), lo = rows * rank / size, hi = rows * (rank + 1) / size;
+        if (pre && start + batch < n) {
+            int next = rows_at(n, start + batch, batch), nlo = next * rank / size,
+                nhi = next * (rank + 1) / size;
+            if (nhi > nlo)
+                rc = make_batch(r, 1, epoch, start + batch + (size_t)nlo, nhi - nlo, 1 - cur, err);
+        } else if (!pre && hi > lo) {
+            rc = make_batch(r, 1, epoch, start + (size_t)lo, hi - lo, cur, err);
+        }
+        if (rc == 0 && hi > lo)
+            rc = model_backprop_share(r->m, hi - lo, rows, lo, r->xb[cur], r->yb[cur], err);
+        int stop = 0;
+        if (rc == 0)
+            rc = group_step(r, hi > lo, &stop, err);
+        if (pre)
+            cur = 1 - cur;
+        if (rc == 0 && stop) {
+            *stopped = 1;
+            break;
+        }
+    }
+    return rc;
+}
+
 static int train_epoch(run *r, int32_t *perm, int epoch, int *stopped, char *err)
 {
     size_t n = train_rows(r), batch = (size_t)r->batch;
+    if (r->g) {
+        int rc = r->job->shuffle ? shuffle_epoch(r, perm, n, epoch, err) : 0;
+        return rc < 0 ? rc : train_epoch_group(r, epoch, stopped, err);
+    }
     int full = !r->img && r->batch == (int)n, pre = r->img != NULL, cur = 0;
     int rc = 0;
     if (r->job->shuffle && !full)
@@ -586,9 +700,12 @@ static int each_val_chunk(run *r, val_fn fn, void *user, char *err)
 {
     size_t n = val_rows(r), cap = (size_t)r->m->capacity;
     if (!r->img && n <= cap)
-        return fn(r, 0, (int)n, r->xva, r->yva, user, err);
+        return lead(r) ? fn(r, 0, (int)n, r->xva, r->yva, user, err) : 0;
     int rc = 0;
-    for (size_t start = 0; start < n && rc == 0; start += cap) {
+    size_t chunk = 0;
+    for (size_t start = 0; start < n && rc == 0; start += cap, chunk++) {
+        if (r->g && (int)(chunk % (size_t)r->g->size) != r->g->rank)
+            continue; /* data-parallel: chunks are dealt to the ranks in turn */
         int rows = rows_at(n, start, cap);
         rc = make_batch(r, 0, 0, start, rows, 0, err);
         if (rc == 0)
@@ -813,6 +930,8 @@ static int resume_model(run *r, trainer_result *res, char *err)
 
 static void metrics_row(run *r, const trainer_epoch *e)
 {
+    if (!r->metrics)
+        return; /* a data-parallel rank but 0 writes nothing */
     fprintf(r->metrics, "%d,", e->epoch);
     csv_num(r->metrics, e->loss, 0);
     csv_num(r->metrics, e->val_loss, 0);
@@ -820,6 +939,80 @@ static void metrics_row(run *r, const trainer_epoch *e)
     csv_num(r->metrics, e->val_accuracy, 0);
     csv_num(r->metrics, e->seconds, 1);
     fflush(r->metrics);
+}
+
+/* Whether any rank's *flag is set, on every rank. */
+static int group_flag(run *r, int *flag, char *err)
+{
+    float f = *flag ? 1.0f : 0.0f;
+    char why[ERR_LEN];
+    if (r->g->sum(r->g->user, &f, 1, why) < 0)
+        return err_set(err, -EIO, "agreeing on a stop between the replicas failed: %s", why);
+    *flag = f > 0.0f;
+    return 0;
+}
+
+/* The end of a data-parallel epoch: the loss and correct counts summed over the ranks, and
+ * batchnorm's moving statistics (each rank's from its own rows) averaged. */
+static int group_epoch_end(run *r, double totals[MODEL_TOTALS], char *err)
+{
+    float t[MODEL_TOTALS];
+    char why[ERR_LEN];
+    for (int i = 0; i < MODEL_TOTALS; i++)
+        t[i] = (float)totals[i];
+    if (r->g->sum(r->g->user, t, MODEL_TOTALS, why) < 0)
+        return err_set(err, -EIO, "summing the epoch's totals over the replicas failed: %s", why);
+    for (int i = 0; i < MODEL_TOTALS; i++)
+        totals[i] = t[i];
+    size_t n = r->m->n_stats;
+    if (n == 0)
+        return 0;
+    float *st = malloc(n * sizeof *st);
+    if (!st)
+        return err_set(err, -ENOMEM, "out of memory");
+    int rc = ocl_read(r->c, r->m->stats, 0, n * sizeof *st, st, err);
+    if (rc == 0 && r->g->sum(r->g->user, st, n, why) < 0)
+        rc = err_set(err, -EIO, "averaging the batchnorm statistics failed: %s", why);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        st[i] /= (float)r->g->size;
+    if (rc == 0)
+        rc = ocl_write(r->c, r->m->stats, 0, n * sizeof *st, st, err);
+    free(st);
+    return rc;
+}
+
+/* Before a data-parallel run's first step: every rank holds rank 0's training state (the same
+ * as its own from the seed unless rank 0 resumed from a checkpoint) and epoch, and the host
+ * buffer the gradients are summed in. */
+static int group_start(run *r, trainer_result *res, char *err)
+{
+    model *m = r->m;
+    size_t n = m->n_params;
+    r->gsum = malloc((n + 1) * sizeof *r->gsum);
+    if (!r->gsum)
+        return err_set(err, -ENOMEM, "out of memory");
+    int64_t head[2] = {r->start, m->step};
+    char why[ERR_LEN];
+    if (r->g->share(r->g->user, head, sizeof head, why) < 0)
+        return err_set(err, -EIO, "sharing the start between the replicas failed: %s", why);
+    if (head[0] == 0)
+        return 0; /* a fresh start: the same seed gave every rank the same weights */
+    float *p = NULL, *m1 = NULL, *m2 = NULL, *st = NULL;
+    int rc = model_state_save(m, &p, &m1, &m2, &st, err);
+    float *bufs[] = {p, m1, m2, st};
+    size_t lens[] = {n, n, n, m->n_stats};
+    for (int i = 0; rc == 0 && i < 4; i++)
+        if (lens[i] && r->g->share(r->g->user, bufs[i], lens[i] * sizeof(float), why) < 0)
+            rc = err_set(err, -EIO, "sharing the checkpoint's state failed: %s", why);
+    if (rc == 0 && !lead(r))
+        rc = model_state_load(m, p, m1, m2, st, head[1], err);
+    if (rc == 0 && !lead(r))
+        r->start = res->epochs_done = res->resumed_after = (int)head[0];
+    free(p);
+    free(m1);
+    free(m2);
+    free(st);
+    return rc;
 }
 
 static int train_all(run *r, trainer_result *res, char *err)
@@ -847,6 +1040,8 @@ static int train_all(run *r, trainer_result *res, char *err)
             rc = validate_epoch(r, err);
         if (rc == 0)
             rc = model_read_totals(r->m, totals, err);
+        if (rc == 0 && r->g)
+            rc = group_epoch_end(r, totals, err);
         if (rc < 0)
             break;
         trainer_epoch e = {.epoch = epoch, .epochs = r->job->epochs};
@@ -871,8 +1066,13 @@ static int train_all(run *r, trainer_result *res, char *err)
         }
         int stop = r->hooks && r->hooks->on_epoch && r->hooks->on_epoch(r->hooks->user, &e);
         stop = stop || stop_requested(r);
+        if (r->g) {
+            rc = group_flag(r, &stop, err); /* the ranks stop after the same epoch */
+            if (rc < 0)
+                break;
+        }
         double every = r->opts->checkpoint_seconds;
-        if (every >= 0 &&
+        if (lead(r) && every >= 0 &&
             (stop || epoch == r->job->epochs || time_mono() - r->last_ckpt >= every)) {
             rc = save_checkpoint(r, epoch, res, err);
             if (rc < 0)
@@ -1013,7 +1213,9 @@ unsigned trainer_kern_families(const job_spec *job)
 int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *opts,
                 const trainer_hooks *hooks, trainer_result *res, char *err)
 {
-    run r = {.job = job, .opts = opts, .hooks = hooks, .c = c, .k = k};
+    run r = {.job = job, .opts = opts, .hooks = hooks, .c = c, .k = k, .g = opts->group};
+    if (r.g && r.g->size < 2)
+        r.g = NULL;
     trainer_result out = {0};
     kbuild *kb = NULL;
     double t0 = time_mono();
@@ -1023,15 +1225,19 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
     if (!r.job_json || !r.history)
         rc = err_set(err, -ENOMEM, "out of memory");
     /* Before anything is written or fetched: a wrong checkpoint fails at once. */
-    if (rc == 0 && opts->resume_from)
+    if (rc == 0 && opts->resume_from && lead(&r))
         rc = checkpoint_read(opts->resume_from, &r.resume, err);
     if (rc == 0 && r.resume)
         rc = checkpoint_check_job(r.resume, r.job_json, err);
     if (rc < 0)
         goto out;
-    rc = open_outputs(&r, err);
-    if (rc == 0)
+    if (lead(&r))
+        rc = open_outputs(&r, err);
+    if (rc == 0 && lead(&r))
         rc = write_job(&r, err);
+    if (rc == 0 && r.g)
+        say(&r, "data-parallel: %d replicas, each with its share of every batch of %d rows",
+            r.g->size, job->batch_size);
     if (rc == 0 && !k) {
         double t_build = time_mono();
         rc = kbuild_start(c, job, trainer_kern_families(job), &kb, err);
@@ -1058,9 +1264,11 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
         rc = prepare_device(&r, err);
     if (rc == 0 && r.resume)
         rc = resume_model(&r, &out, err);
+    if (rc == 0 && r.g)
+        rc = group_start(&r, &out, err);
     if (rc == 0)
         rc = train_all(&r, &out, err);
-    if (rc == 0 && !out.stopped) {
+    if (rc == 0 && !out.stopped && lead(&r)) {
         phase(&r, TRAINER_PHASE_SAVING);
         rc = write_model(&r, err);
         if (rc == 0 && opts->val_outputs)
@@ -1086,6 +1294,7 @@ out:
         release(r.yb[i]);
     }
     model_free(r.m);
+    free(r.gsum);
     kbuild_free(kb);
     kern_free(r.own_k);
     dataset_free(r.all);
