@@ -117,6 +117,19 @@ static int64_t slurm_wait_more(slurm_executor *x, int64_t seq, int64_t now)
     return w->delay_ms;
 }
 
+/* The output file of Slurm job slurm_id for job_id (sbatch's %j filled in) into out. */
+static void slurm_output_of(const slurm_executor *x, const char *job_id, const char *slurm_id,
+                            char out[DATADIR_PATH_MAX])
+{
+    char pattern[DATADIR_PATH_MAX];
+    out[0] = '\0';
+    if (datadir_slurm_output(x->o.data_dir, job_id, pattern) < 0)
+        return;
+    char *at = strstr(pattern, "%j");
+    if (at)
+        snprintf(out, DATADIR_PATH_MAX, "%.*s%s%s", (int)(at - pattern), pattern, slurm_id, at + 2);
+}
+
 /* ---- small transactions ------------------------------------------------------------------- */
 
 /* Appends line to job seq's log, inside the caller's transaction. */
@@ -209,7 +222,8 @@ static int slurm_bound_add(void *ctx, const db_job *j)
     return 0;
 }
 
-/* Fills each job's state from one squeue over their Slurm ids. -EAGAIN when squeue failed
+/* Fills each job's state from one squeue over their Slurm ids (-t all: the ended ones too,
+ * which slurmctld keeps listing for MinJobAge, 300 s by default). -EAGAIN when squeue failed
  * (the states are then unknown and nothing may be concluded from them). */
 static int slurm_poll(slurm_executor *x, slurm_list *l, char *err)
 {
@@ -226,7 +240,7 @@ static int slurm_poll(slurm_executor *x, slurm_list *l, char *err)
     if (!ids[0])
         return 0;
     const char *argv[] = {
-        x->o.squeue ? x->o.squeue : "squeue", "-h", "-o", "%i %T", "-j", ids, NULL};
+        x->o.squeue ? x->o.squeue : "squeue", "-h", "-t", "all", "-o", "%i %T", "-j", ids, NULL};
     int rc = slurm_cmd_run(argv, NULL, NULL, out, errout, sizeof out, SLURM_CMD_TIMEOUT_MS, err);
     if (rc < 0)
         return -EAGAIN;
@@ -279,11 +293,10 @@ static int slurm_lost(slurm_executor *x, const slurm_bound *b, int64_t now, sche
          * keeps a job whose ranks cannot start from being submitted every second */
         char out[DATADIR_PATH_MAX];
         int64_t wait = slurm_wait_more(x, b->seq, now);
-        datadir_slurm_output(x->o.data_dir, b->id, out);
+        slurm_output_of(x, b->id, b->slurm_id, out);
         snprintf(line, sizeof line,
-                 "%s before its rank 0 leased the job (its output: %s, %%j = %s); submitting "
-                 "again in %lld s",
-                 why, out, b->slurm_id, (long long)(wait / 1000));
+                 "%s before its rank 0 leased the job (see %s); submitting again in %lld s", why,
+                 out, (long long)(wait / 1000));
     }
     slurm_say(x, "slurm: job %s: %s%s%s", b->id, why, to >= 0 ? "; the job is " : "",
               to >= 0 ? db_status_name(to) : "");
@@ -531,8 +544,9 @@ static int slurm_submit_one(slurm_executor *x, int64_t seq, int64_t now, char *e
         rc = slurm_unbind(x, &b, line, now, err);
         return rc < 0 ? rc : 0;
     }
-    snprintf(line, sizeof line, "submitted to Slurm as job %s (its output: %s, %%j = %s)", id,
-             s.output, id);
+    char out[DATADIR_PATH_MAX];
+    slurm_output_of(x, j.id, id, out);
+    snprintf(line, sizeof line, "submitted to Slurm as job %s (its output: %s)", id, out);
     rc = db_begin(x->d, err);
     if (rc == 0) {
         rc = db_job_set_slurm(x->d, seq, id, wid, err);

@@ -16,8 +16,8 @@
  * Rank 0 leases the job with that token like any worker (running), reports through the worker
  * protocol and completes it.
  *
- * Then the bound jobs' Slurm jobs are polled (`squeue -h -o "%i %T" -j IDS`; accounting is
- * not needed) and each bound job is settled by its Slurm state (slurm_state_class):
+ * Then the bound jobs' Slurm jobs are polled (`squeue -h -t all -o "%i %T" -j IDS`; accounting
+ * is not needed) and each bound job is settled by its Slurm state (slurm_state_class):
  *   waiting (PENDING, CONFIGURING, ...) or alive (RUNNING, COMPLETING, ...): nothing; the job
  *     is queued until rank 0 leases it;
  *   ended (COMPLETED, FAILED, NODE_FAIL, TIMEOUT, CANCELLED, ...) or no longer listed, while
@@ -68,7 +68,8 @@ typedef struct slurm_opts {
     const char *pin_cert;      /* passed as --pin-cert, or NULL */
     const char *partition;     /* sbatch --partition, or NULL */
     const char *dataset_root, *dataset_allow, *dataset_ca, *max_dataset_bytes, *dataset_cache;
-    long checkpoint_s; /* --checkpoint-seconds for rank 0; < 0: its default */
+    long checkpoint_s;    /* --checkpoint-seconds for rank 0; < 0: its default */
+    long dataset_stall_s; /* --dataset-stall-seconds for rank 0; <= 0: its default */
     /* The commands (a name is looked up in PATH): sbatch, squeue, scancel when NULL. */
     const char *sbatch, *squeue, *scancel;
     void (*log)(const char *line); /* one line per submit, loss, cancel; NULL: none */

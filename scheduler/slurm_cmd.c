@@ -170,6 +170,10 @@ int slurm_script_build(const slurm_opts *o, const char *worker_id, char *out, si
         snprintf(every, sizeof every, " --checkpoint-seconds %ld", o->checkpoint_s);
         slurm_put(&t, every);
     }
+    if (o->dataset_stall_s > 0) {
+        snprintf(every, sizeof every, " --dataset-stall-seconds %ld", o->dataset_stall_s);
+        slurm_put(&t, every);
+    }
     slurm_put(&t, "\n");
     if (t.full)
         return err_set(err, -E2BIG, "the batch script passes %zu bytes", cap);

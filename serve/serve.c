@@ -159,6 +159,7 @@ static int serve_slurm_start(const serve_opts *o, app *a, const char *url, const
                      .max_dataset_bytes = o->max_dataset_bytes,
                      .dataset_cache = o->dataset_cache,
                      .checkpoint_s = o->checkpoint_seconds,
+                     .dataset_stall_s = o->dataset_stall_seconds,
                      .log = log_line,
                      .changed = serve_slurm_changed,
                      .user = a};
