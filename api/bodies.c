@@ -371,9 +371,9 @@ int api_completion_parse(const json_t *body, int *status, const char **error, fi
     static const char *const known[] = {"status", "error", NULL};
     errs->count = 0;
     const char *s = json_string_value(json_object_get(body, "status"));
-    int st = db_status_parse(s);
-    if (!db_status_terminal(st))
-        field_errors_add(errs, "status", "must be one of succeeded, failed, cancelled");
+    int st = s && strcmp(s, "lost") == 0 ? API_COMPLETION_LOST : db_status_parse(s);
+    if (st != API_COMPLETION_LOST && !db_status_terminal(st))
+        field_errors_add(errs, "status", "must be one of succeeded, failed, cancelled, lost");
     json_t *e = json_object_get(body, "error");
     const char *text = NULL;
     if (e && (!json_is_string(e) || utf8_chars(json_string_value(e)) > API_ERROR_CHARS))

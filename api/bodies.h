@@ -49,6 +49,9 @@ void api_heartbeat_free(api_heartbeat *hb);
 /* Checks a Completion: *status is DB_SUCCEEDED, DB_FAILED or DB_CANCELLED, *error borrowed or
  * NULL; -EINVAL with errs filled when invalid. */
 int api_completion_parse(const json_t *body, int *status, const char **error, field_errors *errs);
+/* The status of a completion that says the attempt was lost where it ran (a data-parallel job's
+ * ranks died): the job is retried as after a lapsed lease (sched_job_lose), error the reason. */
+#define API_COMPLETION_LOST (-2)
 
 /* Checks a TokenRequest: *name borrowed, *role an enum db_role, *scripts the scripts right (0
  * when absent); -EINVAL with errs filled when invalid. */

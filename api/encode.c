@@ -301,7 +301,7 @@ json_t *api_encode_worker(const db_worker *w, int64_t gone_before, int lease_sec
                       json_integer(lease_seconds),
                       json_boolean(w->scripts),
                       json_integer(w->slots > 1 ? w->slots : 1)};
-    return api_encode_object(keys, vals, 9);
+    return api_encode_object(keys, vals, sizeof vals / sizeof vals[0]);
 }
 
 json_t *api_encode_lease(const db_job *j)

@@ -290,9 +290,21 @@ int api_workers_complete(http_req *r, void *ctx)
     }
     db *d = api_db(r, a);
     db_job j;
-    rc = d ? sched_job_complete(d, http_param(r, "id"), http_param(r, "worker"), status, error,
-                                a->artifacts_dir, time_wall_ms(), &j, err)
-           : -EIO;
+    int to = -1;
+    if (!d)
+        rc = -EIO;
+    else if (status == API_COMPLETION_LOST)
+        rc = sched_job_lose(d, http_param(r, "id"), http_param(r, "worker"),
+                            error ? error : "the attempt was lost where it ran", a->artifacts_dir,
+                            time_wall_ms(), &to, err);
+    else
+        rc = sched_job_complete(d, http_param(r, "id"), http_param(r, "worker"), status, error,
+                                a->artifacts_dir, time_wall_ms(), &j, err);
+    if (rc == 0 && status == API_COMPLETION_LOST) {
+        rc = db_job_get(d, http_param(r, "id"), &j, err);
+        if (to == DB_QUEUED)
+            api_raise(a->queued);
+    }
     json_decref(body);
     if (rc < 0)
         return api_not_found(r, rc);

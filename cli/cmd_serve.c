@@ -25,6 +25,9 @@ static const char usage_text[] =
     "  --port N             port (default 8080; 0 picks a free one and prints it)\n"
     "  --data-dir DIR       SQLite database, artifacts and uploads (default ./trainyard-data)\n"
     "  --workers N          local workers to run (default: one per OpenCL device; 0: none)\n"
+    "  --replicas N         local workers take data-parallel jobs of up to N replicas, their\n"
+    "                       ranks started with Open MPI's mpirun (default 1: none)\n"
+    "  --rank-threads N     each rank's PoCL device runs N threads (on a CPU: cores/replicas)\n"
     "  --tls-cert FILE      serve HTTPS with this PEM certificate (a chain: the server's\n"
     "                       first); needs --tls-key. Local workers trust exactly it\n"
     "  --tls-key FILE       the certificate's PEM private key\n"
@@ -148,6 +151,18 @@ int cmd_serve(int argc, char **argv)
             return 2;
         }
         i++;
+        if (!strcmp(a, "--replicas") || !strcmp(a, "--rank-threads")) {
+            long n = 0; /* checked here, passed on to the local workers as given */
+            if (parse_count(a, v, JOB_MAX_REPLICAS, &n) < 0 || n < 1 ||
+                n_script_words + 3 > sizeof script_words / sizeof script_words[0]) {
+                fprintf(stderr, "trainyard serve: %s takes a count from 1 to %d\n", a,
+                        JOB_MAX_REPLICAS);
+                return 2;
+            }
+            script_words[n_script_words++] = a;
+            script_words[n_script_words++] = v;
+            continue;
+        }
         if (!strcmp(a, "--bind"))
             bind = v;
         else if (!strcmp(a, "--data-dir"))

@@ -15,7 +15,8 @@ cd "$(dirname "$0")/.."
 need=(build-essential meson ninja-build pkg-config libmicrohttpd-dev libjansson-dev
       libsqlite3-dev libcurl4-openssl-dev ocl-icd-opencl-dev opencl-headers zlib1g-dev
       libpng-dev libjpeg62-turbo-dev protobuf-c-compiler libprotobuf-c-dev libgrpc-dev python3
-      bubblewrap)
+      bubblewrap
+      libopenmpi-dev openmpi-bin)  # data-parallel jobs: trainyard-replica ranks under mpirun
 # A machine with no OpenCL driver gets PoCL, which runs the kernels on the CPU.
 ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1 || need+=(pocl-opencl-icd)
 missing=()

@@ -455,6 +455,27 @@ out:
     return rc;
 }
 
+int sched_job_lose(db *d, const char *job_id, const char *worker_id, const char *why,
+                   const char *artifacts_dir, int64_t now, int *to, char *err)
+{
+    db_job j;
+    int next = -1;
+    int rc = sched_job_begin_leased(d, job_id, worker_id, &j, err);
+    if (rc < 0)
+        return rc;
+    int64_t used = j.runtime_ms + (j.attempt_started_at ? now - j.attempt_started_at : 0);
+    rc = sched_attempt_lose(d, &j, used > (int64_t)j.max_runtime_seconds * 1000, why, now, &next,
+                            err);
+    if (rc < 0) {
+        db_rollback(d);
+        db_job_clear(&j);
+        return rc;
+    }
+    rc = sched_attempt_lose_commit(d, &j, next, artifacts_dir, now, to, err);
+    db_job_clear(&j);
+    return rc;
+}
+
 /* ---- release ---------------------------------------------------------------------------- */
 
 int sched_job_release(db *d, const char *job_id, const char *worker_id, int64_t now, db_job *out,

@@ -147,6 +147,12 @@ int sched_job_expire(db *d, int64_t seq, const char *artifacts_dir, int64_t now,
  * -ENOENT for an unknown worker. */
 int sched_worker_lost(db *d, const char *worker_id, const char *why, const char *artifacts_dir,
                       int64_t now, int *to, char *err);
+/* The lease holder of running job_id lost its attempt where it ran (a data-parallel job's ranks
+ * died; why says how): the attempt ends as after a lapsed lease, with why as its reason (queued
+ * again while attempts are left, resuming from the checkpoint, else failed). *to is the new
+ * status. */
+int sched_job_lose(db *d, const char *job_id, const char *worker_id, const char *why,
+                   const char *artifacts_dir, int64_t now, int *to, char *err);
 /* The lease holder of running job_id gives it back (its worker is stopping): back to queued at
  * once, whatever attempts are left, resuming from its stored checkpoint. *out is the job. */
 int sched_job_release(db *d, const char *job_id, const char *worker_id, int64_t now, db_job *out,

@@ -577,9 +577,16 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
         return -EINVAL;
     }
     if (!g && job->replicas > 1) {
+        /* Rank 0 reports the job; when the ranks ended before it did, the attempt is lost
+         * (retried from the checkpoint while attempts are left), or handed back when this
+         * worker is stopping. The server refuses either once rank 0 has reported. */
         int launched = agent_group_launch(o, worker_id, lease, job, dir, err);
-        if (launched < 0)
-            complete(o, c, prefix, "failed", err);
+        client_set_abort(c, NULL);
+        if (launched < 0 && *o->stop)
+            report(o, c, prefix, "release", NULL);
+        else if (launched < 0)
+            complete(o, c, prefix, "lost", err);
+        client_set_abort(c, o->stop);
         agent_say("job %s finished", job_id);
         remove_dir(dir);
         job_free(job);

@@ -336,7 +336,8 @@ static void test_small_objects(void)
     CHECK(json_is_null(json_object_get(o, "job")));
     CHECK_INT(json_array_size(json_object_get(o, "devices")), 1);
     CHECK_INT(json_integer_value(json_object_get(o, "lease_seconds")), 30);
-    CHECK_INT(json_object_size(o), 9);
+    CHECK_INT(json_object_size(o), 10);
+    CHECK_INT(json_integer_value(json_object_get(o, "slots")), 1);
     CHECK(json_is_false(json_object_get(o, "scripts")));
     json_decref(o);
     snprintf(w.job_id, sizeof w.job_id, "%s", "j1");
