@@ -40,10 +40,19 @@ typedef struct slurm_wait {
     int64_t seq, not_before, delay_ms;
 } slurm_wait;
 
+/* The attempt count a job had when it was last submitted: a job still at it when its Slurm
+ * job ended was never leased by that Slurm job's rank 0. */
+typedef struct slurm_sent {
+    int64_t seq;
+    int attempt;
+} slurm_sent;
+
+#define SLURM_SENT_MAX 1024
+
 /* What a pass copies out of a bound job's row. */
 typedef struct slurm_bound {
     int64_t seq, finished_at;
-    int status;
+    int status, attempt;
     char id[DB_ID_LEN + 1];
     char slurm_id[SLURM_ID_MAX];
     char worker_id[DB_ID_LEN + 1];
@@ -65,8 +74,10 @@ struct slurm_executor {
     db *d;
     int own_db; /* 1: d was opened here (the thread's), closed by stop */
     slurm_wait waits[SLURM_MAX_JOBS];
-    slurm_list bound;                        /* a pass's bound jobs */
-    slurm_todo todo;                         /* and the jobs it submits */
+    slurm_sent sent[SLURM_SENT_MAX];
+    int sent_next;    /* the slot the next submit takes when its job has none */
+    slurm_list bound; /* a pass's bound jobs */
+    slurm_todo todo;  /* and the jobs it submits */
     char ids[SLURM_MAX_JOBS * SLURM_ID_MAX]; /* squeue -j's list */
     pthread_t thread;
     int started;
@@ -128,6 +139,31 @@ static void slurm_output_of(const slurm_executor *x, const char *job_id, const c
     char *at = strstr(pattern, "%j");
     if (at)
         snprintf(out, DATADIR_PATH_MAX, "%.*s%s%s", (int)(at - pattern), pattern, slurm_id, at + 2);
+}
+
+/* Remembers that job seq was submitted at attempt count attempt. */
+static void slurm_sent_note(slurm_executor *x, int64_t seq, int attempt)
+{
+    slurm_sent *e = NULL;
+    for (int i = 0; i < SLURM_SENT_MAX && !e; i++)
+        if (x->sent[i].seq == seq)
+            e = &x->sent[i];
+    if (!e) {
+        e = &x->sent[x->sent_next];
+        x->sent_next = (x->sent_next + 1) % SLURM_SENT_MAX;
+    }
+    e->seq = seq;
+    e->attempt = attempt;
+}
+
+/* 1 when job b, queued, is at the attempt count it was submitted with: its Slurm job's rank 0
+ * never leased it. 0 when it did, or when this serve did not submit it (it cannot tell). */
+static int slurm_never_leased(const slurm_executor *x, const slurm_bound *b)
+{
+    for (int i = 0; i < SLURM_SENT_MAX; i++)
+        if (x->sent[i].seq == b->seq)
+            return x->sent[i].attempt == b->attempt;
+    return 0;
 }
 
 /* ---- small transactions ------------------------------------------------------------------- */
@@ -215,6 +251,7 @@ static int slurm_bound_add(void *ctx, const db_job *j)
     memset(b, 0, sizeof *b);
     b->seq = j->seq;
     b->status = j->status;
+    b->attempt = j->attempt;
     b->finished_at = j->finished_at;
     snprintf(b->id, sizeof b->id, "%s", j->id);
     snprintf(b->slurm_id, sizeof b->slurm_id, "%s", j->slurm_job_id);
@@ -288,7 +325,7 @@ static int slurm_lost(slurm_executor *x, const slurm_bound *b, int64_t now, sche
     else if (to == DB_CANCELLED)
         st->cancelled++;
     line[0] = '\0';
-    if (to < 0 && b->status == DB_QUEUED && b->slurm_id[0]) {
+    if (to < 0 && b->status == DB_QUEUED && b->slurm_id[0] && slurm_never_leased(x, b)) {
         /* it ended before rank 0 leased the job: no attempt was used, so only the backoff
          * keeps a job whose ranks cannot start from being submitted every second */
         char out[DATADIR_PATH_MAX];
@@ -323,6 +360,9 @@ static int slurm_settle(slurm_executor *x, const slurm_bound *b, int64_t now, sc
     if (!finished) {
         if (cls == SLURM_ENDED || !b->slurm_id[0])
             return slurm_lost(x, b, now, st, err);
+        slurm_wait *wait = b->status == DB_RUNNING ? slurm_wait_find(x, b->seq) : NULL;
+        if (wait) /* its ranks started: a later failure to start waits from the shortest again */
+            wait->seq = 0;
         if (b->status == DB_QUEUED) { /* waiting in Slurm: keep the row from going stale */
             db_worker w;
             if (db_worker_get(x->d, b->worker_id, &w, err) == 0) {
@@ -563,8 +603,7 @@ static int slurm_submit_one(slurm_executor *x, int64_t seq, int64_t now, char *e
         db_job_clear(&j);
         return rc;
     }
-    if (w)
-        w->seq = 0;
+    slurm_sent_note(x, seq, j.attempt);
     slurm_say(x, "slurm: job %s submitted as Slurm job %s (%d task%s)", j.id, id, s.replicas,
               s.replicas == 1 ? "" : "s");
     db_job_clear(&j);
