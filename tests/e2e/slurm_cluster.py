@@ -9,6 +9,7 @@ meets a real cluster's 6817/6818), torn down after.
 Run alone, `python3 tests/e2e/slurm_cluster.py DIR` starts one and waits for Ctrl-C, which is
 handy for trying the executor by hand: it prints the SLURM_CONF to export.
 """
+import ctypes
 import os
 import pathlib
 import shutil
@@ -17,6 +18,8 @@ import socket
 import subprocess
 import sys
 import time
+
+PR_SET_CHILD_SUBREAPER = 36
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "sinfo", "srun",
             "mpirun")
@@ -91,6 +94,10 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                                            start_new_session=True))
 
     def start(self, timeout=30):
+        # slurmstepd leaves slurmd's process tree (it forks twice); as the subreaper this
+        # process inherits it when it ends, and stop() reaps it, instead of a zombie under an
+        # init that may not reap (a container's)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         self.dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.dir, 0o700)
         key = self.dir / "munge.key"
@@ -139,7 +146,21 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                            text=True, timeout=10)
         return dict(line.split() for line in p.stdout.splitlines() if line.strip())
 
+    def drain(self, timeout=20):
+        """Cancels every job and waits until slurmctld lists none: a step still ending when
+        the daemons stop (its srun, its slurmstepd) would be left behind, waiting on them."""
+        try:
+            subprocess.run(["scancel", "--user=root"], env=self.env, capture_output=True,
+                           timeout=10)
+            end = time.time() + timeout
+            while time.time() < end and self.squeue():
+                time.sleep(0.3)
+        except (subprocess.SubprocessError, OSError):
+            pass
+
     def stop(self):
+        if self.procs and all(p.poll() is None for p in self.procs):
+            self.drain()
         for p in reversed(self.procs):
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -150,6 +171,14 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                 p.kill()
                 p.wait()
         self.procs = []
+        end = time.time() + 5
+        while time.time() < end:  # the slurmstepds this process inherited
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                time.sleep(0.1)
 
     def __enter__(self):
         return self.start()
