@@ -302,29 +302,31 @@ int db_job_list_running(db *d, db_job_fn fn, void *ctx, char *err)
 static const char SQL_JOB_UNBOUND[] =
     "SELECT " DB_JOB_COLS " FROM jobs WHERE status = 'queued' AND script = 0"
     " AND for_worker IS NULL ORDER BY priority DESC, seq LIMIT ?1";
-static const char SQL_JOB_BOUND[] =
-    "SELECT " DB_JOB_COLS " FROM jobs WHERE for_worker IS NOT NULL ORDER BY seq LIMIT ?1";
+static const char SQL_JOB_BOUND[] = "SELECT " DB_JOB_COLS " FROM jobs WHERE for_worker IS NOT NULL"
+                                    " AND seq > ?2 ORDER BY seq LIMIT ?1";
 
-static int db_job_list_limited(db *d, const char *sql, int limit, db_job_fn fn, void *ctx,
-                               char *err)
+static int db_job_list_limited(db *d, const char *sql, int limit, int64_t after_seq, db_job_fn fn,
+                               void *ctx, char *err)
 {
     sqlite3_stmt *st = NULL;
     int rc = db_stmt(d, sql, &st, err);
     if (rc < 0)
         return rc;
     sqlite3_bind_int(st, 1, limit);
+    if (sql == SQL_JOB_BOUND)
+        sqlite3_bind_int64(st, 2, after_seq);
     db_job_walk w = {fn, ctx, err};
     return db_rows(d, st, db_job_row, &w, err);
 }
 
 int db_job_list_unbound(db *d, int limit, db_job_fn fn, void *ctx, char *err)
 {
-    return db_job_list_limited(d, SQL_JOB_UNBOUND, limit, fn, ctx, err);
+    return db_job_list_limited(d, SQL_JOB_UNBOUND, limit, 0, fn, ctx, err);
 }
 
-int db_job_list_bound(db *d, int limit, db_job_fn fn, void *ctx, char *err)
+int db_job_list_bound(db *d, int64_t after_seq, int limit, db_job_fn fn, void *ctx, char *err)
 {
-    return db_job_list_limited(d, SQL_JOB_BOUND, limit, fn, ctx, err);
+    return db_job_list_limited(d, SQL_JOB_BOUND, limit, after_seq, fn, ctx, err);
 }
 
 /* Walks jobs_queue (status, priority DESC, seq) and skips jobs whose kind does not fit, script

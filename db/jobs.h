@@ -96,8 +96,9 @@ int db_job_list_running(db *d, db_job_fn fn, void *ctx, char *err);
 /* At most limit queued jobs that are not script jobs and are bound to no worker, in leasing
  * order (the Slurm executor submits them). */
 int db_job_list_unbound(db *d, int limit, db_job_fn fn, void *ctx, char *err);
-/* At most limit jobs of any status bound to a worker (for_worker set), oldest first. */
-int db_job_list_bound(db *d, int limit, db_job_fn fn, void *ctx, char *err);
+/* At most limit jobs of any status bound to a worker (for_worker set) with seq > after_seq,
+ * oldest first. */
+int db_job_list_bound(db *d, int64_t after_seq, int limit, db_job_fn fn, void *ctx, char *err);
 struct db_worker;
 /* The next queued job worker w may run: one whose device kind is among w's kinds (DB_KIND_*
  * bits), a script job only when w runs scripts, no more replicas than w's slots, and either

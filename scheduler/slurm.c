@@ -75,9 +75,10 @@ struct slurm_executor {
     int own_db; /* 1: d was opened here (the thread's), closed by stop */
     slurm_wait waits[SLURM_MAX_JOBS];
     slurm_sent sent[SLURM_SENT_MAX];
-    int sent_next;    /* the slot the next submit takes when its job has none */
-    slurm_list bound; /* a pass's bound jobs */
-    slurm_todo todo;  /* and the jobs it submits */
+    int sent_next;       /* the slot the next submit takes when its job has none */
+    slurm_list bound;    /* a pass's bound jobs */
+    int64_t bound_after; /* the seq the next pass's bound jobs come after */
+    slurm_todo todo;     /* and the jobs it submits */
     char ids[SLURM_MAX_JOBS * SLURM_ID_MAX]; /* squeue -j's list */
     pthread_t thread;
     int started;
@@ -389,9 +390,13 @@ static int slurm_settle_all(slurm_executor *x, int64_t now, sched_sweep_stats *s
 {
     slurm_list *l = &x->bound;
     l->n = 0;
-    int rc = db_job_list_bound(x->d, SLURM_MAX_JOBS, slurm_bound_add, l, err);
-    if (rc < 0 || l->n == 0)
-        return rc < 0 ? rc : 0;
+    /* more bound jobs than a pass takes: the next pass takes those after, then from the start */
+    int rc = db_job_list_bound(x->d, x->bound_after, SLURM_MAX_JOBS, slurm_bound_add, l, err);
+    if (rc < 0)
+        return rc;
+    x->bound_after = l->n == SLURM_MAX_JOBS ? l->jobs[l->n - 1].seq : 0;
+    if (l->n == 0)
+        return 0;
     rc = slurm_poll(x, l, err);
     if (rc < 0)
         return rc;
