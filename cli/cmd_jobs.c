@@ -281,6 +281,8 @@ static void status_print(const json_t *job, const json_t *metrics)
         printf("duration:  %s\n", dur);
     }
     printf("device:    %s\n", cli_str(job, "device"));
+    if (json_is_string(json_object_get(job, "slurm_job_id"))) /* serve --executor slurm */
+        printf("slurm job: %s\n", cli_str(job, "slurm_job_id"));
     if (n > 0) {
         json_t *last = json_array_get(epochs, n - 1);
         cli_metrics_text(last, text, sizeof text);

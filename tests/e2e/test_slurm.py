@@ -68,7 +68,7 @@ def two_replicas(url, epochs):
     return job_doc(url, epochs=epochs, distribution={"replicas": 2})
 
 
-def test_a_two_replica_job_runs_through_slurm(slurm_serve, cluster, blobs):
+def test_a_two_replica_job_runs_through_slurm(slurm_serve, cluster, blobs, trainyard_bin):
     svc = slurm_serve()
     assert "executor: slurm" in svc.output()
     hold = blocker(cluster)
@@ -89,6 +89,9 @@ def test_a_two_replica_job_runs_through_slurm(slurm_serve, cluster, blobs):
     assert "data-parallel: 2 replicas" in log
     model = svc.http.get(f"{svc.url}/jobs/{jid}/artifacts/model.safetensors")
     assert model.status_code == 200 and len(model.content) > 100
+    status = subprocess.run([str(trainyard_bin), "status", jid], env=svc.env(),
+                            capture_output=True, text=True, timeout=30)
+    assert f"\nslurm job: {sid}\n" in status.stdout, status.stdout
     out = svc.data_dir / "slurm" / f"{jid}-{sid}.out"
     assert "replica 1 of 2" in out.read_text()
 
