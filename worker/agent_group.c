@@ -204,8 +204,14 @@ int agent_group_launch(const agent_opts *o, const char *worker_id, const json_t 
     argv[n++] = o->work_dir;
     argv[n++] = "--device";
     argv[n++] = o->device_list ? o->device_list : (o->device ? o->device : "any");
-    if (o->rank_threads > 0) {
-        snprintf(threads, sizeof threads, "%d", o->rank_threads);
+    /* On a CPU device the ranks share its cores: each gets its part unless told otherwise. */
+    int per_rank = o->rank_threads;
+    if (per_rank == 0 && o->device_info && (o->device_info->type & CL_DEVICE_TYPE_CPU))
+        per_rank = o->device_info->compute_units / (unsigned)job->replicas > 1
+                       ? (int)(o->device_info->compute_units / (unsigned)job->replicas)
+                       : 1;
+    if (per_rank > 0) {
+        snprintf(threads, sizeof threads, "%d", per_rank);
         argv[n++] = "--rank-threads";
         argv[n++] = threads;
     }
