@@ -32,7 +32,7 @@
 #define MAX_BYTES    (64u << 20)
 #define WARMUP_CALLS 5
 #define REPS_MIN     11
-#define REPS_MAX     2000
+#define REPS_MAX     10000
 #define FIT_SPLIT    (64u << 10)
 #define MAX_POINTS   32
 #define MLP_FLOATS   101770u /* 784·128 + 128 + 128·10 + 10 */
