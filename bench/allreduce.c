@@ -11,8 +11,8 @@
  * Per size: one call on buffers of 1.0 whose result is checked (every element must be the rank
  * count), five untimed warm-up calls on zeros, then R timed calls, each after an MPI_Barrier;
  * a call's time is the slowest rank's (MPI_Reduce MAX over the per-call times). R is chosen so
- * that every size gets an equal share of the budget (default 20 s), from the warm-up's time
- * taken as the slowest rank's, so that every rank makes the same number of calls; R is between
+ * that every size gets an equal share of the budget (default 20 s), from the median warm-up
+ * call of the slowest rank, so that every rank makes the same number of calls; R is between
  * REPS_MIN and REPS_MAX.
  *
  * Rank 0 prints one line per size: bytes, median and p90 µs, algorithmic bandwidth
@@ -90,12 +90,16 @@ static int measure(point *p, float *buf, double *times, double *slowest, double 
     }
     memset(buf, 0, p->bytes);
 
+    double warm[WARMUP_CALLS], est_max;
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime();
-    for (int i = 0; i < WARMUP_CALLS; i++)
+    for (int i = 0; i < WARMUP_CALLS; i++) {
+        double s = MPI_Wtime();
         MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    double est = (MPI_Wtime() - t0) / WARMUP_CALLS, est_max;
-    MPI_Allreduce(&est, &est_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        warm[i] = MPI_Wtime() - s;
+    }
+    /* the median warm-up call: one preempted call must not cut the repetitions */
+    qsort(warm, WARMUP_CALLS, sizeof *warm, cmp_double);
+    MPI_Allreduce(&warm[WARMUP_CALLS / 2], &est_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 
     /* + 5 µs for the barrier before each call */
     double want = budget_s / (est_max + 5e-6);
