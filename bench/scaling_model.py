@@ -52,9 +52,9 @@ NETS = [("25 Gb/s, TCP", 25.0, 30.0), ("100 Gb/s, RDMA", 100.0, 5.0)]
 LINK_EFFICIENCY = 0.9
 NODES = [1, 2, 4, 8, 16, 32, 64]
 
-# Loopback, 2 ranks on this machine (bench-allreduce, fit over 4 KiB < n <= 1 MiB).
-LOOPBACK_ALPHA_US = 5.85
-LOOPBACK_NS_PER_BYTE = 0.1769
+# Loopback, 2 ranks on this machine: bench-allreduce's fit over 4 KiB < n <= 1 MiB, where both
+# gradient buffers lie (2026-11-24 11:41 UTC; bench/README.md). --loopback replaces it.
+LOOPBACK = (3.01, 0.0814)  # alpha us, beta ns per byte
 
 
 def allreduce_us(nbytes, n, gbps, alpha_us, algorithm="ring"):
@@ -154,6 +154,10 @@ def main():
                     help="GPU per-sample speedup over this CPU (an assumption; default 30)")
     ap.add_argument("--net", action="append", metavar="LABEL:GBPS:ALPHA_US",
                     help="a network instead of the defaults (repeatable)")
+    ap.add_argument("--loopback", metavar="ALPHA_US:NS_PER_BYTE",
+                    type=lambda v: tuple(float(x) for x in v.split(":", 1)),
+                    default=LOOPBACK, help="the 2-rank loopback fit t = alpha + beta*n "
+                    "(bench-allreduce; default %g:%g)" % LOOPBACK)
     args = ap.parse_args()
     nets = NETS
     if args.net:
@@ -183,7 +187,7 @@ def main():
         print("| %s | %g Gb/s | %.2f GB/s | %g us |" % (label, gbps,
                                                         gbps * LINK_EFFICIENCY / 8, alpha))
     print("| loopback, 2 ranks (measured) | - | %.2f GB/s | %.2f us |" % (
-        1 / LOOPBACK_NS_PER_BYTE, LOOPBACK_ALPHA_US / 2))
+        1 / args.loopback[1], args.loopback[0] / 2))
 
     for dname, dev in devices(args.gpu_speedup):
         for m in MODELS:
@@ -214,10 +218,11 @@ def main():
             for net in nets:
                 print(remedies(m, dev[m], net, n))
 
-    print("\n## This machine: 2 ranks over loopback, MLP on 1 thread each\n")
+    print("\n## This machine: 2 ranks over loopback (alpha %g us, beta %g ns/B), MLP on 1 "
+          "thread each\n" % args.loopback)
     m, info = "MLP 784-128-10", MODELS["MLP 784-128-10"]
     one = compute_us(CPU[m], info["batch"])
-    ar = LOOPBACK_ALPHA_US + LOOPBACK_NS_PER_BYTE * 1e-3 * info["params"] * 4
+    ar = args.loopback[0] + args.loopback[1] * 1e-3 * info["params"] * 4
     print("| per-replica batch | compute us | allreduce us | step us | samples/s vs 1 replica |")
     print("| ---: | ---: | ---: | ---: | ---: |")
     for b in (info["batch"] // 2, info["batch"]):
