@@ -166,7 +166,7 @@ def main():
             label, gbps, alpha = spec.rsplit(":", 2)
             nets.append((label, float(gbps), float(alpha)))
 
-    print("## Inputs\n")
+    print("### Inputs\n")
     print("| model | parameters | gradient bytes (fp32) | batch |")
     print("| --- | ---: | ---: | ---: |")
     for m, info in MODELS.items():
@@ -194,10 +194,10 @@ def main():
             for mode, what in (("weak", "per-replica batch fixed at %d" % MODELS[m]["batch"]),
                                ("strong", "global batch fixed at %d, split N ways"
                                 % MODELS[m]["batch"])):
-                print("\n## %s, %s: %s\n" % (m, dname, what))
+                print("\n### %s, %s: %s\n" % (m, dname, what))
                 print(table(m, dev[m], mode, nets))
 
-    print("\n## Where the allreduce reaches half the step\n")
+    print("\n### Where the allreduce reaches half the step\n")
     print("| model | device | batch |" + "".join(" %s |" % n[0] for n in nets))
     print("| --- | --- | --- |" + " --- |" * len(nets))
     for dname, dev in devices(args.gpu_speedup):
@@ -209,7 +209,8 @@ def main():
 
     n = NODES[-1]
     for dname, dev in devices(args.gpu_speedup):
-        print("\n## Remedies at N = %d, %s: speedup over 1 replica (ideal %d)\n" % (n, dname, n))
+        print("\n### Remedies at N = %d, %s: speedup over 1 replica (ideal %d)\n"
+              % (n, dname, n))
         print("| model | network | as is | fp16 gradients | overlap | fp16 + overlap | "
               "halving-doubling | 8 per node, hierarchical | 4x per-replica batch | "
               "all but hierarchical |")
@@ -218,7 +219,7 @@ def main():
             for net in nets:
                 print(remedies(m, dev[m], net, n))
 
-    print("\n## This machine: 2 ranks over loopback (alpha %g us, beta %g ns/B), MLP on 1 "
+    print("\n### This machine: 2 ranks over loopback (alpha %g us, beta %g ns/B), MLP on 1 "
           "thread each\n" % args.loopback)
     m, info = "MLP 784-128-10", MODELS["MLP 784-128-10"]
     one = compute_us(CPU[m], info["batch"])
