@@ -25,7 +25,8 @@ replica=$build/trainyard-replica
 [ -x "$bin" ] || { echo "build first: meson setup $build && ninja -C $build" >&2; exit 1; }
 data=$(cd "$build" && pwd)/bench-data
 work=$build/bench-scaling
-[ "$epochs" -ge 2 ] 2>/dev/null || { echo "EPOCHS must be 2 or more (the first is left out)" >&2; exit 1; }
+[ "$epochs" -ge 2 ] 2>/dev/null ||
+  { echo "EPOCHS must be 2 or more (the first is left out)" >&2; exit 1; }
 
 # bench/make_data.py needs NumPy: the benchmark venv, else a python3 that has it.
 py=${BENCH_PYTHON:-/work/benchvenv/bin/python}
