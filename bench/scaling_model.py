@@ -40,12 +40,12 @@ MODELS = {
 #   fixed = 17 launches at ~6 us (PoCL's launch cost, bench/README.md), the rest per sample.
 # GPU: an ASSUMPTION, no GPU was measured: per-sample time divided by --gpu-speedup (default
 #   30: an H100's fp32 peak is ~100x this VM's 545 GFLOP/s, and batches of 32-64 rows use it
-#   poorly); fixed = the same launches at ~4 us each.
+#   poorly); fixed = the step's kernel launches (MLP 15, TRAINYARD_PROFILE; CNN 17) at ~4 us.
 CPU = {
     "MLP 784-128-10": {"fixed": 50.0, "per_sample": 2.7},
     "seed CNN": {"fixed": 100.0, "per_sample": (2310.0 - 100.0) / 32},
 }
-GPU_FIXED = {"MLP 784-128-10": 40.0, "seed CNN": 70.0}
+GPU_FIXED = {"MLP 784-128-10": 15 * 4.0, "seed CNN": 17 * 4.0}
 
 # Networks: label, line rate Gb/s, alpha per ring step in us.
 NETS = [("25 Gb/s, TCP", 25.0, 30.0), ("100 Gb/s, RDMA", 100.0, 5.0)]
