@@ -33,7 +33,6 @@
 #define WARMUP_CALLS 5
 #define REPS_MIN     11
 #define REPS_MAX     10000
-#define FIT_SPLIT    (64u << 10)
 #define MAX_POINTS   32
 #define MLP_FLOATS   101770u /* 784·128 + 128 + 128·10 + 10 */
 #define CNN_FLOATS   308426u /* 3·3·3·32 + 32 + 31·31·32·10 + 10 */
@@ -46,7 +45,7 @@ static const size_t FIT_EDGES[] = {0, 4u << 10, 1u << 20, 16u << 20, MAX_BYTES};
 
 typedef struct point {
     size_t bytes;
-    const char *label; /* NULL for the powers of 4 */
+    const char *label; /* NULL for the powers of 2 */
     int reps;
     double median, p90; /* seconds */
 } point;
