@@ -244,6 +244,7 @@ static int train_file(distrib *d, replica_args *a, ocl_ctx *ctx, char *err)
                           .allow_private = 1,
                           .max_dataset_bytes = a->o.max_dataset_bytes,
                           .dataset_cache = a->o.dataset_cache,
+                          .s3 = a->o.s3,
                           .checkpoint_seconds = -1,
                           .stop_download = a->o.stop,
                           .group = &d->group};
@@ -283,6 +284,9 @@ int main(int argc, char **argv)
         mkdir(work, 0700);
         a.o.work_dir = work;
     }
+    fetch_s3 s3; /* s3:// datasets: the AWS_* environment, as the worker that started it has */
+    fetch_s3_from_env(&s3, NULL, NULL);
+    a.o.s3 = &s3;
     const char *want = agent_device_entry(a.o.device_list, d.local_rank);
     ocl_device dev;
     ocl_ctx *ctx = NULL;
