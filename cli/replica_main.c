@@ -287,7 +287,6 @@ int main(int argc, char **argv)
     fetch_s3 s3; /* s3:// datasets: the AWS_* environment, as the worker that started it has */
     fetch_s3_from_env(&s3, NULL, NULL);
     a.o.s3 = &s3;
-    const char *want = agent_device_entry(a.o.device_list, d.local_rank);
     ocl_device dev;
     ocl_ctx *ctx = NULL;
     client *c = NULL;
@@ -296,7 +295,7 @@ int main(int argc, char **argv)
     if (rc == 0 && a.cache_dir && d.group.rank == 0)
         rc = dscache_open(a.cache_dir, 0, &a.o.dataset_cache, err);
     if (rc == 0)
-        rc = agent_pick_device(want, &dev, err);
+        rc = agent_pick_rank_device(a.o.device_list, d.local_rank, &dev, err);
     if (rc == 0)
         rc = ocl_ctx_new(&dev, NULL, &ctx, err);
     a.o.device_info = &dev;
