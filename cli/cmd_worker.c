@@ -256,6 +256,11 @@ int cmd_worker(int argc, char **argv)
         return 2;
     }
     o.s3 = &s3;
+    /* A data-parallel job's rank 0 fetches too: it reads the S3 flags from its environment. */
+    if (o.replicas > 1 && cli_s3_export(s3_endpoint, s3_region) < 0) {
+        dscache_free(o.dataset_cache);
+        return 2;
+    }
 
     char work[4096];
     if (!o.work_dir) {

@@ -2,9 +2,10 @@
 # The README's first command: installs what trainyard needs on Debian 12 (PoCL as the OpenCL
 # device when no GPU driver is installed), builds it (a release build in build/), and starts the
 # service on http://127.0.0.1:8080 with one local worker per OpenCL device, its data in
-# ./trainyard-data, file:// datasets allowed from examples/, and script jobs (users' own
+# ./trainyard-data, file:// datasets allowed from examples/, script jobs (users' own
 # training programs, in a bubblewrap sandbox; only admin tokens and tokens made with the scripts
-# right may submit them). Extra arguments go to `trainyard serve` (e.g. --port 9000,
+# right may submit them), and data-parallel jobs of up to two replicas (--replicas 2: their ranks
+# under Open MPI's mpirun, sharing the worker's device; a CPU's cores are split between them). Extra arguments go to `trainyard serve` (e.g. --port 9000,
 # --bind 0.0.0.0).
 #
 # The build is quiet when it works; when it fails, the compiler's or meson's own messages are
@@ -44,4 +45,4 @@ if [ ! -f build/build.ninja ]; then
 fi
 echo "serve.sh: building build/trainyard" >&2
 ninja -C build >"$log" 2>&1 || fail "the build (ninja -C build)"
-exec build/trainyard serve --dataset-root "$PWD/examples" --allow-scripts "$@"
+exec build/trainyard serve --dataset-root "$PWD/examples" --allow-scripts --replicas 2 "$@"

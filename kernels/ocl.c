@@ -529,6 +529,20 @@ int ocl_read(ocl_ctx *c, cl_mem buf, size_t offset, size_t bytes, void *dst, cha
     return rc == CL_SUCCESS ? 0 : fail(err, rc, "clEnqueueReadBuffer");
 }
 
+int ocl_map(ocl_ctx *c, cl_mem buf, size_t offset, size_t bytes, void **out, char *err)
+{
+    cl_int rc = CL_SUCCESS;
+    *out = clEnqueueMapBuffer(c->queue, buf, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, offset, bytes, 0,
+                              NULL, NULL, &rc);
+    return rc == CL_SUCCESS ? 0 : fail(err, rc, "clEnqueueMapBuffer");
+}
+
+int ocl_unmap(ocl_ctx *c, cl_mem buf, void *ptr, char *err)
+{
+    cl_int rc = clEnqueueUnmapMemObject(c->queue, buf, ptr, 0, NULL, NULL);
+    return rc == CL_SUCCESS ? 0 : fail(err, rc, "clEnqueueUnmapMemObject");
+}
+
 int ocl_finish(ocl_ctx *c, char *err)
 {
     cl_int rc = clFinish(c->queue);

@@ -84,6 +84,11 @@ int ocl_buffer_new(ocl_ctx *c, size_t bytes, cl_mem *out, char *err);
 int ocl_write(ocl_ctx *c, cl_mem buf, size_t offset, size_t bytes, const void *src, char *err);
 /* Blocking copy device → host at byte offset (waits for queued work on that buffer). */
 int ocl_read(ocl_ctx *c, cl_mem buf, size_t offset, size_t bytes, void *dst, char *err);
+/* Maps bytes of buf at offset for the host to read and write (waits for queued work on it):
+ * *out points at them until ocl_unmap, which enqueues their way back. A CPU device (PoCL)
+ * hands out its own memory, so neither way copies; a GPU copies as read and write would. */
+int ocl_map(ocl_ctx *c, cl_mem buf, size_t offset, size_t bytes, void **out, char *err);
+int ocl_unmap(ocl_ctx *c, cl_mem buf, void *ptr, char *err);
 /* Waits for everything queued. */
 int ocl_finish(ocl_ctx *c, char *err);
 /* A readable name for an OpenCL status code ("CL_OUT_OF_RESOURCES"). */

@@ -96,6 +96,10 @@ int agent_pick_device(const char *want, ocl_device *out, char *err);
 const char *agent_first_device(const char *list);
 /* Entry i (taken modulo their count) of a --device list, in a static buffer. */
 const char *agent_device_entry(const char *list, int i);
+/* The device of the rank local_rank of this machine: its entry of the --device list; an entry
+ * that names a kind (gpu, cpu, any) gives the ranks this machine's devices of that kind in turn,
+ * so `--device gpu` spreads four ranks over four GPUs. */
+int agent_pick_rank_device(const char *list, int local_rank, ocl_device *out, char *err);
 
 /* A device as the API describes it (Device in openapi.yaml), new reference. */
 json_t *agent_device_json(const ocl_device *d);

@@ -58,6 +58,36 @@ const char *agent_device_entry(const char *list, int i)
     return one;
 }
 
+int agent_pick_rank_device(const char *list, int local_rank, ocl_device *out, char *err)
+{
+    const char *want = agent_device_entry(list, local_rank);
+    int gpu = !strcmp(want, "gpu"), cpu = !strcmp(want, "cpu"), any = !strcmp(want, "any");
+    if (!gpu && !cpu && !any)
+        return agent_pick_device(want, out, err); /* an index */
+    /* A kind: the ranks of this machine take its devices of that kind in turn ("any": the GPUs
+     * when there are some, as ocl_device_pick prefers them). */
+    ocl_device *all = NULL;
+    size_t n = 0, k = 0, gpus = 0;
+    int rc = ocl_devices_list(&all, &n, err);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        gpus += (all[i].type & CL_DEVICE_TYPE_GPU) != 0;
+    for (size_t i = 0; i < n; i++) {
+        int is_gpu = (all[i].type & CL_DEVICE_TYPE_GPU) != 0;
+        int fits = gpu ? is_gpu : cpu ? (all[i].type & CL_DEVICE_TYPE_CPU) != 0 : !gpus || is_gpu;
+        if (fits)
+            all[k++] = all[i];
+    }
+    if (k == 0 || getenv("TRAINYARD_DEVICE")) {
+        free(all);
+        return agent_pick_device(want, out, err); /* says why, or obeys the forced index */
+    }
+    *out = all[(size_t)local_rank % k];
+    free(all);
+    return 0;
+}
+
 /* The program name as found on PATH (or as given, when it holds a slash) into out. */
 static int on_path(const char *name, char *out, size_t cap)
 {
@@ -204,8 +234,14 @@ int agent_group_launch(const agent_opts *o, const char *worker_id, const json_t 
     argv[n++] = o->work_dir;
     argv[n++] = "--device";
     argv[n++] = o->device_list ? o->device_list : (o->device ? o->device : "any");
-    if (o->rank_threads > 0) {
-        snprintf(threads, sizeof threads, "%d", o->rank_threads);
+    /* On a CPU device the ranks share its cores: each gets its part unless told otherwise. */
+    int per_rank = o->rank_threads;
+    if (per_rank == 0 && o->device_info && (o->device_info->type & CL_DEVICE_TYPE_CPU))
+        per_rank = o->device_info->compute_units / (unsigned)job->replicas > 1
+                       ? (int)(o->device_info->compute_units / (unsigned)job->replicas)
+                       : 1;
+    if (per_rank > 0) {
+        snprintf(threads, sizeof threads, "%d", per_rank);
         argv[n++] = "--rank-threads";
         argv[n++] = threads;
     }

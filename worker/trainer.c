@@ -67,7 +67,6 @@ typedef struct run {
     kern *own_k;            /* the kern trainer_run built (k NULL from the caller), or NULL */
     double build_s;         /* time building it, data loading excluded */
     const trainer_group *g; /* the data-parallel ranks, or NULL when training alone */
-    float *gsum;            /* g: the host copy of the gradients and the stop flag, summed */
 } run;
 
 /* Rank 0 of a group, or a run alone: the one that fetches, reports and writes. */
@@ -595,27 +594,43 @@ static int rows_at(size_t n, size_t start, size_t batch)
  * device computes. The two buffers are what an out-of-order or second queue would need to run
  * a batch's resize beside the previous step. CSV batches are a gather each, made right before
  * their step in one buffer pair; a full-batch CSV job trains on the uploaded arrays. */
-/* A data-parallel step's second half: the rank's gradients (zeros when it had no rows) and its
- * stop flag summed over the ranks, the sum written back and applied. *stop: some rank asked. */
+/* Whether any rank's *flag is set, on every rank. */
+static int group_flag(run *r, int *flag, char *err)
+{
+    float f = *flag ? 1.0f : 0.0f;
+    char why[ERR_LEN];
+    if (r->g->sum(r->g->user, &f, 1, why) < 0)
+        return err_set(err, -EIO, "agreeing on a stop between the replicas failed: %s", why);
+    *flag = f > 0.0f;
+    return 0;
+}
+
+/* A data-parallel step's second half: the rank's gradients (zeros when it had no rows) summed
+ * in place over the ranks, in the gradient buffer mapped for the host (on a CPU device that is
+ * the device's own memory: nothing is copied), then applied; and the stop flags summed, so
+ * that every rank stops after the same step. *stop: some rank asked. */
 static int group_step(run *r, int had_rows, int *stop, char *err)
 {
     model *m = r->m;
     size_t n = m->n_params;
-    int rc = 0;
-    if (had_rows)
-        rc = ocl_read(r->c, m->grads, 0, n * sizeof *r->gsum, r->gsum, err);
-    else
-        memset(r->gsum, 0, n * sizeof *r->gsum);
+    float *g = NULL;
+    char why[ERR_LEN];
+    int rc = ocl_map(r->c, m->grads, 0, n * sizeof *g, (void **)&g, err);
     if (rc < 0)
         return rc;
-    r->gsum[n] = stop_requested(r) ? 1.0f : 0.0f;
-    char why[ERR_LEN];
-    if (r->g->sum(r->g->user, r->gsum, n + 1, why) < 0)
-        return err_set(err, -EIO, "summing the gradients over the replicas failed: %s", why);
-    *stop = r->gsum[n] > 0.0f;
-    rc = ocl_write(r->c, m->grads, 0, n * sizeof *r->gsum, r->gsum, err);
+    if (!had_rows)
+        memset(g, 0, n * sizeof *g);
+    if (r->g->sum(r->g->user, g, n, why) < 0)
+        rc = err_set(err, -EIO, "summing the gradients over the replicas failed: %s", why);
+    int unmapped = ocl_unmap(r->c, m->grads, g, rc < 0 ? why : err);
+    if (rc == 0)
+        rc = unmapped;
     if (rc == 0)
         rc = model_update(m, err);
+    int flag = stop_requested(r);
+    if (rc == 0)
+        rc = group_flag(r, &flag, err);
+    *stop = flag;
     return rc;
 }
 
@@ -941,17 +956,6 @@ static void metrics_row(run *r, const trainer_epoch *e)
     fflush(r->metrics);
 }
 
-/* Whether any rank's *flag is set, on every rank. */
-static int group_flag(run *r, int *flag, char *err)
-{
-    float f = *flag ? 1.0f : 0.0f;
-    char why[ERR_LEN];
-    if (r->g->sum(r->g->user, &f, 1, why) < 0)
-        return err_set(err, -EIO, "agreeing on a stop between the replicas failed: %s", why);
-    *flag = f > 0.0f;
-    return 0;
-}
-
 /* The end of a data-parallel epoch: the loss and correct counts summed over the ranks, and
  * batchnorm's moving statistics (each rank's from its own rows) averaged. */
 static int group_epoch_end(run *r, double totals[MODEL_TOTALS], char *err)
@@ -982,15 +986,11 @@ static int group_epoch_end(run *r, double totals[MODEL_TOTALS], char *err)
 }
 
 /* Before a data-parallel run's first step: every rank holds rank 0's training state (the same
- * as its own from the seed unless rank 0 resumed from a checkpoint) and epoch, and the host
- * buffer the gradients are summed in. */
+ * as its own from the seed unless rank 0 resumed from a checkpoint) and epoch. */
 static int group_start(run *r, trainer_result *res, char *err)
 {
     model *m = r->m;
     size_t n = m->n_params;
-    r->gsum = malloc((n + 1) * sizeof *r->gsum);
-    if (!r->gsum)
-        return err_set(err, -ENOMEM, "out of memory");
     int64_t head[2] = {r->start, m->step};
     char why[ERR_LEN];
     if (r->g->share(r->g->user, head, sizeof head, why) < 0)
@@ -1238,6 +1238,11 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
     if (rc == 0 && r.g)
         say(&r, "data-parallel: %d replicas, each with its share of every batch of %d rows",
             r.g->size, job->batch_size);
+    else if (rc == 0 && job->replicas > 1)
+        say(&r, "distribution.replicas is %d, but this run is one process: it trains on one "
+                "device, along the same loss curve (`mpirun -np %d trainyard-replica --train` "
+                "runs the ranks)",
+            job->replicas, job->replicas);
     if (rc == 0 && !k) {
         double t_build = time_mono();
         rc = kbuild_start(c, job, trainer_kern_families(job), &kb, err);
@@ -1294,7 +1299,6 @@ out:
         release(r.yb[i]);
     }
     model_free(r.m);
-    free(r.gsum);
     kbuild_free(kb);
     kern_free(r.own_k);
     dataset_free(r.all);

@@ -146,6 +146,41 @@ def test_a_served_job_of_two_replicas_matches_one_replica(serve, data_server, tr
     svc.http.post(f"{svc.url}/jobs/{three['id']}/cancel")
 
 
+def test_a_cnn_on_images_follows_one_replica_too(trainyard_bin, tmp_path, mpi_env):
+    """The image path (batches made on each rank's device from its share of the shuffled
+    order, prefetched) with conv, max pooling and dropout: two ranks, the curve of one."""
+    from test_images import cifar_records, make_images, tar_gz
+    replica = replica_bin(trainyard_bin)
+    rng = np.random.default_rng(4)
+    x, y = make_images(640, rng)
+    tx, ty = make_images(128, rng)
+    (tmp_path / "cifar.tar.gz").write_bytes(tar_gz({
+        "cifar-10-batches-bin/data_batch_1.bin": cifar_records(x, y),
+        "cifar-10-batches-bin/test_batch.bin": cifar_records(tx, ty)}))
+    job = {"dataset_url": "file://" + str(tmp_path / "cifar.tar.gz"),
+           "dataset": {"format": "cifar10", "augment": {"flip": True}},
+           "model": {"input_shape": [32, 32, 3],
+                     "layers": [{"type": "conv2d", "filters": 8, "kernel_size": 3,
+                                 "activation": "relu"},
+                                {"type": "maxpool2d", "pool_size": 2},
+                                {"type": "flatten"},
+                                {"type": "dropout", "rate": 0.25}]},
+           "hyperparameters": {"epochs": 2, "batch_size": 64, "seed": 3}}
+    json_mod = __import__("json")
+    (tmp_path / "one.json").write_text(json_mod.dumps(job))
+    (tmp_path / "two.json").write_text(json_mod.dumps(dict(job, distribution={"replicas": 2})))
+    proc = subprocess.run([str(trainyard_bin), "train", "one.json", "--out", "d1", "--quiet"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run(["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "none",
+                           str(replica), "--train", "two.json", "--out", "d2",
+                           "--rank-threads", "1"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert_same_curve(read_metrics(tmp_path / "d1" / "metrics.csv"),
+                      read_metrics(tmp_path / "d2" / "metrics.csv"))
+
+
 @pytest.mark.parametrize("dist, field", [
     ({"replicas": 0}, "distribution.replicas"),
     ({"replicas": 65}, "distribution.replicas"),

@@ -123,6 +123,13 @@ def test_predict_section(readme_clone):
     assert a[0] == "a" and b[0] == "b" and a[1] > 0.5, answers[1]
 
 
+def test_data_parallel_section(readme_clone):
+    """The quick start's worker runs the two-replica spirals job under mpirun."""
+    proc = run_block(readme_clone, "path", "distributed")
+    assert "succeeded" in proc.stdout, proc.stdout
+    assert "data-parallel: 2 replicas" in proc.stdout, proc.stdout
+
+
 def test_tokens_section(readme_clone):
     proc = run_block(readme_clone, "path", "tokens")
     assert re.search(r"^ty_[0-9a-f]+$", proc.stdout, re.M), proc.stdout  # gpu-box-2's secret

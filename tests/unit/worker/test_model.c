@@ -10,6 +10,8 @@
 #include <string.h>
 #include "worker/export.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "tests/unit/check.h"
@@ -496,6 +498,70 @@ static void cnn_resume(cltest *t)
     free(job);
 }
 
+/* A data-parallel step: the gradients of rows 0..2 and 3..6 of a batch of ROWS, each taken as a
+ * share of it (model_backprop_share: the loss scaled by the whole batch, dropout's masks drawn
+ * at the rows' places), add up to the gradient of the whole batch, and their losses to its. */
+static void shares_add_up(cltest *t)
+{
+    char err[ERR_LEN];
+    job_spec *job = make_job(JOB_ACT_RELU, 1, JOB_OPT_ADAM);
+    model *m = NULL;
+    CHECK(model_new(t->c, t->k, job, INPUTS, 3, MODEL_LOSS_SOFTMAX_XENT, ROWS, 0, &m, err) == 0);
+    uint64_t s = 5;
+    float xs[ROWS * INPUTS];
+    for (int i = 0; i < ROWS * INPUTS; i++)
+        xs[i] = frand(&s);
+    cl_mem x, tg, x2, tg2;
+    CHECK(ocl_buffer_new(t->c, sizeof xs, &x, err) == 0);
+    CHECK(ocl_write(t->c, x, 0, sizeof xs, xs, err) == 0);
+    upload_targets(t, MODEL_LOSS_SOFTMAX_XENT, 3, &tg, &s);
+    size_t n = m->n_params;
+    float *whole = malloc(n * sizeof *whole), *sum = calloc(n, sizeof *sum),
+          *part = malloc(n * sizeof *part);
+    double loss_whole = batch_loss(m, ROWS, x, tg) * ROWS, loss_parts = 0;
+    CHECK(ocl_read(t->c, m->grads, 0, n * sizeof *whole, whole, err) == 0);
+    const int cut = 3;
+    for (int share = 0; share < 2; share++) {
+        int row0 = share ? cut : 0, rows = share ? ROWS - cut : cut;
+        /* The share's rows and targets on their own, as a rank holds them. */
+        int32_t cls[ROWS];
+        for (int i = 0; i < ROWS; i++)
+            cls[i] = i % 3; /* upload_targets' classes */
+        CHECK(ocl_buffer_new(t->c, (size_t)rows * INPUTS * sizeof(float), &x2, err) == 0);
+        CHECK(ocl_write(t->c, x2, 0, (size_t)rows * INPUTS * sizeof(float), xs + row0 * INPUTS,
+                        err) == 0);
+        CHECK(ocl_buffer_new(t->c, (size_t)rows * sizeof(int32_t), &tg2, err) == 0);
+        CHECK(ocl_write(t->c, tg2, 0, (size_t)rows * sizeof(int32_t), cls + row0, err) == 0);
+        double tot[MODEL_TOTALS];
+        CHECK(model_reset_totals(m, err) == 0);
+        CHECK(model_backprop_share(m, rows, ROWS, row0, x2, tg2, err) == 0);
+        CHECK(model_read_totals(m, tot, err) == 0);
+        loss_parts += tot[MODEL_TRAIN_LOSS];
+        CHECK(ocl_read(t->c, m->grads, 0, n * sizeof *part, part, err) == 0);
+        for (size_t i = 0; i < n; i++)
+            sum[i] += part[i];
+        clReleaseMemObject(x2);
+        clReleaseMemObject(tg2);
+    }
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)sum[i] - whole[i]) / (fabs(whole[i]) + 1e-6);
+        worst = d > worst ? d : worst;
+    }
+    CHECK(worst < 1e-4);
+    CHECK(fabs(loss_parts - loss_whole) < 1e-4 * fabs(loss_whole));
+    /* Not a share of the batch: refused. */
+    CHECK(model_backprop_share(m, 4, ROWS, 4, x, tg, err) == -EINVAL);
+    printf("shares_add_up: worst relative difference %.2g\n", worst);
+    free(whole);
+    free(sum);
+    free(part);
+    clReleaseMemObject(x);
+    clReleaseMemObject(tg);
+    model_free(m);
+    free(job);
+}
+
 int main(void)
 {
     cltest t;
@@ -512,6 +578,7 @@ int main(void)
     cnn_gradchecks(&t);
     cnn_learns(&t);
     cnn_resume(&t);
+    shares_add_up(&t);
     cltest_close(&t);
     return check_exit();
 }
