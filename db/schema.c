@@ -188,12 +188,15 @@ static const char *const db_migrations[] = {
     /* v7: data-parallel jobs and the Slurm executor. jobs.replicas (distribution.replicas, set
      * at submit) is matched against workers.slots, the ranks a worker can start. A job Slurm
      * holds has its sbatch id in slurm_job_id and is leased only by the worker made for that
-     * Slurm job (for_worker); such a worker (bound = 1) leases nothing else. */
+     * Slurm job (for_worker); such a worker (bound = 1) leases nothing else. A partial index
+     * keeps the walk of the bound jobs short. */
     "ALTER TABLE jobs ADD COLUMN replicas INTEGER NOT NULL DEFAULT 1;"
     "ALTER TABLE jobs ADD COLUMN slurm_job_id TEXT;"
     "ALTER TABLE jobs ADD COLUMN for_worker TEXT;"
     "ALTER TABLE workers ADD COLUMN slots INTEGER NOT NULL DEFAULT 1;"
-    "ALTER TABLE workers ADD COLUMN bound INTEGER NOT NULL DEFAULT 0;",
+    "ALTER TABLE workers ADD COLUMN bound INTEGER NOT NULL DEFAULT 0;"
+    /* the executor's once-a-second walk of the bound jobs: few, however many jobs there are */
+    "CREATE INDEX jobs_bound ON jobs (seq) WHERE for_worker IS NOT NULL;",
 };
 
 #define DB_N_MIGRATIONS ((int)(sizeof db_migrations / sizeof db_migrations[0]))
