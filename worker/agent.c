@@ -63,6 +63,7 @@
 #define AGENT_STOP_RETRY_S    5    /* ... and this long once the worker is stopping */
 #define AGENT_MAX_LOG_QUEUE   10000
 #define AGENT_LINES_PER_BEAT  1000                /* openapi Heartbeat.logs maxItems */
+#define AGENT_EPOCHS_PER_BEAT 1000                /* and Heartbeat.epochs maxItems */
 #define AGENT_LINE_BYTES      1000                /* and its maxLength: bytes bound characters */
 #define AGENT_CKPT_COPY       "checkpoint.copy"   /* the trainer thread's copy, being written */
 #define AGENT_CKPT_RESUME     "checkpoint.resume" /* the server's checkpoint, downloaded */
@@ -172,15 +173,25 @@ static int beat_send(beat *b)
         json_array_insert(b->logs, 0, json_array_get(sent_logs, json_array_size(sent_logs) - 1));
         json_array_remove(sent_logs, json_array_size(sent_logs) - 1);
     }
+    /* And at most AGENT_EPOCHS_PER_BEAT epochs, the oldest: epochs of a few milliseconds pile
+     * up past it while a heartbeat waits on a slow server, and a larger one is refused. */
     b->epochs = json_array();
-    b->urgent = json_array_size(b->logs) > 0;
-    /* A pending checkpoint goes after this heartbeat: it carries the checkpoint's epochs. */
+    while (json_array_size(sent_epochs) > AGENT_EPOCHS_PER_BEAT) {
+        size_t last = json_array_size(sent_epochs) - 1;
+        json_array_insert(b->epochs, 0, json_array_get(sent_epochs, last));
+        json_array_remove(sent_epochs, last);
+    }
+    b->urgent = json_array_size(b->logs) > 0 || json_array_size(b->epochs) > 0;
+    /* A pending checkpoint goes after this heartbeat: it carries the checkpoint's epochs (all
+     * of them only when none stayed queued). */
     char pending[4200], sending[4200];
     snprintf(pending, sizeof pending, "%s/" AGENT_CKPT_PENDING, b->dir);
     snprintf(sending, sizeof sending, "%s/" AGENT_CKPT_SENDING, b->dir);
-    int ckpt = b->ckpt_pending && rename(pending, sending) == 0;
-    int ckpt_epoch = b->ckpt_epoch;
-    b->ckpt_pending = 0;
+    int ckpt = 0, ckpt_epoch = b->ckpt_epoch;
+    if (b->ckpt_pending && json_array_size(b->epochs) == 0) {
+        ckpt = rename(pending, sending) == 0;
+        b->ckpt_pending = 0;
+    }
     json_t *body = json_pack("{s:O, s:O}", "epochs", sent_epochs, "logs", sent_logs);
     if (*b->phase)
         json_object_set_new(body, "phase", json_string(b->phase));

@@ -326,3 +326,28 @@ def test_a_finished_job_s_checkpoint_is_deleted_unless_kept(serve, blobs):
 
     assert svc.http.delete(f"{svc.url}/jobs/{kept['id']}").status_code == 204
     assert not (svc.data_dir / "artifacts" / kept["id"]).exists()
+
+
+def test_epochs_that_pile_up_behind_a_stalled_server_all_arrive(serve, blobs):
+    """Epochs of a few milliseconds pile up while the server does not answer (SIGSTOP): the
+    worker sends them at most 1,000 a heartbeat (the API's limit) once it answers, so none is
+    refused and every epoch arrives once."""
+    import os
+    import signal
+    epochs = 4000
+    svc = serve("--workers", "1")
+    job = submit(svc, job_doc(blobs, epochs=epochs)).json()
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        got = svc.http.get(f"{svc.url}/jobs/{job['id']}/metrics").json()["epochs"]
+        if got:
+            break
+        time.sleep(0.02)
+    os.kill(svc.proc.pid, signal.SIGSTOP)
+    time.sleep(4)  # ~2 ms an epoch: well over 1,000 epochs queue up
+    os.kill(svc.proc.pid, signal.SIGCONT)
+    done = wait_for(svc, job["id"], {"succeeded", "failed", "cancelled"}, timeout=120)
+    assert done["status"] == "succeeded", done
+    got = svc.http.get(f"{svc.url}/jobs/{job['id']}/metrics").json()["epochs"]
+    assert [e["epoch"] for e in got] == list(range(1, epochs + 1))
+    assert "heartbeat answered 400" not in svc.output()

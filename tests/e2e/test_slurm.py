@@ -128,7 +128,10 @@ def test_trainyard_cancel_scancels_the_slurm_job(slurm_serve, cluster, blobs, tr
     # running: rank 0 stops at the cancel and Slurm lets the job go
     running = submit(svc, two_replicas(blobs, EPOCHS_LONG)).json()["id"]
     sid = slurm_id_of(svc, running)
-    until(lambda: checkpoint_epoch(svc, running) >= 1, 60, "the job to train")
+    try:
+        until(lambda: checkpoint_epoch(svc, running) >= 1, 60, "the job to train")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; squeue: {cluster.squeue()}\n{svc.output()[-4000:]}")
     cancel(running)
     job = wait_for(svc, running, TERMINAL, timeout=60)
     assert job["status"] == "cancelled", job["error"]
