@@ -18,6 +18,7 @@ from helpers import TERMINAL, checkpoint_epoch, job_doc, submit, until, wait_for
 from slurm_cluster import SlurmCluster
 
 EPOCHS_LONG = 3000  # ~2 ms an epoch on the blobs: long enough to act on a running job
+EPOCHS_CANCEL = 30000  # a job that is cancelled long before it could end, however loaded
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +127,7 @@ def test_trainyard_cancel_scancels_the_slurm_job(slurm_serve, cluster, blobs, tr
     slurm(cluster, "scancel", hold)
 
     # running: rank 0 stops at the cancel and Slurm lets the job go
-    running = submit(svc, two_replicas(blobs, EPOCHS_LONG)).json()["id"]
+    running = submit(svc, two_replicas(blobs, EPOCHS_CANCEL)).json()["id"]
     sid = slurm_id_of(svc, running)
     try:
         until(lambda: checkpoint_epoch(svc, running) >= 1, 60, "the job to train")
