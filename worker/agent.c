@@ -241,6 +241,15 @@ static int beat_send(beat *b)
     return retry;
 }
 
+/* Whether anything waits for a heartbeat: log lines, epochs, a checkpoint. */
+static int beat_queued(beat *b)
+{
+    pthread_mutex_lock(&b->mu);
+    int n = json_array_size(b->logs) > 0 || json_array_size(b->epochs) > 0 || b->ckpt_pending;
+    pthread_mutex_unlock(&b->mu);
+    return n;
+}
+
 static void *beat_main(void *arg)
 {
     beat *b = arg;
@@ -261,9 +270,15 @@ static void *beat_main(void *arg)
         pthread_mutex_unlock(&b->mu);
         if (b->lost)
             break;
-        int retry = beat_send(b); /* the last one flushes what the job left queued */
-        if (done)
+        int retry = beat_send(b);
+        if (done) {
+            /* The last ones flush what the job left queued, AGENT_EPOCHS_PER_BEAT epochs and
+             * AGENT_LINES_PER_BEAT lines at a time; one that fails ends the flush (the next
+             * attempt or the final report settles the job). */
+            while (!retry && !b->lost && beat_queued(b))
+                retry = beat_send(b);
             break;
+        }
         backoff = !retry                                ? 0
                   : backoff * 2 > AGENT_BEAT_BACKOFF_MS ? AGENT_BEAT_BACKOFF_MS
                   : backoff                             ? backoff * 2

@@ -347,6 +347,18 @@ def test_epochs_that_pile_up_behind_a_stalled_server_all_arrive(serve, blobs):
     time.sleep(4)  # ~2 ms an epoch: well over 1,000 epochs queue up
     os.kill(svc.proc.pid, signal.SIGCONT)
     done = wait_for(svc, job["id"], {"succeeded", "failed", "cancelled"}, timeout=120)
+    got = svc.http.get(f"{svc.url}/jobs/{job['id']}/metrics").json()["epochs"]
+    assert [e["epoch"] for e in got] == list(range(1, epochs + 1))
+
+    # Stalled again at the very end: the final flush still sends every queued epoch.
+    job = submit(svc, job_doc(blobs, epochs=1500)).json()
+    while not svc.http.get(f"{svc.url}/jobs/{job['id']}/metrics").json()["epochs"]:
+        time.sleep(0.02)
+    os.kill(svc.proc.pid, signal.SIGSTOP)
+    time.sleep(6)  # the job's remaining epochs end while serve is stopped
+    os.kill(svc.proc.pid, signal.SIGCONT)
+    epochs = 1500
+    done = wait_for(svc, job["id"], {"succeeded", "failed", "cancelled"}, timeout=120)
     assert done["status"] == "succeeded", done
     got = svc.http.get(f"{svc.url}/jobs/{job['id']}/metrics").json()["epochs"]
     assert [e["epoch"] for e in got] == list(range(1, epochs + 1))
