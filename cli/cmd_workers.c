@@ -15,7 +15,8 @@ static const char workers_help[] =
     "usage: trainyard workers [options]\n"
     "\n"
     "Lists the workers the server has seen recently: id, status (idle, busy, gone), the job\n"
-    "it runs, when it was last heard from, its name and devices.\n";
+    "it runs, when it was last heard from, its name and devices (and the most replicas of a\n"
+    "data-parallel job it takes, when more than one).\n";
 
 static const char devices_help[] =
     "usage: trainyard devices --remote [options]\n"
@@ -73,6 +74,9 @@ int cmd_workers(int argc, char **argv)
                cli_str(w, "job"), cli_str(w, "last_seen_at"), cli_str(w, "name"));
         json_array_foreach (json_object_get(w, "devices"), k, d)
             printf("%s%s %s", k ? ", " : "", cli_str(d, "type"), cli_str(d, "name"));
+        json_int_t slots = json_integer_value(json_object_get(w, "slots"));
+        if (slots > 1) /* it takes data-parallel jobs of up to that many replicas */
+            printf("; %lld replicas", (long long)slots);
         printf(")\n");
     }
     json_decref(reply);

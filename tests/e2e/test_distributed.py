@@ -124,6 +124,9 @@ def test_a_served_job_of_two_replicas_matches_one_replica(serve, data_server, tr
         assert time.time() < deadline, svc.output()
         time.sleep(0.05)
     assert [w["slots"] for w in workers] == [2]
+    listed = subprocess.run([str(trainyard_bin), "workers"], env=svc.env(), capture_output=True,
+                            text=True, timeout=30).stdout
+    assert "; 2 replicas)" in listed, listed
 
     two = submit(svc, mlp_job(url, replicas=2)).json()
     assert two["document"]["distribution"] == {"replicas": 2}
