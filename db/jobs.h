@@ -40,13 +40,13 @@ typedef struct db_job {
     char worker_id[DB_ID_LEN + 1];
     int64_t lease_expires_at;
     int cancel_requested;
-    int log_lines;             /* log lines stored so far */
-    char owner[DB_ID_LEN + 1]; /* id of the token that submitted it; "" for none */
-    int script;                /* 1: a script job (training_script), leased only to workers
-                                  that run scripts */
-    int replicas;              /* distribution.replicas (1 for most jobs): leased only to a
-                                  worker with at least as many slots */
-    char slurm_job_id[32];     /* the Slurm job that holds it now; "" for none */
+    int log_lines;                  /* log lines stored so far */
+    char owner[DB_ID_LEN + 1];      /* id of the token that submitted it; "" for none */
+    int script;                     /* 1: a script job (training_script), leased only to workers
+                                       that run scripts */
+    int replicas;                   /* distribution.replicas (1 for most jobs): leased only to a
+                                       worker with at least as many slots */
+    char slurm_job_id[32];          /* the Slurm job that holds it now; "" for none */
     char for_worker[DB_ID_LEN + 1]; /* only this worker may lease it; "" for any */
 } db_job;
 

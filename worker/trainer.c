@@ -1239,9 +1239,10 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
         say(&r, "data-parallel: %d replicas, each with its share of every batch of %d rows",
             r.g->size, job->batch_size);
     else if (rc == 0 && job->replicas > 1)
-        say(&r, "distribution.replicas is %d, but this run is one process: it trains on one "
-                "device, along the same loss curve (`mpirun -np %d trainyard-replica --train` "
-                "runs the ranks)",
+        say(&r,
+            "distribution.replicas is %d, but this run is one process: it trains on one "
+            "device, along the same loss curve (`mpirun -np %d trainyard-replica --train` "
+            "runs the ranks)",
             job->replicas, job->replicas);
     if (rc == 0 && !k) {
         double t_build = time_mono();

@@ -8,6 +8,7 @@ rows, two replicas' is two sums of 32 added afterwards, so roundings differ in t
 every step. Over a few hundred Adam steps on these models the per-epoch losses stay within a
 relative 1e-4 of each other (measured: below 1e-5), which is what the tests allow; a wrong split,
 scale or dropout mask moves them by percents."""
+import json
 import os
 import pathlib
 import re
@@ -79,15 +80,11 @@ def assert_same_curve(one, two):
             assert b[key] == pytest.approx(a[key], rel=RTOL, abs=1e-6), (key, a, b)
 
 
-def test_mpirun_two_replicas_follow_the_loss_curve_of_one(trainyard_bin, tmp_path, mpi_env):
-    """`mpirun -np 2 trainyard-replica --train` against `trainyard train` on the same job:
-    the same curve (dropout included), and weights that agree to float reduction error."""
-    replica = replica_bin(trainyard_bin)
-    write_classes(tmp_path, "classes.csv", rows=4000)
-    one, two = mlp_job("file://" + str(tmp_path / "classes.csv")), None
-    (tmp_path / "one.json").write_text(__import__("json").dumps(one))
-    two = dict(one, distribution={"replicas": 2})
-    (tmp_path / "two.json").write_text(__import__("json").dumps(two))
+def train_one_and_two(trainyard_bin, replica, tmp_path, job):
+    """`trainyard train` of job into d1 and `mpirun -np 2 trainyard-replica --train` of the same
+    job with 2 replicas into d2; returns mpirun's output (rank 0's log)."""
+    (tmp_path / "one.json").write_text(json.dumps(job))
+    (tmp_path / "two.json").write_text(json.dumps(dict(job, distribution={"replicas": 2})))
     proc = subprocess.run([str(trainyard_bin), "train", "one.json", "--out", "d1", "--quiet"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -96,9 +93,19 @@ def test_mpirun_two_replicas_follow_the_loss_curve_of_one(trainyard_bin, tmp_pat
                            "--rank-threads", "1"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "data-parallel: 2 replicas" in proc.stdout
     assert_same_curve(read_metrics(tmp_path / "d1" / "metrics.csv"),
                       read_metrics(tmp_path / "d2" / "metrics.csv"))
+    return proc.stdout
+
+
+def test_mpirun_two_replicas_follow_the_loss_curve_of_one(trainyard_bin, tmp_path, mpi_env):
+    """`mpirun -np 2 trainyard-replica --train` against `trainyard train` on the same job:
+    the same curve (dropout included), and weights that agree to float reduction error."""
+    replica = replica_bin(trainyard_bin)
+    write_classes(tmp_path, "classes.csv", rows=4000)
+    out = train_one_and_two(trainyard_bin, replica, tmp_path,
+                            mlp_job("file://" + str(tmp_path / "classes.csv")))
+    assert "data-parallel: 2 replicas" in out
     w1 = load((tmp_path / "d1" / "model.safetensors").read_bytes())
     w2 = load((tmp_path / "d2" / "model.safetensors").read_bytes())
     assert w1.keys() == w2.keys()
@@ -169,19 +176,7 @@ def test_a_cnn_on_images_follows_one_replica_too(trainyard_bin, tmp_path, mpi_en
                                 {"type": "flatten"},
                                 {"type": "dropout", "rate": 0.25}]},
            "hyperparameters": {"epochs": 2, "batch_size": 64, "seed": 3}}
-    json_mod = __import__("json")
-    (tmp_path / "one.json").write_text(json_mod.dumps(job))
-    (tmp_path / "two.json").write_text(json_mod.dumps(dict(job, distribution={"replicas": 2})))
-    proc = subprocess.run([str(trainyard_bin), "train", "one.json", "--out", "d1", "--quiet"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    proc = subprocess.run(["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "none",
-                           str(replica), "--train", "two.json", "--out", "d2",
-                           "--rank-threads", "1"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert_same_curve(read_metrics(tmp_path / "d1" / "metrics.csv"),
-                      read_metrics(tmp_path / "d2" / "metrics.csv"))
+    train_one_and_two(trainyard_bin, replica, tmp_path, job)
 
 
 @pytest.mark.parametrize("dist, field", [
