@@ -29,6 +29,7 @@
 #include "job/job.h"
 #include "scheduler/lifecycle.h"
 #include "util/err.h"
+#include "util/exepath.h"
 
 #define SLURM_SEEN_EVERY_MS 30000 /* a bound worker whose Slurm job waits is marked seen */
 #define SLURM_OUT_CAP       4096  /* bytes kept of a command's stdout and of its stderr */
@@ -690,27 +691,11 @@ static void *slurm_thread(void *arg)
     return NULL;
 }
 
-/* 0 when cmd (a path, or a name found in PATH) can be run. */
-static int slurm_runnable(const char *cmd)
-{
-    if (strchr(cmd, '/'))
-        return access(cmd, X_OK) == 0 ? 0 : -ENOENT;
-    const char *path = getenv("PATH");
-    char buf[DATADIR_PATH_MAX];
-    while (path && *path) {
-        size_t n = strcspn(path, ":");
-        snprintf(buf, sizeof buf, "%.*s/%s", (int)n, path, cmd);
-        if (access(buf, X_OK) == 0)
-            return 0;
-        path += n + (path[n] == ':');
-    }
-    return -ENOENT;
-}
-
 int slurm_executor_start(const slurm_opts *o, slurm_executor **out, char *err)
 {
     const char *sbatch = o->sbatch ? o->sbatch : "sbatch";
-    if (slurm_runnable(sbatch) < 0)
+    char found[DATADIR_PATH_MAX];
+    if (exepath_which(sbatch, found, sizeof found) < 0)
         return err_set(err, -ENOENT,
                        "--executor slurm needs %s, which is not here (Debian: apt-get install "
                        "slurm-client)",

@@ -45,6 +45,7 @@
 #include "script/bundle.h"
 #include "script/sandbox.h"
 #include "util/err.h"
+#include "util/exepath.h"
 #include "util/sha256.h"
 #include "util/timeutil.h"
 #include "util/utf8.h"
@@ -434,7 +435,7 @@ static int find_program(const char *name, char *out, size_t cap, char *err)
                            strerror(errno));
         return 0;
     }
-    if (sandbox_which(name, out, cap) < 0)
+    if (exepath_which(name, out, cap) < 0)
         return err_set(err, -ENOENT,
                        "the interpreter \"%s\" is not on PATH; give its path (--python)", name);
     return 0;
@@ -521,7 +522,7 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
     const char *base = o->sandbox ? "/job" : r.jd;
     char launcher[PATH_MAX];
     if (o->sandbox) {
-        rc = sandbox_launcher_path(launcher, sizeof launcher, err);
+        rc = exepath_self(launcher, sizeof launcher, err);
         if (rc == 0 && is_py)
             rc = sandbox_python_prefixes(python, &ro, python, sizeof python, err);
         if (rc < 0)

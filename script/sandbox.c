@@ -23,6 +23,7 @@
 
 #include "script/run.h"
 #include "util/err.h"
+#include "util/exepath.h"
 
 extern char **environ;
 
@@ -73,27 +74,9 @@ static int add3(sandbox_args *a, const char *x, const char *y, const char *z)
     return rc;
 }
 
-int sandbox_which(const char *name, char *out, size_t cap)
-{
-    const char *path = getenv("PATH");
-    if (!path || !*path)
-        path = "/usr/local/bin:/usr/bin:/bin";
-    for (const char *p = path; *p;) {
-        const char *e = strchr(p, ':');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        int n = snprintf(out, cap, "%.*s/%s", (int)len, p, name);
-        if (len > 0 && n > 0 && (size_t)n < cap && access(out, X_OK) == 0)
-            return 0;
-        p += len;
-        if (*p == ':')
-            p++;
-    }
-    return -ENOENT;
-}
-
 int sandbox_bwrap_path(char *out, size_t cap, char *err)
 {
-    if (sandbox_which("bwrap", out, cap) == 0)
+    if (exepath_which("bwrap", out, cap) == 0)
         return 0;
     return err_set(err, -ENOENT,
                    "bubblewrap (bwrap) is not on PATH: install it (Debian: apt-get install "
@@ -330,18 +313,6 @@ int sandbox_python_executable(const char *python, char *out, size_t cap, char *e
     if (got[0] != '/' || strlen(got) >= cap)
         return err_set(err, -ENOEXEC, "%s does not say where its executable is", python);
     snprintf(out, cap, "%s", got);
-    return 0;
-}
-
-int sandbox_launcher_path(char *out, size_t cap, char *err)
-{
-    ssize_t k = readlink("/proc/self/exe", out, cap - 1);
-    if (k < 0)
-        return err_set(err, -errno, "cannot find this program's path (/proc/self/exe): %s",
-                       strerror(errno));
-    if ((size_t)k >= cap - 1)
-        return err_set(err, -ENAMETOOLONG, "this program's path is too long");
-    out[k] = '\0';
     return 0;
 }
 

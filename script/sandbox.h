@@ -47,9 +47,6 @@ typedef struct sandbox_cfg {
 int sandbox_args_add(sandbox_args *a, const char *s);
 /* Frees the strings and the array; accepts an empty (zeroed) one. */
 void sandbox_args_free(sandbox_args *a);
-/* The first executable name on $PATH (/usr/local/bin:/usr/bin:/bin without one) into
- * out[cap]: 0, or -ENOENT. */
-int sandbox_which(const char *name, char *out, size_t cap);
 /* The path of bwrap on PATH into out[cap]: 0, or -ENOENT with a sentence. */
 int sandbox_bwrap_path(char *out, size_t cap, char *err);
 /* Appends bwrap's path and its options for c (not the command, nor the "--" before it). */
@@ -72,8 +69,6 @@ int sandbox_spawn(char *const argv[], char *const envp[], const char *cwd, int b
                   int *fd, char *err);
 /* Waits for pid: its exit status, 128 + the signal that ended it, or -errno. */
 int sandbox_wait(pid_t pid);
-/* The launcher's path (this binary, /proc/self/exe resolved) into out[cap]. */
-int sandbox_launcher_path(char *out, size_t cap, char *err);
 /* `__script-exec FD DATA_LIMIT -- ARGV...` (argv[0] is "__script-exec"; DATA_LIMIT in bytes, 0
  * for none): the launcher; see above. Returns an exit status for main(). */
 int sandbox_exec_main(int argc, char **argv);

@@ -27,6 +27,7 @@
 
 #include "script/sandbox.h"
 #include "util/err.h"
+#include "util/exepath.h"
 #include "util/sha256.h"
 #include "util/utf8.h"
 
@@ -183,7 +184,7 @@ static int find_python(const char *python, char *out, size_t cap, char *err)
             return err_set(err, -ENAMETOOLONG, "the interpreter's path is too long");
         return 0;
     }
-    if (sandbox_which(python, out, cap) < 0)
+    if (exepath_which(python, out, cap) < 0)
         return err_set(err, -ENOENT, "the interpreter \"%s\" is not on PATH", python);
     return 0;
 }

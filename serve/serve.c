@@ -51,6 +51,7 @@
 #include "scheduler/supervisor.h"
 #include "util/datadir.h"
 #include "util/err.h"
+#include "util/exepath.h"
 #include "util/lockfile.h"
 #include "util/timeutil.h"
 
@@ -137,15 +138,10 @@ static int serve_slurm_start(const serve_opts *o, app *a, const char *url, const
     char err[ERR_LEN];
     if (o->executor != SERVE_EXECUTOR_SLURM)
         return 0;
-    if (o->replica_exe) {
+    if (o->replica_exe)
         snprintf(replica, sizeof replica, "%s", o->replica_exe);
-    } else {
-        ssize_t len = readlink("/proc/self/exe", replica, sizeof replica - 1);
-        replica[len > 0 ? len : 0] = '\0';
-        char *slash = strrchr(replica, '/');
-        if (slash && (size_t)(slash - replica) + sizeof "/trainyard-replica" <= sizeof replica)
-            memcpy(slash, "/trainyard-replica", sizeof "/trainyard-replica");
-    }
+    else if (exepath_beside_self("trainyard-replica", replica, sizeof replica) == -ENAMETOOLONG)
+        replica[0] = '\0';
     slurm_opts so = {.db_path = a->db_path,
                      .data_dir = a->data_dir,
                      .artifacts_dir = a->artifacts_dir,
@@ -525,10 +521,9 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
         log_line("no OpenCL device here: no local workers; jobs wait for a remote worker "
                  "(trainyard worker --server URL on a machine with one)");
     } else if (workers > 0) {
-        char exe[PATH_MAX] = "", work[DATADIR_PATH_MAX];
-        ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (len > 0)
-            exe[len] = '\0';
+        char exe[PATH_MAX] = "", work[DATADIR_PATH_MAX], why[ERR_LEN];
+        if (exepath_self(exe, sizeof exe, why) < 0)
+            exe[0] = '\0';
         int dev_index[SUPERVISOR_MAX_WORKERS];
         for (long i = 0; i < workers; i++)
             dev_index[i] = (int)(i % (long)ndev);

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "util/err.h"
+#include "util/exepath.h"
 #include "util/json_out.h"
 
 extern char **environ;
@@ -88,43 +89,12 @@ int agent_pick_rank_device(const char *list, int local_rank, ocl_device *out, ch
     return 0;
 }
 
-/* The program name as found on PATH (or as given, when it holds a slash) into out. */
-static int on_path(const char *name, char *out, size_t cap)
-{
-    if (strchr(name, '/')) {
-        snprintf(out, cap, "%s", name);
-        return access(out, X_OK) == 0;
-    }
-    const char *path = getenv("PATH");
-    while (path && *path) {
-        size_t len = strcspn(path, ":");
-        if ((size_t)snprintf(out, cap, "%.*s/%s", (int)len, path, name) < cap &&
-            access(out, X_OK) == 0)
-            return 1;
-        path += len + (path[len] == ':');
-    }
-    return 0;
-}
-
 /* trainyard-replica: o->replica_exe, else beside this executable. */
 static int replica_path(const agent_opts *o, char *out, size_t cap)
 {
-    if (o->replica_exe) {
-        snprintf(out, cap, "%s", o->replica_exe);
-        return access(out, X_OK) == 0;
-    }
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
-        return 0;
-    self[n] = 0;
-    char *slash = strrchr(self, '/');
-    if (!slash)
-        return 0;
-    *slash = 0;
-    if ((size_t)snprintf(out, cap, "%s/trainyard-replica", self) >= cap)
-        return 0;
-    return access(out, X_OK) == 0;
+    if (o->replica_exe)
+        return exepath_which(o->replica_exe, out, cap) == 0;
+    return exepath_beside_self("trainyard-replica", out, cap) == 0;
 }
 
 int agent_group_slots(const agent_opts *o)
@@ -138,7 +108,7 @@ int agent_group_slots(const agent_opts *o)
                   o->replicas);
         return 1;
     }
-    if (!on_path(o->mpirun ? o->mpirun : "mpirun", mpirun, sizeof mpirun)) {
+    if (!exepath_which(o->mpirun ? o->mpirun : "mpirun", mpirun, sizeof mpirun) == 0) {
         agent_say("--replicas %d: %s is not found (Debian's openmpi-bin): taking jobs of one "
                   "replica only",
                   o->replicas, o->mpirun ? o->mpirun : "mpirun");
@@ -201,7 +171,7 @@ int agent_group_launch(const agent_opts *o, const char *worker_id, const json_t 
         return err_set(err, -ENOENT,
                        "this worker cannot start data-parallel ranks: "
                        "trainyard-replica is missing");
-    if (!on_path(o->mpirun ? o->mpirun : "mpirun", mpirun, sizeof mpirun))
+    if (!exepath_which(o->mpirun ? o->mpirun : "mpirun", mpirun, sizeof mpirun) == 0)
         return err_set(err, -ENOENT,
                        "this worker cannot start data-parallel ranks: %s is not found",
                        o->mpirun ? o->mpirun : "mpirun");
