@@ -108,7 +108,7 @@ int agent_group_slots(const agent_opts *o)
                   o->replicas);
         return 1;
     }
-    if (!exepath_which(o->mpirun ? o->mpirun : "mpirun", mpirun, sizeof mpirun) == 0) {
+    if (exepath_which(o->mpirun ? o->mpirun : "mpirun", mpirun, sizeof mpirun) < 0) {
         agent_say("--replicas %d: %s is not found (Debian's openmpi-bin): taking jobs of one "
                   "replica only",
                   o->replicas, o->mpirun ? o->mpirun : "mpirun");
@@ -171,7 +171,7 @@ int agent_group_launch(const agent_opts *o, const char *worker_id, const json_t 
         return err_set(err, -ENOENT,
                        "this worker cannot start data-parallel ranks: "
                        "trainyard-replica is missing");
-    if (!exepath_which(o->mpirun ? o->mpirun : "mpirun", mpirun, sizeof mpirun) == 0)
+    if (exepath_which(o->mpirun ? o->mpirun : "mpirun", mpirun, sizeof mpirun) < 0)
         return err_set(err, -ENOENT,
                        "this worker cannot start data-parallel ranks: %s is not found",
                        o->mpirun ? o->mpirun : "mpirun");
