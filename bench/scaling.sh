@@ -91,20 +91,22 @@ fi
 mpi=(mpirun -np 2 --bind-to none)
 [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
 [ "$(nproc)" -lt 2 ] && mpi+=(--oversubscribe)
-l=$(load1)
-"${mpi[@]}" "$replica" --train "$work/job.json" --out "$work/d2" --rank-threads 1 \
-  >"$work/d2.log" 2>&1 || { cat "$work/d2.log" >&2; exit 1; }
-out2=$(report "2 replicas x 1 thread" "$work/d2/metrics.csv" "$l")
+# two_ranks NAME JOB DIR: JOB on 2 ranks into DIR; report's two lines (a failed run exits).
+two_ranks() {
+  local l
+  l=$(load1)
+  "${mpi[@]}" "$replica" --train "$2" --out "$3" --rank-threads 1 >"$3.log" 2>&1 ||
+    { cat "$3.log" >&2; exit 1; }
+  report "$1" "$3/metrics.csv" "$l"
+}
+out2=$(two_ranks "2 replicas x 1 thread" "$work/job.json" "$work/d2")
 echo "$out2" | head -1
 two=$(echo "$out2" | tail -1)
 
 # The same 2 ranks with 64 rows each (a global batch of 128): what the ranks gain when their
 # share of a batch is the one-replica batch (weak scaling), beside the split of one batch of 64.
 sed 's/"batch_size": 64/"batch_size": 128/' "$work/job.json" >"$work/job128.json"
-l=$(load1)
-"${mpi[@]}" "$replica" --train "$work/job128.json" --out "$work/d3" --rank-threads 1 \
-  >"$work/d3.log" 2>&1 || { cat "$work/d3.log" >&2; exit 1; }
-out3=$(report "2 replicas x 1 thread, 64 rows each" "$work/d3/metrics.csv" "$l")
+out3=$(two_ranks "2 replicas x 1 thread, 64 rows each" "$work/job128.json" "$work/d3")
 echo "$out3" | head -1
 three=$(echo "$out3" | tail -1)
 
