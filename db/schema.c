@@ -197,6 +197,80 @@ static const char *const db_migrations[] = {
     "ALTER TABLE workers ADD COLUMN bound INTEGER NOT NULL DEFAULT 0;"
     /* the executor's once-a-second walk of the bound jobs: few, however many jobs there are */
     "CREATE INDEX jobs_bound ON jobs (seq) WHERE for_worker IS NOT NULL;",
+    /* v8: experiments.
+     * - jobs.stop_requested: a graceful stop asked of a running job (a sweep's ASHA rung);
+     *   the worker finishes the epoch and the job succeeds. stop_reason says why it ended
+     *   early (early stopping's, a sweep's or a stop request's words; NULL when it ran all its
+     *   epochs), stopped_epoch the epoch it ended after, best_epoch the epoch whose model was
+     *   kept (early_stopping.restore_best; NULL otherwise).
+     * - jobs.keep: the job document's keep, or a later change: serve --retain-days skips it.
+     * - sweeps: one row per POST /sweeps; its trials are jobs with sweep_seq set. A sweep's
+     *   row outlives nothing: deleting it sets its trials' sweep_seq NULL.
+     * - histograms: per (job, epoch, tensor) one weight histogram for the tfevents artifact
+     *   ("tensorboard": {"histograms": true}); data is JSON (min, max, num, sum, sum_squares,
+     *   limits, counts).
+     * - tokens.webhook_secret: the HMAC-SHA256 key of the token's webhooks, sealed under the
+     *   data directory's key (util/secret.h); NULL until set.
+     * - deliveries / delivery_attempts: one row per webhook to send (job or sweep, url, event,
+     *   body) and one per try of it, kept with the job or sweep they belong to.
+     * - jobs_finished: the retention walk's index (finished jobs by age). */
+    "CREATE TABLE sweeps ("
+    "  seq INTEGER PRIMARY KEY,"
+    "  id TEXT NOT NULL UNIQUE,"
+    "  name TEXT NOT NULL,"
+    "  owner TEXT,"
+    "  status TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'cancelled')),"
+    "  document TEXT NOT NULL,"
+    "  trials_created INTEGER NOT NULL DEFAULT 0,"
+    "  best_job_seq INTEGER,"
+    "  error TEXT,"
+    "  created_at INTEGER NOT NULL,"
+    "  finished_at INTEGER"
+    ");"
+    "CREATE INDEX sweeps_owner_seq ON sweeps (owner, seq);"
+    "CREATE INDEX sweeps_status ON sweeps (status) WHERE status = 'running';"
+    "ALTER TABLE jobs ADD COLUMN stop_requested TEXT;"
+    "ALTER TABLE jobs ADD COLUMN stop_reason TEXT;"
+    "ALTER TABLE jobs ADD COLUMN stopped_epoch INTEGER;"
+    "ALTER TABLE jobs ADD COLUMN best_epoch INTEGER;"
+    "ALTER TABLE jobs ADD COLUMN keep INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN sweep_seq INTEGER REFERENCES sweeps (seq) ON DELETE SET NULL;"
+    "CREATE INDEX jobs_sweep ON jobs (sweep_seq, seq) WHERE sweep_seq IS NOT NULL;"
+    "CREATE INDEX jobs_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;"
+    "CREATE TABLE histograms ("
+    "  job_seq INTEGER NOT NULL REFERENCES jobs (seq) ON DELETE CASCADE,"
+    "  epoch INTEGER NOT NULL,"
+    "  tensor TEXT NOT NULL,"
+    "  data TEXT NOT NULL,"
+    "  PRIMARY KEY (job_seq, epoch, tensor)"
+    ") WITHOUT ROWID;"
+    "ALTER TABLE tokens ADD COLUMN webhook_secret TEXT;"
+    "CREATE TABLE deliveries ("
+    "  id INTEGER PRIMARY KEY,"
+    "  job_seq INTEGER REFERENCES jobs (seq) ON DELETE CASCADE,"
+    "  sweep_seq INTEGER REFERENCES sweeps (seq) ON DELETE CASCADE,"
+    "  owner TEXT,"
+    "  url TEXT NOT NULL,"
+    "  event TEXT NOT NULL,"
+    "  body TEXT NOT NULL,"
+    "  status TEXT NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),"
+    "  attempts INTEGER NOT NULL DEFAULT 0,"
+    "  next_at INTEGER NOT NULL,"
+    "  created_at INTEGER NOT NULL,"
+    "  finished_at INTEGER"
+    ");"
+    "CREATE INDEX deliveries_pending ON deliveries (next_at) WHERE status = 'pending';"
+    "CREATE INDEX deliveries_job ON deliveries (job_seq) WHERE job_seq IS NOT NULL;"
+    "CREATE INDEX deliveries_sweep ON deliveries (sweep_seq) WHERE sweep_seq IS NOT NULL;"
+    "CREATE TABLE delivery_attempts ("
+    "  delivery_id INTEGER NOT NULL REFERENCES deliveries (id) ON DELETE CASCADE,"
+    "  attempt INTEGER NOT NULL,"
+    "  at INTEGER NOT NULL,"
+    "  http_status INTEGER,"
+    "  error TEXT,"
+    "  ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (delivery_id, attempt)"
+    ") WITHOUT ROWID;",
 };
 
 #define DB_N_MIGRATIONS ((int)(sizeof db_migrations / sizeof db_migrations[0]))

@@ -114,6 +114,44 @@ typedef struct job_layer {
                                        follows from it is 0. */
 } job_layer;
 
+/* Experiments (job/job_experiment.c; docs/API.md "Early stopping", "Warm start", "TensorBoard",
+ * "Notifications", "Retention"). */
+enum job_es_mode { JOB_ES_MIN = 0, JOB_ES_MAX = 1 };
+#define JOB_MAX_NOTIFY     8    /* entries of "notify" */
+#define JOB_MAX_METRIC     64   /* bytes of a metric name (early_stopping.monitor) */
+#define JOB_MAX_NOTIFY_URL 2048 /* bytes of a notify URL */
+/* A notify entry's events, as bits. */
+enum job_event_bit {
+    JOB_EVENT_SUCCEEDED = 1 << 0,
+    JOB_EVENT_FAILED = 1 << 1,
+    JOB_EVENT_CANCELLED = 1 << 2,
+    JOB_EVENT_RUNNING = 1 << 3
+};
+
+/* "early_stopping": Keras's EarlyStopping. After each epoch (from start_from_epoch on) the
+ * monitored value improves when it beats the best so far by more than min_delta in the mode's
+ * direction; after `patience` epochs in a row without improvement the job stops (it succeeds,
+ * with stop_reason saying so). With a baseline, the first epochs must beat it instead. With
+ * restore_best the saved model is the best epoch's. */
+typedef struct job_early_stopping {
+    int enabled;                  /* 1 when the document has early_stopping */
+    char monitor[JOB_MAX_METRIC]; /* default "val_loss"; built-in jobs: loss, val_loss, accuracy,
+                                     val_accuracy; script jobs: any metric name they report */
+    int mode;                     /* enum job_es_mode; "auto" (default): max for names that
+                                     contain "acc", else min */
+    int patience;                 /* default 0, 0..JOB_MAX_EPOCHS */
+    double min_delta;             /* default 0, >= 0 */
+    int has_baseline;             /* 1 when baseline is given */
+    double baseline;
+    int start_from_epoch; /* default 0: epochs before it are not judged */
+    int restore_best;     /* default 0 */
+} job_early_stopping;
+
+typedef struct job_notify {
+    char *url;  /* http:// or https://; the host obeys the dataset allow-list rules */
+    int events; /* enum job_event_bit set; default succeeded | failed | cancelled */
+} job_notify;
+
 typedef struct job_spec {
     char *name;        /* default "job" (the document may say model_name instead) */
     char *dataset_url; /* http://, https://, file:// or s3://bucket/key (the document may say
@@ -176,6 +214,15 @@ typedef struct job_spec {
     char *code_sha256;          /* 64 hex with code_url, or NULL */
     char *hyperparameters_json; /* script jobs: the hyperparameters object as compact JSON text
                                    (util/json_out), "{}" when absent; NULL for built-in jobs */
+    /* experiments */
+    job_early_stopping early_stopping; /* "early_stopping"; enabled 0 when absent */
+    char *init_from;                   /* "init_from": a job id whose model this one starts
+                                          from (built-in jobs), or NULL */
+    int tb_histograms;                 /* "tensorboard": {"histograms": true}: default 0 */
+    size_t n_notify;                   /* "notify": 0..JOB_MAX_NOTIFY entries */
+    job_notify notify[JOB_MAX_NOTIFY];
+    int keep; /* "keep": serve --retain-days never removes it;
+                 default 0 */
 } job_spec;
 
 /* 1 for a script job (one with training_script), 0 for a built-in one. */

@@ -87,8 +87,8 @@ static void test_v4_to_v5(void)
     CHECK_INT(db_open(path, &d, err), 0);
     if (!d)
         return;
-    CHECK_INT(db_query_int(d, "PRAGMA user_version"), 7);
-    CHECK_INT(db_schema_latest(), 7);
+    CHECK_INT(db_query_int(d, "PRAGMA user_version"), 8);
+    CHECK_INT(db_schema_latest(), 8);
     /* Old rows keep their values and take the new columns' defaults. */
     CHECK_INT(db_query_int(d, "SELECT count(*) FROM metrics"), 2);
     CHECK_INT(db_query_int(d, "SELECT max(id) FROM metrics"), 9);
@@ -233,7 +233,7 @@ static void test_v5_to_v6(void)
     CHECK_INT(db_open(path, &d, err), 0);
     if (!d)
         return;
-    CHECK_INT(db_query_int(d, "PRAGMA user_version"), 7);
+    CHECK_INT(db_query_int(d, "PRAGMA user_version"), 8);
     CHECK_INT(db_query_int(d, "SELECT count(*) FROM models"), 0);
     CHECK_INT(db_query_int(d, "SELECT count(*) FROM jobs"), 3);
     int64_t v = -1;
@@ -260,6 +260,48 @@ static void test_v5_to_v6(void)
     db_close(d);
 }
 
+/* v8 (experiments): a v7 job takes the new columns' defaults; a sweep's trials keep their rows
+ * when the sweep goes, and a job's histograms and deliveries go with the job. */
+static void test_v7_to_v8(void)
+{
+    char path[256], err[ERR_LEN];
+    snprintf(path, sizeof path, "%s/v7.db", tmp_dir);
+    make_at(path, 7,
+            "PRAGMA user_version = 7;"
+            "INSERT INTO jobs (seq, id, name, status, attempt, max_attempts, priority,"
+            "  device_kind, max_runtime_seconds, document, created_at, finished_at) VALUES"
+            "  (1, 'j1', 'm', 'succeeded', 1, 3, 0, 'any', 60, '{}', 1, 5);");
+    db *d = NULL;
+    CHECK_INT(db_open(path, &d, err), 0);
+    if (!d)
+        return;
+    CHECK_INT(db_query_int(d, "PRAGMA user_version"), 8);
+    CHECK_INT(db_query_int(d, "SELECT count(*) FROM jobs WHERE keep = 0 AND sweep_seq IS NULL"
+                              " AND stop_requested IS NULL AND stop_reason IS NULL"
+                              " AND stopped_epoch IS NULL AND best_epoch IS NULL"),
+              1);
+    CHECK_INT(db_exec(d,
+                      "INSERT INTO sweeps (seq, id, name, status, document, created_at)"
+                      "  VALUES (1, 's1', 'sw', 'running', '{}', 2);"
+                      "INSERT INTO jobs (seq, id, name, status, attempt, max_attempts, priority,"
+                      "  device_kind, max_runtime_seconds, document, created_at, sweep_seq)"
+                      "  VALUES (2, 'j2', 'm', 'queued', 0, 3, 0, 'any', 60, '{}', 3, 1);"
+                      "INSERT INTO histograms VALUES (1, 1, 'dense/kernel', '{}');"
+                      "INSERT INTO deliveries (job_seq, url, event, body, status, next_at,"
+                      "  created_at) VALUES (1, 'https://h/', 'succeeded', '{}', 'pending', 6, 6);"
+                      "INSERT INTO delivery_attempts VALUES (1, 1, 7, 500, NULL, 3);",
+                      err),
+              0);
+    CHECK_INT(db_exec(d, "DELETE FROM sweeps WHERE seq = 1", err), 0);
+    CHECK_INT(db_query_int(d, "SELECT count(*) FROM jobs WHERE seq = 2 AND sweep_seq IS NULL"), 1);
+    CHECK_INT(db_exec(d, "DELETE FROM jobs WHERE seq = 1", err), 0);
+    CHECK_INT(db_query_int(d, "SELECT count(*) FROM histograms"), 0);
+    CHECK_INT(db_query_int(d, "SELECT count(*) FROM deliveries"), 0);
+    CHECK_INT(db_query_int(d, "SELECT count(*) FROM delivery_attempts"), 0);
+    CHECK_INT(db_query_int(d, "PRAGMA foreign_key_check"), -1);
+    db_close(d);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmp_dir)) {
@@ -269,6 +311,7 @@ int main(void)
     test_v4_to_v5();
     test_v5_columns();
     test_v5_to_v6();
+    test_v7_to_v8();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_dir);
     if (system(cmd) != 0)
