@@ -35,6 +35,7 @@
 #include "db/events.h"
 #include "db/logs.h"
 #include "db/workers.h"
+#include "scheduler/tfevents.h"
 #include "util/datadir.h"
 #include "util/names.h"
 #include "util/sha256.h"
@@ -361,6 +362,7 @@ int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, i
     memset(&a, 0, sizeof a);
     memset(&cur, 0, sizeof cur);
     final[0] = '\0';
+    sched_tfevents_settle(d, artifacts_dir, j, now); /* the job's TensorBoard file (tfevents.h) */
     if (!artifacts_dir || datadir_job_checkpoint(artifacts_dir, j->id, path) < 0 ||
         sched_digest_path(artifacts_dir, j->id, digest) < 0 || access(path, F_OK) != 0)
         return 0;
