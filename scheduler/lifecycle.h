@@ -81,6 +81,7 @@
 
 #include "db/artifacts.h"
 #include "db/db.h"
+#include "db/histograms.h"
 #include "db/jobs.h"
 #include "db/metrics.h"
 
@@ -106,6 +107,8 @@ typedef struct sched_progress {
     size_t n_epochs;
     const char *const *logs;
     size_t n_logs;
+    const db_histogram *histograms; /* weight histograms of those epochs (db/histograms.h) */
+    size_t n_histograms;
 } sched_progress;
 
 /* The answer to a heartbeat. */

@@ -64,6 +64,11 @@ int sched_job_heartbeat(db *d, const char *job_id, const char *worker_id, const 
         if (rc < 0)
             goto out;
     }
+    for (size_t i = 0; i < p->n_histograms; i++) {
+        rc = db_histogram_put(d, j.seq, &p->histograms[i], err);
+        if (rc < 0)
+            goto out;
+    }
     if (p->phase != DB_PHASE_NONE && p->phase != j.phase) {
         char reason[64];
         snprintf(reason, sizeof reason, "phase %s", db_phase_name(p->phase));
