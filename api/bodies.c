@@ -224,7 +224,7 @@ static int api_epoch_extra(const json_t *e, size_t i, const char *const *known, 
         int found = 0;
         for (size_t k = 0; known[k] && !found; k++)
             found = strcmp(key, known[k]) == 0;
-        if (found)
+        if (found || strcmp(key, "histograms") == 0) /* histograms: api_epoch_histograms */
             continue;
         snprintf(f, sizeof f, "epochs[%zu].%s", i, key);
         if (!api_metric_name_ok(key)) {
@@ -256,8 +256,7 @@ static int api_epoch_extra(const json_t *e, size_t i, const char *const *known, 
 static int api_epoch_parse(const json_t *e, size_t i, db_metric *m, field_errors *errs)
 {
     static const char *const known[] = {"epoch",        "loss",    "val_loss",           "accuracy",
-                                        "val_accuracy", "seconds", "samples_per_second", "histograms",
-                                        NULL};
+                                        "val_accuracy", "seconds", "samples_per_second", NULL};
     char f[128];
     memset(m, 0, sizeof *m);
     if (!json_is_object(e)) {
@@ -305,8 +304,9 @@ static void api_histogram_number(const json_t *h, const char *f, const char *key
     if (!json_is_number(v) || !isfinite(*out) || *out < min) {
         char g[192];
         snprintf(g, sizeof g, "%s.%s", f, key);
-        field_errors_add(errs, g, min > -INFINITY ? "must be a finite number >= %g"
-                                                  : "must be a finite number", min);
+        field_errors_add(
+            errs, g, min > -INFINITY ? "must be a finite number >= %g" : "must be a finite number",
+            min);
     }
 }
 
@@ -328,8 +328,8 @@ static size_t api_histogram_array(const json_t *h, const char *f, const char *ke
         return n;
     char g[192];
     snprintf(g, sizeof g, "%s.%s", f, key);
-    field_errors_add(errs, g, "must be an array of 1 to %d finite numbers%s", DB_HISTOGRAM_MAX_BUCKETS,
-                     ascending ? " in ascending order" : " >= 0");
+    field_errors_add(errs, g, "must be an array of 1 to %d finite numbers%s",
+                     DB_HISTOGRAM_MAX_BUCKETS, ascending ? " in ascending order" : " >= 0");
     return 0;
 }
 
@@ -338,8 +338,8 @@ static size_t api_histogram_array(const json_t *h, const char *f, const char *ke
 static int api_histogram_parse(const json_t *h, size_t i, size_t k, const char **tensor,
                                char **data, field_errors *errs)
 {
-    static const char *const known[] = {"tensor", "min", "max",    "num",
-                                        "sum",    "sum_squares", "limits", "counts", NULL};
+    static const char *const known[] = {"tensor",      "min",    "max",    "num", "sum",
+                                        "sum_squares", "limits", "counts", NULL};
     char f[128], prefix[160];
     size_t before = errs->count;
     *data = NULL;

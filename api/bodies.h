@@ -38,7 +38,7 @@ typedef struct api_heartbeat {
     size_t n_epochs;
     const char **logs; /* owned array of borrowed strings */
     size_t n_logs;
-    uint64_t dataset_bytes; /* dataset bytes fetched since the last heartbeat (0: none) */
+    uint64_t dataset_bytes;   /* dataset bytes fetched since the last heartbeat (0: none) */
     db_histogram *histograms; /* owned, of every epoch; each data is owned (checked JSON text),
                                  each tensor borrowed */
     size_t n_histograms;

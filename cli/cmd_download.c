@@ -323,8 +323,8 @@ static void dl_run_name(const char *name, const char *id, char *out, size_t cap)
 
 /* The job's tfevents artifact (the server names it events.out.tfevents.<time>.trainyard) into
  * name, and the job's id and name; 0 or a CLI exit status, with the reason printed. */
-static int dl_find_tfevents(const cli_conn *o, client *c, const char *id, char *name,
-                            size_t cap, char *job_id, char *job_name)
+static int dl_find_tfevents(const cli_conn *o, client *c, const char *id, char *name, size_t cap,
+                            char *job_id, char *job_name)
 {
     char path[600];
     json_t *job = NULL, *list = NULL;

@@ -14,7 +14,7 @@
 struct tfevents {
     FILE *f;
     char path[4096];
-    int rc;           /* the first error (negative errno), or 0 */
+    int rc;            /* the first error (negative errno), or 0 */
     char why[ERR_LEN]; /* its message */
 };
 

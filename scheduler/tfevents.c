@@ -20,8 +20,8 @@
 #include "util/datadir.h"
 #include "util/sha256.h"
 
-#define TFEVENTS_PART      ".tfevents.part" /* a dot name: never an artifact's */
-#define TFEVENTS_MAX_TAGS  80               /* the known six and API_MAX_METRICS extras */
+#define TFEVENTS_PART     ".tfevents.part" /* a dot name: never an artifact's */
+#define TFEVENTS_MAX_TAGS 80               /* the known six and API_MAX_METRICS extras */
 
 void sched_tfevents_name(const db_job *j, char *name)
 {
@@ -33,12 +33,12 @@ void sched_tfevents_name(const db_job *j, char *name)
 typedef struct tfev_epoch {
     int epoch;
     int64_t at;
-    double v[6];  /* in the order of tfev_known */
+    double v[6];   /* in the order of tfev_known */
     json_t *extra; /* the script's own metrics, or NULL */
 } tfev_epoch;
 
-static const char *const tfev_known[6] = {"loss",    "val_loss", "accuracy", "val_accuracy",
-                                          "seconds", "samples_per_second"};
+static const char *const tfev_known[6] = {"loss",         "val_loss", "accuracy",
+                                          "val_accuracy", "seconds",  "samples_per_second"};
 
 typedef struct tfev_rows {
     tfev_epoch *e;
@@ -59,8 +59,8 @@ static int tfev_collect(void *ctx, const db_metric *m)
     tfev_epoch *e = &r->e[r->n++];
     e->epoch = m->epoch;
     e->at = m->at;
-    double v[6] = {m->loss,    m->val_loss, m->accuracy, m->val_accuracy,
-                   m->seconds, m->samples_per_second};
+    double v[6] = {m->loss,         m->val_loss, m->accuracy,
+                   m->val_accuracy, m->seconds,  m->samples_per_second};
     memcpy(e->v, v, sizeof v);
     e->extra = m->extra ? json_loads(m->extra, 0, NULL) : NULL;
     return 0;
@@ -165,8 +165,8 @@ static int tfev_histogram(void *ctx, const db_histogram *h)
 
 /* Moves the written file part to the artifact path final and records a, if the job still
  * exists: one short write transaction. *placed is 1 once the file is at final. */
-static int tfev_place(db *d, const db_job *j, const char *part, const char *final,
-                      const char *dir, const db_artifact *a, int *placed, char *err)
+static int tfev_place(db *d, const db_job *j, const char *part, const char *final, const char *dir,
+                      const db_artifact *a, int *placed, char *err)
 {
     db_job cur;
     memset(&cur, 0, sizeof cur);

@@ -32,8 +32,7 @@ void sched_tfevents_name(const db_job *j, char *name);
 /* Writes job j's event file and records it as an artifact created at now. 0 also when there is
  * nothing to write (no metrics, artifacts_dir NULL, the job deleted meanwhile); a negative code
  * with err filled when writing failed (nothing is left behind then). */
-int sched_tfevents_write(db *d, const char *artifacts_dir, const db_job *j, int64_t now,
-                         char *err);
+int sched_tfevents_write(db *d, const char *artifacts_dir, const db_job *j, int64_t now, char *err);
 
 /* sched_tfevents_write for a job that just ended, from the terminal transitions: a failure is
  * reported on stderr and does not change the job's outcome. */

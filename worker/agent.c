@@ -65,7 +65,6 @@
 #define AGENT_LINES_PER_BEAT  1000                /* openapi Heartbeat.logs maxItems */
 #define AGENT_EPOCHS_PER_BEAT 1000                /* and Heartbeat.epochs maxItems */
 #define AGENT_LINE_BYTES      1000                /* and its maxLength: bytes bound characters */
-#define AGENT_HISTOGRAMS_PER_BEAT 2048            /* weight histograms, see beat_histograms */
 #define AGENT_CKPT_COPY       "checkpoint.copy"   /* the trainer thread's copy, being written */
 #define AGENT_CKPT_RESUME     "checkpoint.resume" /* the server's checkpoint, downloaded */
 
@@ -162,9 +161,11 @@ static void beat_send_checkpoint(beat *b, const char *sending, const char *pendi
     json_decref(reply);
 }
 
-/* The weight histograms the queued epochs carry (histogram.h): a heartbeat takes epochs while
- * they hold at most AGENT_HISTOGRAMS_PER_BEAT (and at least one epoch), about 2.5 MB of
- * 30-bucket histograms, well below the server's cap on a heartbeat's body. */
+/* A heartbeat takes epochs while they hold at most this many weight histograms (and at least
+ * one epoch): about 2.5 MB of 30-bucket histograms, well below the server's cap on a body. */
+#define AGENT_HISTOGRAMS_PER_BEAT 2048
+
+/* The weight histograms the queued epochs carry (worker/histogram.h). */
 static size_t beat_histograms(const json_t *epochs)
 {
     size_t n = 0, i;

@@ -1065,7 +1065,8 @@ static int train_all(run *r, trainer_result *res, char *err)
             rc = err_set(err, -ENOMEM, "out of memory");
             break;
         }
-        if (r->job->tb_histograms && lead(r) && (rc = histogram_model(r->m, &e.histograms, err)) < 0)
+        if (r->job->tb_histograms && lead(r) &&
+            (rc = histogram_model(r->m, &e.histograms, err)) < 0)
             break;
         int stop = r->hooks && r->hooks->on_epoch && r->hooks->on_epoch(r->hooks->user, &e);
         json_decref(e.histograms); /* worker/histogram.h: for on_epoch only */

@@ -156,8 +156,14 @@ int main(void)
     double vals[] = {0.25, 0.1};
     tfevents_scalars(w, 2.0, 3, tags, vals, 2);
     double limits[] = {0.0, 1.0, 2.0}, counts[] = {1, 2, 1};
-    tfevents_histo h = {.min = -1.0, .max = 2.0, .num = 4.0, .sum = 1.5, .sum_squares = 9.25,
-                        .limits = limits, .counts = counts, .n = 3};
+    tfevents_histo h = {.min = -1.0,
+                        .max = 2.0,
+                        .num = 4.0,
+                        .sum = 1.5,
+                        .sum_squares = 9.25,
+                        .limits = limits,
+                        .counts = counts,
+                        .n = 3};
     tfevents_histogram(w, 2.5, 3, "0.weight", &h);
     CHECK_INT(tfevents_close(w, err), 0);
     FILE *f = fopen(path, "rb");
@@ -168,8 +174,8 @@ int main(void)
     unlink(path);
 
     /* Record 1, by hand: wall_time 1.5 (field 1, fixed64), file_version (field 3, bytes). */
-    static const uint8_t first[] = {0x09, 0, 0, 0, 0, 0, 0, 0xF8, 0x3F, 0x1A, 13, 'b', 'r', 'a',
-                                    'i',  'n', '.', 'E', 'v', 'e', 'n', 't', ':', '2'};
+    static const uint8_t first[] = {0x09, 0,   0,   0,   0,   0,   0,   0xF8, 0x3F, 0x1A, 13,  'b',
+                                    'r',  'a', 'i', 'n', '.', 'E', 'v', 'e',  'n',  't',  ':', '2'};
     size_t off = 0, len = 0;
     const uint8_t *data = NULL;
     CHECK_INT(next_record(&off, &data, &len), 1);
@@ -195,8 +201,7 @@ int main(void)
                 field x;
                 while (next_field(&r, rend, &x) == 1) {
                     if (x.num == 1) {
-                        CHECK(x.n == strlen(tags[values]) &&
-                              memcmp(x.b, tags[values], x.n) == 0);
+                        CHECK(x.n == strlen(tags[values]) && memcmp(x.b, tags[values], x.n) == 0);
                     } else {
                         CHECK_INT(x.num, 2); /* simple_value: a float, fixed32 */
                         CHECK_INT(x.wt, 5);
