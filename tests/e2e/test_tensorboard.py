@@ -32,8 +32,10 @@ plugin_event_multiplexer = pytest.importorskip(
 PREFIX = "events.out.tfevents."
 KNOWN = ("loss", "val_loss", "accuracy", "val_accuracy", "seconds", "samples_per_second")
 SCRIPT = """
-import sys, trainyard
+import os, sys, trainyard
 trainyard.report(epoch=1, loss=0.5, **{"grad_norm": 2.5, "lr/group0": 0.01})
+with open(os.environ["TRAINYARD_METRICS"], "a") as f:  # reserved: the line is ignored
+    f.write('{"epoch": 2, "histograms": 1}\\n')
 trainyard.report(epoch=2, loss=0.25, accuracy=0.75, grad_norm=1.5, **{"lr/group0": 0.005})
 sys.exit(3)
 """
@@ -152,6 +154,8 @@ def test_tfevents_of_builtin_script_and_download(serve, blobs, tmp_path):
     check_scalars(svc, done_script, acc_script)
     assert {"grad_norm", "lr/group0"} <= set(acc_script.Tags()["scalars"])
     assert [s.value for s in acc_script.Scalars("grad_norm")] == [2.5, 1.5]
+    log = svc.http.get(f"{svc.url}/jobs/{script['id']}/logs").text
+    assert 'metrics line 2 ignored: the name "histograms" is reserved' in log, log
 
 
 def _pack(files):
