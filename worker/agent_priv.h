@@ -37,6 +37,8 @@ typedef struct beat {
     uint64_t dataset_bytes; /* fetched, not yet reported (GET /metrics counts them) */
     int urgent, done;
     volatile int cancel, lost; /* read by the job's thread without the lock: flags only */
+    volatile int stop_asked;   /* the server asked for a graceful stop (heartbeat "stop") */
+    char stop_words[512];      /* its words, under mu */
     const agent_opts *o;
 } beat;
 
@@ -60,6 +62,8 @@ void agent_hook_phase(void *user, int phase);
 void agent_hook_dataset(void *user, uint64_t bytes);
 /* Queues one epoch's metrics (a new reference is taken) and wakes the heartbeat thread. */
 void agent_queue_epoch(beat *b, json_t *epoch);
+/* Takes a graceful stop the server asked for: 1 with its words in why[cap], else 0. */
+int agent_stop_asked(beat *b, char *why, size_t cap);
 /* Uploads file as the artifact name, retried while the server is away; a refusal is -EIO, or
  * -ENOSPC for 507 (the server's disk is full), with a sentence in err. */
 int agent_upload(const agent_opts *o, client *c, const char *prefix, const char *name,
