@@ -683,7 +683,7 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
     int exit_code = 0;
     char tail[2048] = "";
     if (rc == 0 && script) {
-        rc = agent_script_run(o, c, &b, lease, job, dir, &exit_code, &res.stopped, tail,
+        rc = agent_script_run(o, c, &b, lease, job, dir, &exit_code, &res.stopped, &res, tail,
                               sizeof tail, err);
     } else if (rc == 0) {
         trainer_opts topts = {.out_dir = dir,

@@ -8,6 +8,10 @@ import time
 from helpers import TERMINAL, job_doc, submit, wait_for
 
 
+def logs(svc, job_id):
+    return svc.http.get(f"{svc.url}/jobs/{job_id}/logs").text
+
+
 def metrics(svc, job_id):
     return svc.http.get(f"{svc.url}/jobs/{job_id}/metrics").json()["epochs"]
 
@@ -50,3 +54,56 @@ def test_stop_queued_job_cancels_it_and_cli(serve, blobs, trainyard_bin):
     assert r.status_code == 400 and r.json()["errors"][0]["field"] == "reason"
     r = svc.http.post(f"{svc.url}/jobs/nosuchjob/stop")
     assert r.status_code == 404
+
+
+# ---- script jobs: early stopping on the script's own metrics ------------------------------------
+
+SCRIPT = """
+import os, time, trainyard
+scores = [0.1, 0.5, 0.4, 0.45, 0.3, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2]
+obey = trainyard.hyperparameters()["obey"]
+for epoch, score in enumerate(scores, 1):
+    time.sleep(0.3)
+    trainyard.report(epoch=epoch, loss=1 - score, score=score)
+    if obey and trainyard.stop_requested():
+        break
+with open(os.path.join(trainyard.output_dir(), "result.txt"), "w") as f:
+    f.write(f"{epoch} {trainyard.stop_requested()}")
+"""
+
+
+def test_script_job_stopped_by_early_stopping(serve):
+    from test_scripts import SERVE_ARGS, script_doc, upload
+    svc = serve(*SERVE_ARGS)
+    code = upload(svc, {"train.py": SCRIPT})
+    es = {"monitor": "score", "mode": "max", "patience": 2}
+    obeys = submit(svc, script_doc(code, name="obeys", hyperparameters={"obey": True},
+                                   early_stopping=es)).json()
+    ignores = submit(svc, script_doc(code, name="ignores", hyperparameters={"obey": False},
+                                     early_stopping=es)).json()
+    done = wait_for(svc, obeys["id"], TERMINAL, timeout=60)
+    assert done["status"] == "succeeded", (done, logs(svc, obeys["id"]))
+    # best 0.5 at epoch 2; epochs 3 and 4 do not beat it: asked to end after epoch 4, which the
+    # script sees after epoch 4 or 5 (the worker reads the metrics file as it grows)
+    assert done["stop_reason"].startswith("early stopping: score did not improve by more than 0 "
+                                          "for 2 epochs (best 0.5 at epoch 2)"), done
+    assert done["stopped_epoch"] in (4, 5), done
+    assert len(metrics(svc, obeys["id"])) == done["stopped_epoch"]
+    text = svc.http.get(f"{svc.url}/jobs/{obeys['id']}/artifacts/result.txt").text
+    assert text.startswith(f"{done['stopped_epoch']} early stopping: score"), text
+    # A script that does not look is ended (SIGTERM) once it went a whole epoch further; the
+    # job still succeeds, with what its output folder holds (nothing here).
+    done = wait_for(svc, ignores["id"], TERMINAL, timeout=60)
+    assert done["status"] == "succeeded", done
+    assert done["stop_reason"].startswith("early stopping: score"), done
+    assert done["stopped_epoch"] in (6, 7), done
+    assert len(metrics(svc, ignores["id"])) < 15
+
+
+def test_script_job_restore_best_is_refused(serve):
+    svc = serve("--workers", "0")
+    r = svc.http.post(f"{svc.url}/train", json={
+        "training_script": "train.py", "code": "sha256:" + "0" * 64,
+        "early_stopping": {"monitor": "score", "restore_best": True}})
+    assert r.status_code == 400
+    assert "early_stopping.restore_best" in {e["field"] for e in r.json()["errors"]}
