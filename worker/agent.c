@@ -226,6 +226,14 @@ static int beat_send(beat *b)
     if (rc == 0 && status == 200) {
         if (json_is_true(json_object_get(reply, "cancel")))
             b->cancel = 1;
+        const char *stop = json_string_value(json_object_get(reply, "stop"));
+        if (stop && !b->stop_asked) {
+            pthread_mutex_lock(&b->mu);
+            snprintf(b->stop_words, sizeof b->stop_words, "%s", stop);
+            pthread_mutex_unlock(&b->mu);
+            b->stop_asked = 1;
+            agent_say("the server asks to stop after this epoch: %s", stop);
+        }
         if (ckpt)
             beat_send_checkpoint(b, sending, pending, ckpt_epoch);
     } else if (rc == 0 && (status == 404 || status == 409)) {
@@ -390,6 +398,22 @@ static int hook_stop(void *user)
     return b->cancel || b->lost || *b->o->stop > 1;
 }
 
+int agent_stop_asked(beat *b, char *why, size_t cap)
+{
+    if (!b->stop_asked)
+        return 0;
+    pthread_mutex_lock(&b->mu);
+    snprintf(why, cap, "%s", b->stop_words);
+    pthread_mutex_unlock(&b->mu);
+    return 1;
+}
+
+/* After an epoch: a graceful stop the server asked for ends training as if it were the last. */
+static int hook_finish(void *user, char *why, size_t cap)
+{
+    return agent_stop_asked(user, why, cap);
+}
+
 /* Copies src to dst; -errno on failure. */
 static int copy_file(const char *src, const char *dst)
 {
@@ -527,14 +551,27 @@ static void report(const agent_opts *o, client *c, const char *prefix, const cha
     }
 }
 
-static void complete(const agent_opts *o, client *c, const char *prefix, const char *status_word,
-                     const char *error)
+/* The completion; res (may be NULL) adds how a job that ended early ended. */
+static void complete_with(const agent_opts *o, client *c, const char *prefix,
+                          const char *status_word, const char *error, const trainer_result *res)
 {
     json_t *body = json_pack("{s:s}", "status", status_word);
     if (error)
         json_object_set_new(body, "error", json_text(error, 4096));
+    if (res && res->stop_reason[0])
+        json_object_set_new(body, "stop_reason", json_text(res->stop_reason, 2000));
+    if (res && res->stopped_epoch > 0)
+        json_object_set_new(body, "stopped_epoch", json_integer(res->stopped_epoch));
+    if (res && res->best_epoch > 0)
+        json_object_set_new(body, "best_epoch", json_integer(res->best_epoch));
     report(o, c, prefix, "complete", body);
     json_decref(body);
+}
+
+static void complete(const agent_opts *o, client *c, const char *prefix, const char *status_word,
+                     const char *error)
+{
+    complete_with(o, c, prefix, status_word, error, NULL);
 }
 
 /* When the lease names a checkpoint, downloads it to dir/checkpoint.resume (path into out) and
@@ -665,7 +702,7 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
     int exit_code = 0;
     char tail[2048] = "";
     if (rc == 0 && script) {
-        rc = agent_script_run(o, c, &b, lease, job, dir, &exit_code, &res.stopped, tail,
+        rc = agent_script_run(o, c, &b, lease, job, dir, &exit_code, &res.stopped, &res, tail,
                               sizeof tail, err);
     } else if (rc == 0) {
         trainer_opts topts = {.out_dir = dir,
@@ -685,6 +722,7 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
                                .on_phase = agent_hook_phase,
                                .on_epoch = hook_epoch,
                                .should_stop = hook_stop,
+                               .should_finish = hook_finish,
                                .on_checkpoint = hook_checkpoint,
                                .on_dataset = agent_hook_dataset};
         rc = trainer_run(job, ctx, k, &topts, &hooks, &res, err);
@@ -729,7 +767,8 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
                       err);
             report(o, c, prefix, "release", NULL);
         } else {
-            complete(o, c, prefix, rc == 0 ? "succeeded" : "failed", rc == 0 ? NULL : err);
+            complete_with(o, c, prefix, rc == 0 ? "succeeded" : "failed", rc == 0 ? NULL : err,
+                          rc == 0 ? &res : NULL);
         }
     }
     client_set_abort(c, o->stop);
