@@ -35,6 +35,7 @@
 #include "db/events.h"
 #include "db/logs.h"
 #include "db/workers.h"
+#include "scheduler/sweep.h"
 #include "scheduler/tfevents.h"
 #include "util/datadir.h"
 #include "util/names.h"
@@ -68,6 +69,12 @@ int sched_job_heartbeat(db *d, const char *job_id, const char *worker_id, const 
         rc = db_histogram_put(d, j.seq, &p->histograms[i], err);
         if (rc < 0)
             goto out;
+    }
+    /* A sweep's trial at an ASHA rung: judged now, so this answer carries a stop. A failure
+     * leaves it to the controller's next pass (scheduler/sweep.h). */
+    if (j.sweep_seq > 0 && p->n_epochs > 0) {
+        char why[ERR_LEN];
+        sched_sweep_judge(d, &j, p->epochs, p->n_epochs, now, why);
     }
     if (p->phase != DB_PHASE_NONE && p->phase != j.phase) {
         char reason[64];

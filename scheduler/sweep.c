@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "db/events.h"
 #include "job/job.h"
 #include "scheduler/asha.h"
 #include "scheduler/lifecycle.h"
@@ -264,25 +265,48 @@ out:
     return rc;
 }
 
-/* ASHA over the points: asks every running trial that fell out at a rung to stop. */
+/* ASHA's verdicts over the board's points: stop_at[i] (malloc'd, b->n entries) is the rung at
+ * which entry i fell out, 0 when it did not. *stop_at is NULL when the sweep has no rungs. */
+static int sweep_verdicts(const sweep_spec *spec, const sweep_board *b, const asha_point *pts,
+                          size_t n_pts, int **stop_at, char *err)
+{
+    int rungs[ASHA_MAX_RUNGS];
+    int n_rungs = spec->asha ? asha_rungs(spec->min_epochs, spec->eta, spec->max_epochs, rungs) : 0;
+    *stop_at = NULL;
+    if (n_rungs == 0 || b->n == 0)
+        return 0;
+    int *v = calloc(b->n, sizeof *v);
+    if (!v)
+        return err_set(err, -ENOMEM, "out of memory");
+    int rc = asha_decide(pts, n_pts, b->n, rungs, n_rungs, spec->eta, spec->maximize, v);
+    if (rc < 0) {
+        free(v);
+        return err_set(err, rc, "ASHA's replay failed");
+    }
+    *stop_at = v;
+    return 0;
+}
+
+/* The stop request's words for a trial ASHA dropped at rung epoch. */
+static void sweep_stop_words(const sweep_spec *spec, int epoch, char *out, size_t cap)
+{
+    snprintf(out, cap, "sweep: not in the top 1/%d of %s at epoch %d (ASHA)", spec->eta,
+             spec->metric, epoch);
+}
+
+/* ASHA over the points: asks every running trial that fell out at a rung to stop (those the
+ * heartbeat's own judgement, sched_sweep_judge, has not asked already). */
 static int sweep_asha(db *d, const sweep_spec *spec, const sweep_board *b, const asha_point *pts,
                       size_t n_pts, sweep_tick_stats *st, char *err)
 {
-    int rungs[ASHA_MAX_RUNGS];
-    int n_rungs = asha_rungs(spec->min_epochs, spec->eta, spec->max_epochs, rungs);
-    if (n_rungs == 0 || b->n == 0)
-        return 0;
-    int *stop_at = calloc(b->n, sizeof *stop_at);
-    if (!stop_at)
-        return err_set(err, -ENOMEM, "out of memory");
-    int rc = asha_decide(pts, n_pts, b->n, rungs, n_rungs, spec->eta, spec->maximize, stop_at);
-    for (size_t i = 0; rc == 0 && i < b->n; i++) {
+    int *stop_at = NULL;
+    int rc = sweep_verdicts(spec, b, pts, n_pts, &stop_at, err);
+    for (size_t i = 0; rc == 0 && stop_at && i < b->n; i++) {
         const sweep_entry *e = &b->entries[i];
         if (!stop_at[i] || e->status != DB_RUNNING || e->stop_requested)
             continue;
         char why[200];
-        snprintf(why, sizeof why, "sweep: not in the top 1/%d of %s at epoch %d (ASHA)", spec->eta,
-                 spec->metric, stop_at[i]);
+        sweep_stop_words(spec, stop_at[i], why, sizeof why);
         rc = sched_job_request_stop(d, e->seq, why, err);
         if (rc == -EBUSY || rc == -ENOENT) { /* it ended meanwhile */
             rc = 0;
@@ -294,8 +318,58 @@ static int sweep_asha(db *d, const sweep_spec *spec, const sweep_board *b, const
         }
     }
     free(stop_at);
-    if (rc == -ENOMEM)
-        err_set(err, rc, "out of memory");
+    return rc;
+}
+
+int sched_sweep_judge(db *d, db_job *j, const db_metric *epochs, size_t n_epochs, int64_t now,
+                      char *err)
+{
+    db_sweep s;
+    sweep_spec *spec = NULL;
+    sweep_board b;
+    asha_point *pts = NULL;
+    size_t n_pts = 0;
+    int *stop_at = NULL, rungs[ASHA_MAX_RUNGS], rc;
+    memset(&b, 0, sizeof b);
+    if (j->sweep_seq <= 0 || j->stop_requested[0] || n_epochs == 0)
+        return 0;
+    rc = db_sweep_get_seq(d, j->sweep_seq, &s, err);
+    if (rc < 0)
+        return rc == -ENOENT ? 0 : rc;
+    if (s.status != DB_SWEEP_RUNNING)
+        goto out;
+    rc = sweep_spec_stored(s.document, &spec, err);
+    if (rc < 0 || !spec->asha)
+        goto out;
+    int n_rungs = asha_rungs(spec->min_epochs, spec->eta, spec->max_epochs, rungs), at_rung = 0;
+    for (size_t i = 0; i < n_epochs; i++)
+        for (int k = 0; k < n_rungs; k++)
+            at_rung |= epochs[i].epoch == rungs[k];
+    if (!at_rung) /* only a rung's epoch can change this trial's verdict */
+        goto out;
+    rc = sweep_board_load(d, &s, spec, &b, &pts, &n_pts, err);
+    if (rc == 0)
+        rc = sweep_verdicts(spec, &b, pts, n_pts, &stop_at, err);
+    long i = rc == 0 && stop_at ? sweep_find(&b, j->seq) : -1;
+    if (i < 0 || !stop_at[i])
+        goto out;
+    char words[DB_STOP_MAX], why[DB_STOP_MAX + 32];
+    sweep_stop_words(spec, stop_at[i], words, sizeof words);
+    snprintf(why, sizeof why, "stop requested: %s", words);
+    rc = db_job_set_stop_requested(d, j->seq, words, err);
+    if (rc == 1)
+        rc =
+            db_event_append(d, j->seq, now, DB_RUNNING, DB_RUNNING, j->phase, j->attempt, why, err);
+    if (rc == 0) {
+        snprintf(j->stop_requested, sizeof j->stop_requested, "%s", words);
+        rc = 1;
+    }
+out:
+    free(stop_at);
+    free(pts);
+    sweep_board_free(&b);
+    sweep_spec_free(spec);
+    db_sweep_clear(&s);
     return rc;
 }
 

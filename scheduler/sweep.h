@@ -39,6 +39,8 @@
 #include <jansson.h>
 
 #include "db/db.h"
+#include "db/jobs.h"
+#include "db/metrics.h"
 #include "db/sweeps.h"
 #include "scheduler/sweep_spec.h"
 
@@ -85,6 +87,14 @@ int sweep_spec_stored(const char *document, sweep_spec **out, char *err);
 /* One pass over the running sweeps (see above); *st counts what changed. artifacts_dir is for
  * the checkpoint settle of a trial cancelled with its sweep (may be NULL). */
 int sched_sweeps_tick(db *d, const char *artifacts_dir, int64_t now, sweep_tick_stats *st,
+                      char *err);
+/* Inside the transaction of a heartbeat that stored epochs of trial j (a job with sweep_seq
+ * that was asked nothing yet): when one of them is a rung's epoch and ASHA drops the trial
+ * there, asks it to stop (jobs.stop_requested, an event) and puts the words into
+ * j->stop_requested, so the heartbeat's own answer carries the stop. Returns 1 when it asked,
+ * 0 when not (no rung, no asha, the trial stays). The controller's pass makes the same
+ * decisions later, so a failure here (a negative code) costs only time. */
+int sched_sweep_judge(db *d, db_job *j, const db_metric *epochs, size_t n_epochs, int64_t now,
                       char *err);
 /* Cancels running sweep seq: the sweep is cancelled first (no trial is made after that), then
  * its queued trials are cancelled and its running ones asked to cancel. *changed counts the

@@ -278,8 +278,22 @@ static void test_controller(void)
     double good[] = {0.5, 0.4, 0.3}, bad[] = {0.9, 0.8};
     report(d, 1, good, 3, 0);
     report(d, 2, bad, 1, 100);
+    /* the heartbeat's judgement, in its transaction: trial 1 stays, trial 2 is told at once */
+    db_job j1, j2;
+    CHECK_INT(db_job_get_seq(d, count(d, "SELECT seq FROM jobs WHERE name = 's-1'"), &j1, err), 0);
+    CHECK_INT(db_job_get_seq(d, count(d, "SELECT seq FROM jobs WHERE name = 's-2'"), &j2, err), 0);
+    db_metric rung1 = {.epoch = 1}, off_rung = {.epoch = 2};
+    CHECK_INT(db_begin(d, err), 0);
+    CHECK_INT(sched_sweep_judge(d, &j1, &rung1, 1, T0, err), 0);
+    CHECK_INT(sched_sweep_judge(d, &j2, &off_rung, 1, T0, err), 0); /* no rung: not judged */
+    CHECK_INT(sched_sweep_judge(d, &j2, &rung1, 1, T0, err), 1);
+    CHECK_INT(db_commit(d, err), 0);
+    CHECK(strstr(j2.stop_requested, "top 1/3 of val_loss at epoch 1 (ASHA)") != NULL);
+    CHECK_STR(j1.stop_requested, "");
+    db_job_clear(&j1);
+    db_job_clear(&j2);
     CHECK_INT(sched_sweeps_tick(d, NULL, T0, &st, err), 0);
-    CHECK_INT(st.stops_requested, 1);
+    CHECK_INT(st.stops_requested, 0); /* asked already */
     CHECK_INT(count(d, "SELECT count(*) FROM jobs WHERE name = 's-2' AND stop_requested"
                        " LIKE '%ASHA%'"),
               1);
@@ -295,8 +309,15 @@ static void test_controller(void)
     CHECK_INT(sched_sweeps_tick(d2, NULL, T0, &st, err), 0);
     CHECK_INT(st.trials_created, 2);
     CHECK_INT(count(d, "SELECT trials_created FROM sweeps"), 4);
+    /* without the heartbeat's judgement the pass asks: trial 3's epoch 1 is the worst */
+    double worse[] = {0.95};
+    report(d, 3, worse, 1, 200);
     CHECK_INT(sched_sweeps_tick(d, NULL, T0, &st, err), 0);
     CHECK_INT(st.trials_created + st.sweeps_finished, 0); /* made all four: none more */
+    CHECK_INT(st.stops_requested, 1);
+    CHECK_INT(count(d, "SELECT count(*) FROM jobs WHERE name = 's-3' AND stop_requested"
+                       " LIKE '%ASHA%'"),
+              1);
     finish(d, 3, "failed");
     finish(d, 4, "cancelled"); /* a trial cancelled alone */
     CHECK_INT(sched_sweeps_tick(d, NULL, T0 + 2000, &st, err), 0);
@@ -315,10 +336,11 @@ static void test_controller(void)
     CHECK_INT(b.entries[0].epoch, 3);
     CHECK_STR(b.entries[1].name, "s-2");
     CHECK_INT(b.entries[1].epochs_run, 2);
-    CHECK(isnan(b.entries[2].value) && isnan(b.entries[3].value)); /* no value: last */
+    CHECK_STR(b.entries[2].name, "s-3");
+    CHECK(isnan(b.entries[3].value)); /* no value: last */
     CHECK_INT(b.succeeded, 2);
     CHECK_INT(b.stopped_early, 1);
-    CHECK_INT(b.epochs_total, 5);
+    CHECK_INT(b.epochs_total, 6);
     CHECK_INT(b.best, 0);
     sweep_board_free(&b);
     db_sweep_clear(&got);
