@@ -665,13 +665,13 @@ static int sweep_spec_parse_upto(const json_t *doc, int all, sweep_spec **out, f
     }
 
     s->doc = json_pack(
-        "{s:s, s:O, s:O, s:s, s:I, s:{s:s, s:s}, s:i, s:i, s:o, s:O}", "name", nm, "base", base,
+        "{s:s, s:O, s:O, s:s, s:I, s:{s:s, s:s}, s:i, s:i, s:o, s:o}", "name", nm, "base", base,
         "parameters", json_object_get(doc, "parameters"), "algorithm", s->grid ? "grid" : "random",
         "seed", (json_int_t)seed, "metric", "name", s->metric, "mode", s->maximize ? "max" : "min",
         "max_trials", s->max_trials, "max_concurrent", s->max_concurrent, "asha",
         s->asha ? json_pack("{s:i, s:i}", "min_epochs", s->min_epochs, "reduction_factor", s->eta)
                 : json_null(),
-        "notify", notify ? notify : json_array());
+        "notify", notify ? json_incref((json_t *)notify) : json_array());
     if (!s->doc) {
         rc = -ENOMEM;
         goto fail;
