@@ -9,6 +9,7 @@ The task: two features in [-1, 1]², the class a ring crossed with the quadrants
 network of 4 units trained at a learning rate of 3e-4 for 9 epochs cannot learn and one of 32
 units at 1e-2 learns well. 24,000 rows, so that an epoch lasts long enough (tens of ms) for a
 rung's decision to reach a trial before it finished."""
+import json
 import subprocess
 import time
 
@@ -150,17 +151,21 @@ def test_sweep_with_asha_beats_its_base(serve, task, tmp_path):
           f"base {base_acc:.3f}, {time.time() - t0:.1f}s")
 
 
-def test_trial_cancelled_alone_then_the_sweep(serve, task):
+def test_trial_cancelled_alone_then_the_sweep(serve, task, tmp_path):
     url, _, _ = task
     svc = serve("--workers", "2")
     doc = {"name": "long", "base": base_job(url, epochs=400),
            "parameters": {"hyperparameters.batch_size": {"type": "choice", "values": [32, 64]}},
            "algorithm": "grid", "max_trials": 6, "max_concurrent": 2,
            "metric": {"name": "loss"}}
-    r = svc.http.post(f"{svc.url}/sweeps", json=doc)
-    assert r.status_code == 201, r.text
-    sid = r.json()["id"]
-    assert r.json()["document"]["metric"] == {"name": "loss", "mode": "min"}
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(doc))
+    out = subprocess.run([str(svc.binary), "sweep", "submit", str(path)], env=svc.env(),
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    sid = out.stdout.strip()
+    assert svc.http.get(f"{svc.url}/sweeps/{sid}").json()["document"]["metric"] == \
+        {"name": "loss", "mode": "min"}
 
     def trials():
         return svc.http.get(f"{svc.url}/jobs", params={"sweep": sid}).json()["jobs"]
@@ -178,9 +183,11 @@ def test_trial_cancelled_alone_then_the_sweep(serve, task):
     # the grid has two points: 6 was the cap, not a count
     assert s["document"]["max_trials"] == 6
 
-    r = svc.http.post(f"{svc.url}/sweeps/{sid}/cancel")
-    assert r.status_code == 200, r.text
-    assert r.json()["status"] == "cancelled" and r.json()["finished_at"]
+    out = subprocess.run([str(svc.binary), "sweep", "cancel", sid, "--json"], env=svc.env(),
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    cancelled = json.loads(out.stdout)
+    assert cancelled["status"] == "cancelled" and cancelled["finished_at"]
     for j in trials():
         assert wait_for(svc, j["id"], TERMINAL, timeout=60)["status"] == "cancelled"
     time.sleep(0.5)  # the controller makes nothing for a cancelled sweep
@@ -196,6 +203,13 @@ def test_trial_cancelled_alone_then_the_sweep(serve, task):
     assert user.post(f"{svc.url}/sweeps/{sid}/cancel").status_code == 404
     assert user.get(f"{svc.url}/sweeps").json()["sweeps"] == []
     assert user.get(f"{svc.url}/jobs", params={"sweep": sid}).json()["jobs"] == []
+
+    # the CLI: an invalid document is exit 2 with the field named
+    doc["max_concurrent"] = 0
+    path.write_text(json.dumps(doc))
+    out = subprocess.run([str(svc.binary), "sweep", "submit", str(path)], env=svc.env(),
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and "max_concurrent" in out.stderr, out
 
 
 @pytest.mark.parametrize("change, field", [
