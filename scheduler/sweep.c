@@ -73,7 +73,7 @@ static int sweep_trial_row(void *ctx, const db_sweep_trial *t)
         b->cancelled++;
         break;
     }
-    b->stopped_early += t->stop_reason != NULL || (t->stop_requested && t->status == DB_SUCCEEDED);
+    b->stopped_early += t->stop_reason != NULL; /* ASHA's, early stopping's, a user's stop */
     b->epochs_total += t->epochs;
     return 0;
 }

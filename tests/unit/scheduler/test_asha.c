@@ -305,6 +305,7 @@ static void test_controller(void)
     /* trial 2 ends (stopped after epoch 2), trial 1 ends: two more trials, then the end */
     report(d, 2, bad, 2, 100);
     finish(d, 2, "succeeded");
+    exec(d, "UPDATE jobs SET stop_reason = stop_requested, stopped_epoch = 2 WHERE name = 's-2'");
     finish(d, 1, "succeeded");
     CHECK_INT(sched_sweeps_tick(d2, NULL, T0, &st, err), 0);
     CHECK_INT(st.trials_created, 2);
