@@ -26,7 +26,7 @@ static const char SQL_SWEEP_LIST[] =
     "SELECT " DB_SWEEP_COLS " FROM sweeps s WHERE s.seq < ?1 AND (?3 IS NULL OR s.owner = ?3)"
     " ORDER BY s.seq DESC LIMIT ?2";
 static const char SQL_SWEEP_RUNNING[] =
-    "SELECT seq FROM sweeps WHERE status = 'running' ORDER BY seq LIMIT ?";
+    "SELECT seq FROM sweeps WHERE status = 'running' AND seq > ?2 ORDER BY seq LIMIT ?1";
 static const char SQL_SWEEP_COUNT_UP[] = "UPDATE sweeps SET trials_created = trials_created + 1"
                                          " WHERE seq = ? AND status = 'running'";
 static const char SQL_SWEEP_LINK[] = "UPDATE jobs SET sweep_seq = ?1 WHERE seq = ?2";
@@ -204,13 +204,14 @@ static int db_seq_row(void *ctx, sqlite3_stmt *st)
     return 0;
 }
 
-int db_sweep_running(db *d, int64_t *seqs, int cap, char *err)
+int db_sweep_running(db *d, int64_t after_seq, int64_t *seqs, int cap, char *err)
 {
     sqlite3_stmt *st = NULL;
     int rc = db_stmt(d, SQL_SWEEP_RUNNING, &st, err);
     if (rc < 0)
         return rc;
     sqlite3_bind_int(st, 1, cap);
+    sqlite3_bind_int64(st, 2, after_seq);
     db_seq_list l = {seqs, 0, cap};
     rc = db_rows(d, st, db_seq_row, &l, err);
     return rc < 0 ? rc : l.n;

@@ -81,8 +81,9 @@ int db_sweep_get_seq(db *d, int64_t seq, db_sweep *out, char *err);
  * at most limit. */
 int db_sweep_list(db *d, const char *owner, int64_t before_seq, int limit, db_sweep_fn fn,
                   void *ctx, char *err);
-/* The seqs of the running sweeps, oldest first, at most cap, into seqs; returns how many. */
-int db_sweep_running(db *d, int64_t *seqs, int cap, char *err);
+/* The seqs of the running sweeps after after_seq, oldest first, at most cap, into seqs;
+ * returns how many. */
+int db_sweep_running(db *d, int64_t after_seq, int64_t *seqs, int cap, char *err);
 /* Inside a submit's transaction: job_seq becomes a trial of running sweep sweep_seq, whose
  * trials_created grows by one. -ECANCELED (nothing changed) when the sweep is not running. */
 int db_sweep_trial_added(db *d, int64_t sweep_seq, int64_t job_seq, char *err);

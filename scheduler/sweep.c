@@ -439,17 +439,21 @@ int sched_sweeps_tick(db *d, const char *artifacts_dir, int64_t now, sweep_tick_
                       char *err)
 {
     (void)artifacts_dir;
-    int64_t seqs[SWEEP_TICK_MAX];
+    int64_t seqs[SWEEP_TICK_MAX], after = 0;
     memset(st, 0, sizeof *st);
-    int n = db_sweep_running(d, seqs, SWEEP_TICK_MAX, err);
-    if (n < 0)
-        return n;
-    int rc = 0;
-    for (int i = 0; i < n; i++) {
-        int r = sweep_step(d, seqs[i], now, st, err);
-        if (r < 0 && rc == 0)
-            rc = r; /* the others still get their step; the first error is reported */
-    }
+    int rc = 0, n;
+    do { /* a page at a time, so that every running sweep gets its step */
+        n = db_sweep_running(d, after, seqs, SWEEP_TICK_MAX, err);
+        if (n < 0)
+            return n;
+        for (int i = 0; i < n; i++) {
+            int r = sweep_step(d, seqs[i], now, st, err);
+            if (r < 0 && rc == 0)
+                rc = r; /* the others still get their step; the first error is reported */
+        }
+        if (n > 0)
+            after = seqs[n - 1];
+    } while (n == SWEEP_TICK_MAX);
     return rc;
 }
 

@@ -45,7 +45,7 @@
 #include "scheduler/sweep_spec.h"
 
 #define SWEEP_CTL_INTERVAL_MS 100
-#define SWEEP_TICK_MAX        64 /* running sweeps one pass looks at */
+#define SWEEP_TICK_MAX        64 /* running sweeps read per page of a pass */
 
 /* What a pass changed. */
 typedef struct sweep_tick_stats {
