@@ -73,9 +73,13 @@ static void sweep_print(const json_t *s)
         const json_t *pv;
         size_t at = 0;
         json_object_foreach ((json_t *)json_object_get(e, "parameters"), k, pv) {
-            char *text = json_dumps(pv, JSON_ENCODE_ANY | JSON_COMPACT);
+            char *text = json_is_real(pv) ? NULL : json_dumps(pv, JSON_ENCODE_ANY | JSON_COMPACT);
+            char real[32];
+            snprintf(real, sizeof real, "%.4g", json_real_value(pv)); /* a person's digits */
             int n = snprintf(params + at, sizeof params - at, "%s%s=%s", at ? " " : "", k,
-                             text ? text : "?");
+                             json_is_real(pv) ? real
+                             : text           ? text
+                                              : "?");
             free(text);
             if (n < 0 || (size_t)n >= sizeof params - at)
                 break;
@@ -83,7 +87,7 @@ static void sweep_print(const json_t *s)
         }
         sweep_num(json_object_get(e, "value"), v);
         sweep_num(json_object_get(e, "epoch"), ep);
-        printf("%-4lld  %-32s  %-9s  %-10s  %-5s  %-6lld  %s%s%s\n",
+        printf("%-4lld  %-32s  %-9s  %-10s  %-5s  %-6lld  %s%s%s",
                (long long)json_integer_value(json_object_get(e, "rank")), cli_str(e, "job_id"),
                cli_str(e, "status"), v, ep,
                (long long)json_integer_value(json_object_get(e, "epochs_run")), params,
