@@ -264,3 +264,33 @@ def bad_sweep_service(trainyard_bin, tmp_path_factory):
     svc = Service(trainyard_bin, tmp_path_factory.mktemp("bad") / "data", ["--workers", "0"])
     yield svc
     svc.stop()
+
+
+def test_sweep_carries_on_after_serve_is_killed(serve, task):
+    """kill -9 of serve in the middle of a sweep: the restarted serve's controller finds the
+    sweep in the database and finishes it, with each trial made once."""
+    url, _, _ = task
+    svc = serve("--workers", "2", "--lease-seconds", "2")
+    doc = {"name": "again", "base": base_job(url, epochs=12),
+           "parameters": {"hyperparameters.learning_rate": {"type": "log_uniform", "min": 1e-3,
+                                                            "max": 1e-2}},
+           "max_trials": 5, "max_concurrent": 2, "metric": {"name": "val_loss"},
+           "asha": {"min_epochs": 2, "reduction_factor": 2}}
+    r = svc.http.post(f"{svc.url}/sweeps", json=doc)
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+
+    def started():
+        s = svc.http.get(f"{svc.url}/sweeps/{sid}").json()
+        return s["trials"]["running"] >= 1 and s["epochs_total"] >= 1
+    until(started, 60, "a trial's first epoch")
+    svc.proc.kill()
+    svc.proc.wait()
+    svc.restart()
+    s = until(lambda: (lambda s: s if s["status"] != "running" else None)(
+        svc.http.get(f"{svc.url}/sweeps/{sid}").json()), 120, "the sweep to end")
+    assert s["status"] == "succeeded", s
+    jobs = svc.http.get(f"{svc.url}/jobs", params={"sweep": sid}).json()["jobs"]
+    assert sorted(j["name"] for j in jobs) == [f"again-{n}" for n in range(1, 6)]
+    assert s["trials"]["created"] == 5 and s["document"]["max_trials"] == 5
+    assert all(j["status"] in TERMINAL for j in jobs)
