@@ -288,9 +288,9 @@ static const char SQL_JOB_LIST_SWEEP[] =
 
 int db_job_list(db *d, const db_job_filter *f, db_job_fn fn, void *ctx, char *err)
 {
-    const char *sql = f->sweep ? SQL_JOB_LIST_SWEEP
-                               : SQL_JOB_LIST[(f->status >= 0) | (f->name ? 2 : 0) |
-                                              (f->owner ? 4 : 0)];
+    const char *sql = f->sweep
+                          ? SQL_JOB_LIST_SWEEP
+                          : SQL_JOB_LIST[(f->status >= 0) | (f->name ? 2 : 0) | (f->owner ? 4 : 0)];
     sqlite3_stmt *st = NULL;
     int rc = db_stmt(d, sql, &st, err);
     if (rc < 0)

@@ -607,7 +607,7 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     a.stopping = 1;
     log_line("stopping: no new jobs; local workers hand their jobs back, then the server closes");
 out:
-    sweep_ctl_stop(sweeps); /* its state is the database's: the next serve carries on */
+    sweep_ctl_stop(sweeps);     /* its state is the database's: the next serve carries on */
     slurm_executor_stop(slurm); /* its Slurm jobs run on; the next serve polls them */
     supervisor_stop(sup, bound > 1 ? (int)(bound - 1) * 1000 : 0);
     /* gRPC first (its calls need the engine); the engine's queued requests then finish with
