@@ -241,6 +241,7 @@ def test_trial_cancelled_alone_then_the_sweep(serve, task, tmp_path):
     (lambda d: d["base"]["hyperparameters"].update(epochs=0), "base.hyperparameters.epochs"),
     (lambda d: d.pop("base"), "base"),
     (lambda d: d.update(colour="blue"), "colour"),
+    (lambda d: d.update(notify=[{"url": "ftp://hooks.example.com/x"}]), "notify[0].url"),
     (lambda d: d.update(name="x" * 121), "name"),
 ])
 def test_bad_sweep_documents_name_the_field(serve, change, field, bad_sweep_service):
