@@ -1242,6 +1242,15 @@ static int train_all(run *r, trainer_result *res, char *err)
     int rc = 0, classification = r->loss != MODEL_LOSS_MSE;
     phase(r, TRAINER_PHASE_TRAINING);
     r->last_ckpt = time_mono();
+    if (r->es.stopped_epoch && r->es.stopped_epoch == r->start && r->start < r->job->epochs) {
+        /* resumed from the checkpoint of the epoch early stopping ended the job after (the
+         * attempt was interrupted before it finished): it ends there again */
+        early_stop_reason(&r->es, &r->job->early_stopping, res->stop_reason,
+                          sizeof res->stop_reason);
+        res->stopped_epoch = r->start;
+        free(perm);
+        return 0;
+    }
     for (int epoch = r->start + 1; epoch <= r->job->epochs; epoch++) {
         double t0 = time_mono(), totals[MODEL_TOTALS];
         int stopped = 0;
@@ -1284,12 +1293,16 @@ static int train_all(run *r, trainer_result *res, char *err)
         }
         int stop = r->hooks && r->hooks->on_epoch && r->hooks->on_epoch(r->hooks->user, &e);
         stop = stop || stop_requested(r);
-        /* A graceful end after this epoch: early stopping, or a stop request (should_finish). */
-        int finish = stop ? 0 : judge_epoch(r, &e, res, err);
+        /* A graceful end after this epoch: early stopping, or a stop request (should_finish).
+         * The epoch is judged even when a hook stops the run, so that the checkpoint written
+         * now carries its judgement. */
+        int finish = judge_epoch(r, &e, res, err);
         if (finish < 0) {
             rc = finish;
             break;
         }
+        if (stop)
+            finish = 0;
         if (!stop && !finish && lead(r) && r->hooks && r->hooks->should_finish)
             finish = r->hooks->should_finish(r->hooks->user, res->stop_reason,
                                              sizeof res->stop_reason) != 0;
