@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load as load_safetensors
 
+from conftest import ROOT
 from helpers import TERMINAL, job_doc, submit, wait_for, write_blobs
 
 
@@ -124,6 +125,15 @@ def test_stop_queued_job_cancels_it_and_cli(serve, blobs, trainyard_bin):
     assert r.status_code == 400 and r.json()["errors"][0]["field"] == "reason"
     r = svc.http.post(f"{svc.url}/jobs/nosuchjob/stop")
     assert r.status_code == 404
+    # the Python client's Job.stop()
+    other = submit(svc, job_doc(blobs)).json()
+    proc = subprocess.run(
+        ["/usr/bin/python3", "-c", "import sys, trainyard; c = trainyard.Client(); "
+         "print(c.job(sys.argv[1]).stop('from python')['stop_reason'])", other["id"]],
+        capture_output=True, text=True, timeout=60,
+        env={**svc.env(), "PYTHONPATH": str(ROOT / "python")})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "from python"
 
 
 # ---- script jobs: early stopping on the script's own metrics ------------------------------------
