@@ -1524,6 +1524,11 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
         rc = resume_model(&r, &out, err);
     else if (rc == 0 && opts->init_model && lead(&r))
         rc = load_init_model(&r, err);
+    else if (rc == 0 && job->init_from && lead(&r))
+        say(&r,
+            "init_from %s: no model to start from was given (--init-model), so this run "
+            "starts from the seed's weights",
+            job->init_from);
     if (rc == 0 && r.g)
         rc = group_start(&r, &out, err);
     if (rc == 0)

@@ -180,6 +180,33 @@ def test_script_job_stopped_by_early_stopping(serve):
     assert len(metrics(svc, ignores["id"])) < 15
 
 
+def test_stop_reaches_a_script_through_its_stop_file(serve):
+    from test_scripts import SERVE_ARGS, script_doc, upload
+    svc = serve(*SERVE_ARGS)
+    code = upload(svc, {"train.py": """
+import os, time, trainyard
+for epoch in range(1, 200):
+    time.sleep(0.2)
+    trainyard.report(epoch=epoch, loss=1.0 / epoch)
+    if trainyard.stop_requested():
+        break
+with open(os.path.join(trainyard.output_dir(), "why.txt"), "w") as f:
+    f.write(trainyard.stop_requested())
+"""})
+    job = submit(svc, script_doc(code)).json()
+    deadline = time.time() + 30
+    while time.time() < deadline and len(metrics(svc, job["id"])) < 2:
+        time.sleep(0.05)
+    r = svc.http.post(f"{svc.url}/jobs/{job['id']}/stop")
+    assert r.status_code == 200, r.text
+    done = wait_for(svc, job["id"], TERMINAL, timeout=30)
+    assert done["status"] == "succeeded", (done, logs(svc, job["id"]))
+    assert done["stop_reason"] == "stopped by a user"
+    assert 2 <= done["stopped_epoch"] < 199
+    why = svc.http.get(f"{svc.url}/jobs/{job['id']}/artifacts/why.txt").text
+    assert why == "stopped by a user"
+
+
 def test_script_job_restore_best_is_refused(serve):
     svc = serve("--workers", "0")
     r = svc.http.post(f"{svc.url}/train", json={
