@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "db/histograms.h"
 #include "db/metrics.h"
 #include "util/field_errors.h"
 
@@ -37,7 +38,10 @@ typedef struct api_heartbeat {
     size_t n_epochs;
     const char **logs; /* owned array of borrowed strings */
     size_t n_logs;
-    uint64_t dataset_bytes; /* dataset bytes fetched since the last heartbeat (0: none) */
+    uint64_t dataset_bytes;   /* dataset bytes fetched since the last heartbeat (0: none) */
+    db_histogram *histograms; /* owned, of every epoch; each data is owned (checked JSON text),
+                                 each tensor borrowed */
+    size_t n_histograms;
 } api_heartbeat;
 
 /* Checks a WorkerRegistration; -EINVAL with errs filled when invalid. */

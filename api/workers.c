@@ -243,7 +243,9 @@ int api_workers_heartbeat(http_req *r, void *ctx)
                         .epochs = hb.epochs,
                         .n_epochs = hb.n_epochs,
                         .logs = hb.logs,
-                        .n_logs = hb.n_logs};
+                        .n_logs = hb.n_logs,
+                        .histograms = hb.histograms,
+                        .n_histograms = hb.n_histograms};
     sched_beat beat;
     rc = d ? sched_job_heartbeat(d, http_param(r, "id"), http_param(r, "worker"), &p,
                                  time_wall_ms(), api_lease_seconds(a), &beat, err)

@@ -85,6 +85,7 @@
 
 #include "db/artifacts.h"
 #include "db/db.h"
+#include "db/histograms.h"
 #include "db/jobs.h"
 #include "db/metrics.h"
 
@@ -110,6 +111,8 @@ typedef struct sched_progress {
     size_t n_epochs;
     const char *const *logs;
     size_t n_logs;
+    const db_histogram *histograms; /* weight histograms of those epochs (db/histograms.h) */
+    size_t n_histograms;
 } sched_progress;
 
 /* The answer to a heartbeat. */
@@ -206,7 +209,8 @@ int sched_artifact_add(db *d, const char *job_id, const char *worker_id, const c
 /* After job j reached a terminal state: deletes its checkpoint (datadir_job_checkpoint), or, when
  * j's document says "delete_checkpoint": false, moves it to the artifact SCHED_CHECKPOINT_KEPT
  * (SCHED_CHECKPOINT_KEPT_SCRIPT for a script job) and
- * records it. artifacts_dir NULL does nothing. */
+ * records it. First it writes the job's TensorBoard file (scheduler/tfevents.h), the hook every
+ * terminal transition shares. artifacts_dir NULL does nothing. */
 int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, int64_t now);
 
 /* The artifact a kept checkpoint becomes: what `trainyard train --resume` reads. */

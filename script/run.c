@@ -226,6 +226,10 @@ static void metrics_line(runner *r, const char *line, size_t len)
                 why = whybuf;
                 break;
             }
+            if (strcmp(k, "histograms") == 0) { /* the heartbeat's weight histograms */
+                why = "the name \"histograms\" is reserved";
+                break;
+            }
             if (!json_is_number(v) && !json_is_null(v)) {
                 snprintf(whybuf, sizeof whybuf, "the value of \"%.64s\" is not a number or null",
                          k);

@@ -162,6 +162,20 @@ static void beat_send_checkpoint(beat *b, const char *sending, const char *pendi
     json_decref(reply);
 }
 
+/* A heartbeat takes epochs while they hold at most this many weight histograms (and at least
+ * one epoch): about 2.5 MB of 30-bucket histograms, well below the server's cap on a body. */
+#define AGENT_HISTOGRAMS_PER_BEAT 2048
+
+/* The weight histograms the queued epochs carry (worker/histogram.h). */
+static size_t beat_histograms(const json_t *epochs)
+{
+    size_t n = 0, i;
+    json_t *e;
+    json_array_foreach (epochs, i, e)
+        n += json_array_size(json_object_get(e, "histograms"));
+    return n;
+}
+
 /* Sends what is queued; on a network failure the items go back to the front of the queue and
  * it returns 1 (retry after a backoff), else 0. */
 static int beat_send(beat *b)
@@ -177,8 +191,11 @@ static int beat_send(beat *b)
     /* And at most AGENT_EPOCHS_PER_BEAT epochs, the oldest: epochs of a few milliseconds pile
      * up past it while a heartbeat waits on a slow server, and a larger one is refused. */
     b->epochs = json_array();
-    while (json_array_size(sent_epochs) > AGENT_EPOCHS_PER_BEAT) {
+    size_t hists = beat_histograms(sent_epochs);
+    while (json_array_size(sent_epochs) > AGENT_EPOCHS_PER_BEAT ||
+           (json_array_size(sent_epochs) > 1 && hists > AGENT_HISTOGRAMS_PER_BEAT)) {
         size_t last = json_array_size(sent_epochs) - 1;
+        hists -= json_array_size(json_object_get(json_array_get(sent_epochs, last), "histograms"));
         json_array_insert(b->epochs, 0, json_array_get(sent_epochs, last));
         json_array_remove(sent_epochs, last);
     }
@@ -367,6 +384,8 @@ static int hook_epoch(void *user, const trainer_epoch *e)
                           "val_loss", num_or_null(e->val_loss), "accuracy",
                           num_or_null(e->accuracy), "val_accuracy", num_or_null(e->val_accuracy),
                           "seconds", e->seconds, "samples_per_second", e->samples_per_second);
+    if (e->histograms)
+        json_object_set(m, "histograms", e->histograms);
     agent_queue_epoch(b, m);
     json_decref(m);
     return b->cancel || b->lost || *b->o->stop;

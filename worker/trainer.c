@@ -33,6 +33,7 @@
 #include "worker/export.h"
 #include "worker/export_onnx.h"
 #include "worker/fetch.h"
+#include "worker/histogram.h"
 #include "worker/imagedata.h"
 #include "worker/kbuild.h"
 #include "worker/model.h"
@@ -1291,7 +1292,11 @@ static int train_all(run *r, trainer_result *res, char *err)
             rc = err_set(err, -ENOMEM, "out of memory");
             break;
         }
+        if (r->job->tb_histograms && lead(r) &&
+            (rc = histogram_model(r->m, &e.histograms, err)) < 0)
+            break;
         int stop = r->hooks && r->hooks->on_epoch && r->hooks->on_epoch(r->hooks->user, &e);
+        json_decref(e.histograms); /* worker/histogram.h: for on_epoch only */
         stop = stop || stop_requested(r);
         /* A graceful end after this epoch: early stopping, or a stop request (should_finish).
          * The epoch is judged even when a hook stops the run, so that the checkpoint written

@@ -50,6 +50,8 @@ typedef struct trainer_epoch {
     double val_loss, val_accuracy; /* NAN without a validation split */
     double seconds;                /* wall time of the epoch, validation included */
     double samples_per_second;     /* training rows per second */
+    json_t *histograms; /* the weight histograms (worker/histogram.h) when the job asked for
+                           them ("tensorboard"), during on_epoch only; else NULL */
 } trainer_epoch;
 
 /* Where a run is. The trainer only writes files (the artifacts into its output folder); a

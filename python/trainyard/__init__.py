@@ -101,6 +101,8 @@ def report(epoch=None, **metrics):
         raise ValueError(f"trainyard.report: at most {_MAX_METRICS} metrics, not {len(metrics)}")
     line = {"epoch": int(epoch)}
     for name, value in metrics.items():
+        if name == "histograms":  # the heartbeat's weight histograms (docs/API.md)
+            raise ValueError("trainyard.report: the name 'histograms' is reserved")
         if not _METRIC_NAME.match(name):
             raise ValueError(f"trainyard.report: {name!r} is not a metric name (1 to 64 of "
                              "letters, digits and _ . : / -, starting with a letter)")
