@@ -119,9 +119,9 @@ typedef struct trainer_opts {
     dscache *dataset_cache; /* where fetched datasets are kept and looked up (a hit logs "dataset
                                from cache" and fetches nothing), or NULL for none; borrowed */
     const trainer_group *group; /* the ranks of a data-parallel job, or NULL to train alone */
-    const char *init_model; /* job->init_from's model.safetensors: the weights (and batchnorm
-                               statistics) to start from, the optimizer fresh; NULL: the seed's.
-                               Ignored when resuming (the checkpoint has the weights). */
+    const char *init_model;     /* job->init_from's model.safetensors: the weights (and batchnorm
+                                   statistics) to start from, the optimizer fresh; NULL: the seed's.
+                                   Ignored when resuming (the checkpoint has the weights). */
     const char *val_outputs;    /* after training, write the model's outputs on the validation rows
                                    (probabilities for classification) as a float32 .npy of
                                    [rows, outputs] here; NULL: none */
