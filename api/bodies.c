@@ -502,7 +502,8 @@ void api_heartbeat_free(api_heartbeat *hb)
 
 int api_completion_parse(const json_t *body, int *status, const char **error, field_errors *errs)
 {
-    static const char *const known[] = {"status", "error", NULL};
+    static const char *const known[] = {"status",        "error",      "stop_reason",
+                                        "stopped_epoch", "best_epoch", NULL};
     errs->count = 0;
     const char *s = json_string_value(json_object_get(body, "status"));
     int st = s && strcmp(s, "lost") == 0 ? API_COMPLETION_LOST : db_status_parse(s);
@@ -521,6 +522,47 @@ int api_completion_parse(const json_t *body, int *status, const char **error, fi
     *status = st;
     *error = text;
     return 0;
+}
+
+int api_completion_stop_parse(const json_t *body, api_completion_stop *out, field_errors *errs)
+{
+    errs->count = 0;
+    memset(out, 0, sizeof *out);
+    json_t *v = json_object_get(body, "stop_reason");
+    if (v && !json_is_null(v) &&
+        (!json_is_string(v) || utf8_chars(json_string_value(v)) > API_STOP_REASON_CHARS))
+        field_errors_add(errs, "stop_reason", "must be a string of at most %d characters",
+                         API_STOP_REASON_CHARS);
+    else if (v && json_is_string(v))
+        out->reason = json_string_value(v);
+    static const char *const epochs[] = {"stopped_epoch", "best_epoch"};
+    int *dst[] = {&out->stopped_epoch, &out->best_epoch};
+    for (int i = 0; i < 2; i++) {
+        v = json_object_get(body, epochs[i]);
+        if (!v || json_is_null(v))
+            continue;
+        long long n = 0;
+        if (!api_integer(v, &n) || n < 1 || n > 1000000)
+            field_errors_add(errs, epochs[i], "must be an epoch number, 1 to 1000000");
+        else
+            *dst[i] = (int)n;
+    }
+    return errs->count ? -EINVAL : 0;
+}
+
+int api_stop_request_parse(const json_t *body, const char **reason, field_errors *errs)
+{
+    static const char *const known[] = {"reason", NULL};
+    errs->count = 0;
+    json_t *v = json_object_get(body, "reason");
+    if (v && (!json_is_string(v) || !*json_string_value(v) ||
+              utf8_chars(json_string_value(v)) > API_STOP_REASON_CHARS))
+        field_errors_add(errs, "reason", "must be a string of 1 to %d characters",
+                         API_STOP_REASON_CHARS);
+    else if (v)
+        *reason = json_string_value(v);
+    api_unknown_members(body, "", known, errs);
+    return errs->count ? -EINVAL : 0;
 }
 
 /* ---- TokenRequest ----------------------------------------------------------------------- */

@@ -17,6 +17,7 @@ static const struct {
     {"list", cmd_list, "list jobs, newest first: list [--status S] [--name N]"},
     {"logs", cmd_logs, "print a job's log: logs ID [-f]"},
     {"cancel", cmd_cancel, "cancel a queued or running job: cancel ID"},
+    {"stop", cmd_stop, "end a running job after its epoch, keeping its model: stop ID"},
     {"download", cmd_download,
      "download an artifact, resumable: download ID [NAME] [-o PATH]; --tensorboard DIR ID..."},
     {"predict", cmd_predict, "ask a trained model: predict NAME|JOB_ID FILE.json|-"},

@@ -85,6 +85,7 @@ int sched_job_heartbeat(db *d, const char *job_id, const char *worker_id, const 
     rc = db_commit(d, err);
     if (rc == 0) {
         out->cancel = j.cancel_requested;
+        snprintf(out->stop, sizeof out->stop, "%s", j.stop_requested);
         out->lease_expires_at = lease_until;
     }
     db_job_clear(&j);

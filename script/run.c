@@ -579,6 +579,8 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
         rc = env_setf(&env, "TRAINYARD_CHECKPOINT_DIR", base, "/checkpoint");
     if (rc == 0)
         rc = env_setf(&env, "TRAINYARD_METRICS", base, "/metrics.jsonl");
+    if (rc == 0) /* absent until the worker asks the script to end (early stopping, a stop) */
+        rc = env_setf(&env, "TRAINYARD_STOP_FILE", base, "/stop");
     if (rc == 0)
         rc = env_setf(&env, "HOME", base, "/home");
     if (rc == 0)
