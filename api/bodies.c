@@ -541,10 +541,11 @@ int api_completion_stop_parse(const json_t *body, api_completion_stop *out, fiel
         v = json_object_get(body, epochs[i]);
         if (!v || json_is_null(v))
             continue;
-        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1000000)
+        long long n = 0;
+        if (!api_integer(v, &n) || n < 1 || n > 1000000)
             field_errors_add(errs, epochs[i], "must be an epoch number, 1 to 1000000");
         else
-            *dst[i] = (int)json_integer_value(v);
+            *dst[i] = (int)n;
     }
     return errs->count ? -EINVAL : 0;
 }

@@ -81,6 +81,7 @@ static const http_route api_route_table[] = {
     {"PUT", "/workers/{worker}/jobs/{id}/artifacts/{name}", api_artifacts_upload,
      API_ARTIFACT_MAX_BODY, 1, API_WORKERS},
     {"GET", "/workers/{worker}/jobs/{id}/checkpoint", api_checkpoints_get, 0, 0, API_WORKERS},
+    {"GET", "/workers/{worker}/jobs/{id}/init_model", api_init_model_get, 0, 0, API_WORKERS},
     {"GET", "/workers/{worker}/jobs/{id}/metrics", api_jobs_metrics_leased, 0, 0, API_WORKERS},
     {"PUT", "/workers/{worker}/jobs/{id}/checkpoint", api_checkpoints_upload, API_ARTIFACT_MAX_BODY,
      1, API_WORKERS},

@@ -188,6 +188,13 @@ int api_workers_lease(http_req *r, void *ctx)
             snprintf(path, sizeof path, "/workers/%s/jobs/%s/checkpoint", worker, j.id);
             json_object_set_new(body, "checkpoint", json_string(path));
         }
+        /* A warm start (init_from): where the worker fetches the model it starts from. */
+        if (body &&
+            json_is_string(json_object_get(json_object_get(body, "document"), "init_from"))) {
+            char path[512];
+            snprintf(path, sizeof path, "/workers/%s/jobs/%s/init_model", worker, j.id);
+            json_object_set_new(body, "init_model", json_string(path));
+        }
         if (body)
             api_lease_add_credentials(a, d, &j, body);
         db_job_clear(&j);

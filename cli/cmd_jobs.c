@@ -275,8 +275,16 @@ static void status_print(const json_t *job, const json_t *metrics)
            json_is_true(json_object_get(job, "cancel_requested"))   ? ", cancel requested"
            : json_is_string(json_object_get(job, "stop_requested")) ? ", stop requested"
                                                                     : "");
-    if (json_is_string(json_object_get(job, "stop_reason")))
-        printf("stopped:   %s\n", cli_str(job, "stop_reason"));
+    if (json_is_string(json_object_get(job, "stop_reason"))) {
+        json_t *after = json_object_get(job, "stopped_epoch"),
+               *best = json_object_get(job, "best_epoch");
+        printf("stopped:   %s", cli_str(job, "stop_reason"));
+        if (json_is_integer(after))
+            printf(" (after epoch %lld", (long long)json_integer_value(after));
+        if (json_is_integer(after) && json_is_integer(best))
+            printf("; the model is epoch %lld's", (long long)json_integer_value(best));
+        printf("%s\n", json_is_integer(after) ? ")" : "");
+    }
     printf("attempt:   %lld of %lld\n",
            (long long)json_integer_value(json_object_get(job, "attempt")),
            (long long)json_integer_value(json_object_get(job, "max_attempts")));

@@ -67,6 +67,7 @@
 #define AGENT_LINE_BYTES      1000                /* and its maxLength: bytes bound characters */
 #define AGENT_CKPT_COPY       "checkpoint.copy"   /* the trainer thread's copy, being written */
 #define AGENT_CKPT_RESUME     "checkpoint.resume" /* the server's checkpoint, downloaded */
+#define AGENT_INIT_MODEL      "init.safetensors"  /* init_from's model, downloaded */
 
 static const char *const artifact_names[] = {"model.safetensors", "model.onnx", "metrics.csv",
                                              "job.json", "train.log"};
@@ -474,8 +475,8 @@ static void remove_dir(const char *dir)
         snprintf(path, sizeof path, "%s/%s", dir, artifact_names[i]);
         unlink(path);
     }
-    static const char *const others[] = {CHECKPOINT_FILE, AGENT_CKPT_COPY, AGENT_CKPT_PENDING,
-                                         AGENT_CKPT_SENDING, AGENT_CKPT_RESUME};
+    static const char *const others[] = {CHECKPOINT_FILE,    AGENT_CKPT_COPY,   AGENT_CKPT_PENDING,
+                                         AGENT_CKPT_SENDING, AGENT_CKPT_RESUME, AGENT_INIT_MODEL};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, others[i]);
         unlink(path);
@@ -611,6 +612,31 @@ static int fetch_checkpoint(client *c, const json_t *lease, const job_spec *job,
     return rc == 0;
 }
 
+/* A warm start (the lease names "init_model"): downloads the model to start from into
+ * dir/init.safetensors (path into out) and returns 1; 0 when the lease names none; -errno
+ * when it cannot be had (err says why: the job then fails, since its document asks for it). */
+static int fetch_init_model(client *c, const json_t *lease, const char *dir, char *out, size_t cap,
+                            char *err)
+{
+    const char *from = json_string_value(json_object_get(lease, "init_model"));
+    if (!from)
+        return 0;
+    long status = 0;
+    snprintf(out, cap, "%s/" AGENT_INIT_MODEL, dir);
+    int rc = mkdir(dir, 0755) < 0 && errno != EEXIST
+                 ? err_set(err, -errno, "cannot create %s: %s", dir, strerror(errno))
+                 : 0;
+    char why[ERR_LEN] = "";
+    if (rc == 0 && client_download(c, from, out, &status, why) < 0)
+        rc = err_set(err, -EIO, "init_from: cannot download the model to start from: %s", why);
+    else if (rc == 0 && status != 200)
+        rc = err_set(err, -EIO,
+                     "init_from: the server answered %ld for the model to start from (was its "
+                     "job deleted?)",
+                     status);
+    return rc < 0 ? rc : 1;
+}
+
 /* The lease's job document (a new reference) with the dataset URL's credentials, which the
  * server keeps apart and the stored document shows as ***@, put back for the fetch; job_to_json
  * hides them again in everything the trainer writes. NULL when out of memory. */
@@ -676,8 +702,18 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
     }
 
     int script = job_is_script(job);
-    char resume[4200];
+    char resume[4200], init[4200];
     int resuming = !script && fetch_checkpoint(c, lease, job, dir, resume, sizeof resume);
+    int warm = script || resuming ? 0 : fetch_init_model(c, lease, dir, init, sizeof init, err);
+    if (warm < 0) {
+        if (*o->stop) /* the download was cut short by the stop: not the job's fault */
+            report(o, c, prefix, "release", NULL);
+        else
+            complete(o, c, prefix, "failed", err);
+        remove_dir(dir);
+        job_free(job);
+        return warm;
+    }
 
     char private_dir[4200];
     snprintf(private_dir, sizeof private_dir, "%s/" AGENT_SCRIPT_PRIVATE, dir);
@@ -714,6 +750,7 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
                               .dataset_cache = o->dataset_cache,
                               .s3 = o->s3,
                               .resume_from = resuming ? resume : NULL,
+                              .init_model = warm ? init : NULL,
                               .checkpoint_seconds = o->checkpoint_seconds,
                               .stop_download = o->stop,
                               .group = g};

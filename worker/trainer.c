@@ -70,6 +70,7 @@ typedef struct run {
     double build_s;          /* time building it, data loading excluded */
     const trainer_group *g;  /* the data-parallel ranks, or NULL when training alone */
     early_stop es;           /* job->early_stopping's state (early_stop.h) */
+    int warm;                /* rank 0 loaded opts->init_model */
     float *best_p, *best_st; /* restore_best: the best epoch's parameters and statistics (as
                                 model_read_params reads them), or NULL before one */
 } run;
@@ -874,6 +875,108 @@ static trainer_epoch epoch_from_json(const json_t *j, int epochs)
     return e;
 }
 
+/* ---- warm start (opts->init_model) ------------------------------------------------------- */
+
+/* Writes shape as "[a, b, c]". */
+static void shape_text(const safetensors_tensor *t, char *out, size_t cap)
+{
+    size_t n = (size_t)snprintf(out, cap, "[");
+    for (int d = 0; d < t->ndim && n < cap; d++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+    if (n < cap)
+        snprintf(out + n, cap - n, "]");
+}
+
+/* Starts the model from init_model's weights. Which device float each exported value comes from
+ * is found by exporting a model whose every parameter and statistic holds its own index (exact
+ * in a float below 2^24): export_build then says, element by element, where it put each one, so
+ * the file is mapped back through the same code that wrote it. */
+static int load_init_model(run *r, char *err)
+{
+    const char *from = r->job->init_from ? r->job->init_from : "init_from";
+    model *m = r->m;
+    size_t np = m->n_params, ns = m->n_stats;
+    if (np + ns >= (1u << 24))
+        return err_set(err, -E2BIG,
+                       "init_from: a model of %zu parameters is past what a warm start maps (16 "
+                       "million)",
+                       np + ns);
+    safetensors_file *f = NULL;
+    export_set *e = NULL;
+    float *idx = malloc((np + ns + 1) * sizeof *idx);
+    float *p = NULL, *m1 = NULL, *m2 = NULL, *st = NULL;
+    char why[ERR_LEN];
+    int rc = idx ? 0 : err_set(err, -ENOMEM, "out of memory");
+    if (rc == 0 && safetensors_open(r->opts->init_model, &f, why) < 0)
+        rc = err_set(err, -EINVAL, "init_from: the model of job %s cannot be read: %s", from, why);
+    if (rc == 0) {
+        for (size_t i = 0; i < np + ns; i++)
+            idx[i] = (float)i;
+        rc = export_build(m, idx, ns ? idx + np : NULL, &e, err);
+    }
+    if (rc == 0)
+        rc = model_state_save(m, &p, &m1, &m2, &st, err);
+    for (size_t t = 0; rc == 0 && t < e->n; t++) {
+        const safetensors_tensor *want = &e->tensors[t];
+        if (want->dtype != SAFETENSORS_F32)
+            continue; /* batchnorm's num_batches_tracked: the step starts afresh */
+        const safetensors_tensor *have = safetensors_find(f, want->name);
+        char ws[96], hs[96];
+        shape_text(want, ws, sizeof ws);
+        if (!have || have->dtype != SAFETENSORS_F32) {
+            rc = err_set(err, -EINVAL,
+                         "init_from: the model of job %s has no tensor %s %s that this job's model "
+                         "has: it is another architecture",
+                         from, want->name, ws);
+            break;
+        }
+        int same = have->ndim == want->ndim;
+        size_t count = 1;
+        for (int d = 0; same && d < want->ndim; d++) {
+            same = have->shape[d] == want->shape[d];
+            count *= (size_t)want->shape[d];
+        }
+        if (!same) {
+            shape_text(have, hs, sizeof hs);
+            rc = err_set(err, -EINVAL,
+                         "init_from: tensor %s of job %s's model is %s where this job's model has "
+                         "%s: the dataset must have as many features (and classes) as job %s's "
+                         "had",
+                         want->name, from, hs, ws, from);
+            break;
+        }
+        for (size_t k = 0; k < count; k++) {
+            float at = want->data[k];
+            size_t i = (size_t)at;
+            if (at < 0 || (float)i != at || i >= np + ns) {
+                rc = err_set(err, -EIO, "init_from: cannot map tensor %s back (a bug)", want->name);
+                break;
+            }
+            if (i < np)
+                p[i] = have->data[k];
+            else
+                st[i - np] = have->data[k];
+        }
+    }
+    if (rc == 0) {
+        memset(m1, 0, np * sizeof *m1); /* the optimizer starts fresh */
+        memset(m2, 0, np * sizeof *m2);
+        rc = model_state_load(m, p, m1, m2, st, 0, err);
+    }
+    if (rc == 0) {
+        r->warm = 1;
+        say(r, "warm start: the weights of job %s's model", from);
+    }
+    free(idx);
+    free(p);
+    free(m1);
+    free(m2);
+    free(st);
+    export_free(e);
+    safetensors_close(f);
+    return rc;
+}
+
 /* ---- early stopping (job->early_stopping; early_stop.h) ----------------------------------- */
 
 static json_t *early_stop_json(const early_stop *es)
@@ -1102,16 +1205,16 @@ static int group_epoch_end(run *r, double totals[MODEL_TOTALS], char *err)
 }
 
 /* Before a data-parallel run's first step: every rank holds rank 0's training state (the same
- * as its own from the seed unless rank 0 resumed from a checkpoint) and epoch. */
+ * as its own from the seed unless rank 0 resumed from a checkpoint or warm-started) and epoch. */
 static int group_start(run *r, trainer_result *res, char *err)
 {
     model *m = r->m;
     size_t n = m->n_params;
-    int64_t head[2] = {r->start, m->step};
+    int64_t head[3] = {r->start, m->step, r->warm};
     char why[ERR_LEN];
     if (r->g->share(r->g->user, head, sizeof head, why) < 0)
         return err_set(err, -EIO, "sharing the start between the replicas failed: %s", why);
-    if (head[0] == 0)
+    if (head[0] == 0 && head[2] == 0)
         return 0; /* a fresh start: the same seed gave every rank the same weights */
     float *p = NULL, *m1 = NULL, *m2 = NULL, *st = NULL;
     int rc = model_state_save(m, &p, &m1, &m2, &st, err);
@@ -1140,6 +1243,15 @@ static int train_all(run *r, trainer_result *res, char *err)
     int rc = 0, classification = r->loss != MODEL_LOSS_MSE;
     phase(r, TRAINER_PHASE_TRAINING);
     r->last_ckpt = time_mono();
+    if (r->es.stopped_epoch && r->es.stopped_epoch == r->start && r->start < r->job->epochs) {
+        /* resumed from the checkpoint of the epoch early stopping ended the job after (the
+         * attempt was interrupted before it finished): it ends there again */
+        early_stop_reason(&r->es, &r->job->early_stopping, res->stop_reason,
+                          sizeof res->stop_reason);
+        res->stopped_epoch = r->start;
+        free(perm);
+        return 0;
+    }
     for (int epoch = r->start + 1; epoch <= r->job->epochs; epoch++) {
         double t0 = time_mono(), totals[MODEL_TOTALS];
         int stopped = 0;
@@ -1186,12 +1298,16 @@ static int train_all(run *r, trainer_result *res, char *err)
         int stop = r->hooks && r->hooks->on_epoch && r->hooks->on_epoch(r->hooks->user, &e);
         json_decref(e.histograms); /* worker/histogram.h: for on_epoch only */
         stop = stop || stop_requested(r);
-        /* A graceful end after this epoch: early stopping, or a stop request (should_finish). */
-        int finish = stop ? 0 : judge_epoch(r, &e, res, err);
+        /* A graceful end after this epoch: early stopping, or a stop request (should_finish).
+         * The epoch is judged even when a hook stops the run, so that the checkpoint written
+         * now carries its judgement. */
+        int finish = judge_epoch(r, &e, res, err);
         if (finish < 0) {
             rc = finish;
             break;
         }
+        if (stop)
+            finish = 0;
         if (!stop && !finish && lead(r) && r->hooks && r->hooks->should_finish)
             finish = r->hooks->should_finish(r->hooks->user, res->stop_reason,
                                              sizeof res->stop_reason) != 0;
@@ -1411,6 +1527,13 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
         rc = prepare_device(&r, err);
     if (rc == 0 && r.resume)
         rc = resume_model(&r, &out, err);
+    else if (rc == 0 && opts->init_model && lead(&r))
+        rc = load_init_model(&r, err);
+    else if (rc == 0 && job->init_from && lead(&r))
+        say(&r,
+            "init_from %s: no model to start from was given (--init-model), so this run "
+            "starts from the seed's weights",
+            job->init_from);
     if (rc == 0 && r.g)
         rc = group_start(&r, &out, err);
     if (rc == 0)

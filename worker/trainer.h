@@ -19,6 +19,12 @@
  * carries grow too), hence the interval (the CLI and the worker use 10 s). A longer interval
  * loses more epochs to a crash; they are retrained, identically.
  *
+ * Warm start (init_model): after the model is built, its parameters and batchnorm statistics
+ * are read from a model.safetensors this trainer wrote (export.h's names and layouts, mapped
+ * back), which must hold every tensor of this model with the same shape, else the run fails
+ * naming the tensor (a dataset with another number of features or classes than the first job's
+ * lands here); the optimizer moments and step start at zero.
+ *
  * Resume (resume_from): the checkpoint must come from the same resolved job document, and the
  * fetched dataset must hash and parse to the one it was trained on; otherwise trainer_run fails
  * with a message saying so. The run then reuses the checkpoint's standardisation, restores the
@@ -113,6 +119,9 @@ typedef struct trainer_opts {
     dscache *dataset_cache; /* where fetched datasets are kept and looked up (a hit logs "dataset
                                from cache" and fetches nothing), or NULL for none; borrowed */
     const trainer_group *group; /* the ranks of a data-parallel job, or NULL to train alone */
+    const char *init_model;     /* job->init_from's model.safetensors: the weights (and batchnorm
+                                   statistics) to start from, the optimizer fresh; NULL: the seed's.
+                                   Ignored when resuming (the checkpoint has the weights). */
     const char *val_outputs;    /* after training, write the model's outputs on the validation rows
                                    (probabilities for classification) as a float32 .npy of
                                    [rows, outputs] here; NULL: none */

@@ -411,3 +411,11 @@ class Job:
         """Cancels the job (a running one stops within a second); returns its document."""
         self.data = self.client.request("POST", self._path("/cancel"))
         return self.data
+
+    def stop(self, reason=None):
+        """Stops the job gracefully: a running one ends after the epoch it is in, keeping its
+        model, and succeeds with stop_reason (a queued one is cancelled); returns its
+        document."""
+        self.data = self.client.request("POST", self._path("/stop"),
+                                        {"reason": reason} if reason else {})
+        return self.data

@@ -68,6 +68,9 @@ def test_the_guide_runs(serve, tmp_path):
     assert "event: " in out and "epoch 1 done" in out
     assert '"status":"cancelled"' in out
     assert '"stop_reason":"not needed any more"' in out  # a stopped queued job
+    assert '"field":"early_stopping.monitor"' in out
+    assert '"field":"init_from"' in out and "there is no job 0000" in out
+    assert "\n404\n" in out  # init_model of a job without init_from
     # Models: the succeeded iris job is version 1 of iris.
     assert '{"model_version_status":[{"version":"1","state":"AVAILABLE"' in out
     assert '"latest":1' in out
