@@ -10,6 +10,7 @@
 #include <errno.h>
 
 #include "api/api_priv.h"
+#include "scheduler/retention.h"
 #include "scheduler/sweeper.h"
 
 /* Raises the app's signals for what st counts; returns the number of jobs changed. */
@@ -68,4 +69,20 @@ int api_workers_lost(app *a, const char *token_id, const char *name, const char 
                     db_status_name(rep.workers[i].to));
     changed = api_sweep_announce(a, &rep.st);
     return rc < 0 ? rc : changed;
+}
+
+int api_retain(app *a, int64_t now, long days, char *err)
+{
+    db *d = app_db(a);
+    int removed = 0;
+
+    if (!d)
+        return err_set(err, -EIO, "the database cannot be opened (see the log)");
+    int rc = sched_retain(d, a->artifacts_dir, now - days * SCHED_DAY_MS, SCHED_RETAIN_BATCH, now,
+                          &removed, err);
+    if (removed) {
+        app_log(a, "retention: %d finished job(s) older than %ld day(s) removed", removed, days);
+        api_raise(a->changed);
+    }
+    return rc < 0 ? rc : removed;
 }

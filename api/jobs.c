@@ -31,6 +31,7 @@
 #include "db/jobs.h"
 #include "db/models.h"
 #include "scheduler/lifecycle.h"
+#include "scheduler/retention.h"
 #include "util/datadir.h"
 #include "util/json_out.h"
 #include "util/sha256.h"
@@ -133,6 +134,11 @@ int api_jobs_submit(http_req *r, void *ctx)
             goto out;
         }
     }
+    rc = api_notify_allowed(r, a, spec); /* webhooks: the dataset host rules */
+    if (rc != 0) {
+        rc = rc > 0 ? 0 : rc;
+        goto out;
+    }
     resolved = job_to_json(spec);
     doc = resolved ? json_out_dumps(resolved, JSON_COMPACT) : NULL;
     if (!doc) {
@@ -170,6 +176,10 @@ int api_jobs_submit(http_req *r, void *ctx)
                         .script = job_is_script(spec),
                         .replicas = spec->replicas};
     rc = sched_job_submit(d, &nj, time_wall_ms(), &j, &created, err);
+    if (rc < 0)
+        goto out;
+    if (created && spec->keep) /* jobs.keep: what serve --retain-days reads */
+        rc = sched_job_set_keep(d, j.id, 1, err);
     if (rc < 0)
         goto out;
     if (created) {

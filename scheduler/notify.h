@@ -52,18 +52,18 @@
 #define NOTIFY_POLL_MS           250
 #define NOTIFY_DEFAULT_BACKOFF   1000 /* ms before the first retry; doubles each time */
 #define NOTIFY_DEFAULT_ATTEMPTS  8
-#define NOTIFY_DEFAULT_TIMEOUT_S 10 /* per attempt, connecting included */
+#define NOTIFY_DEFAULT_TIMEOUT_S 10               /* per attempt, connecting included */
 #define NOTIFY_SERVER_SECRET     "webhook.secret" /* in the data directory */
-#define NOTIFY_SECRET_LEN        67 /* "whsec_" + 64 hex digits: the secrets this makes */
+#define NOTIFY_SECRET_LEN        70 /* "whsec_" + 64 hex digits: the secrets this makes */
 
 typedef struct notify_opts {
-    const char *db_path;  /* the database the thread opens */
-    const char *data_dir; /* where NOTIFY_SERVER_SECRET is */
-    const uint8_t *key;   /* the credentials key (SECRET_KEY_LEN bytes) token secrets are
-                             sealed under */
-    const allow_list *allow;      /* --dataset-allow, parsed (borrowed; may be empty) */
-    int backoff_ms, max_attempts; /* 0: the defaults above */
-    int timeout_s;                /* 0: NOTIFY_DEFAULT_TIMEOUT_S */
+    const char *db_path;           /* the database the thread opens */
+    const char *data_dir;          /* where NOTIFY_SERVER_SECRET is */
+    const uint8_t *key;            /* the credentials key (SECRET_KEY_LEN bytes) token secrets are
+                                      sealed under */
+    const allow_list *allow;       /* --dataset-allow, parsed (borrowed; may be empty) */
+    int backoff_ms, max_attempts;  /* 0: the defaults above */
+    int timeout_s;                 /* 0: NOTIFY_DEFAULT_TIMEOUT_S */
     void (*log)(const char *line); /* one line per delivery given up; may be NULL */
 } notify_opts;
 
@@ -76,7 +76,9 @@ int notifier_start(const notify_opts *o, notifier **out, char *err);
 void notifier_stop(notifier *n);
 
 /* The db_event_append hook (db/events.h): enqueues the webhooks of job_seq's transition from
- * -> to at `at`, in the caller's transaction. Jobs without "notify" cost one strstr. */
+ * -> to at `at`, in the caller's transaction. ctx points to a `const char *_Atomic` holding the
+ * server's base URL for the body's links (serve sets it once it knows its port; NULL, or a
+ * NULL ctx: links are paths). Jobs without "notify" cost one strstr. */
 int notify_job_transition(void *ctx, db *d, int64_t job_seq, int from, int to, int64_t at,
                           char *err);
 
