@@ -97,9 +97,6 @@ int api_jobs_deliveries(http_req *r, void *ctx)
 
 /* ---- POST /tokens/{id}/webhook-secret --------------------------------------------------- */
 
-static const char SQL_TOKEN_SET_WEBHOOK[] =
-    "UPDATE tokens SET webhook_secret = ? WHERE id = ? AND revoked_at IS NULL";
-
 int api_tokens_webhook_secret(http_req *r, void *ctx)
 {
     app *a = ctx;
@@ -112,25 +109,10 @@ int api_tokens_webhook_secret(http_req *r, void *ctx)
     db *d = api_db(r, a);
     if (!d)
         return -EIO;
-    char secret[NOTIFY_SECRET_LEN + 1], *sealed = NULL;
-    int rc = notify_secret_new(secret, err);
-    if (rc == 0)
-        rc = secret_text_seal(a->credentials_key, secret, &sealed, err);
-    sqlite3_stmt *st = NULL;
-    if (rc == 0)
-        rc = db_stmt(d, SQL_TOKEN_SET_WEBHOOK, &st, err);
-    if (rc == 0) {
-        sqlite3_bind_text(st, 1, sealed, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
-        rc = db_write(d, st, err);
-        if (rc == 0)
-            rc = err_set(err, -ENOENT, "no active token has the id %s", id);
-    }
-    free(sealed);
-    if (rc < 0) {
-        explicit_bzero(secret, sizeof secret);
+    char secret[NOTIFY_SECRET_LEN + 1];
+    int rc = notify_token_secret_set(d, a->credentials_key, id, secret, err);
+    if (rc < 0)
         return rc;
-    }
     app_log(a, "token %s: new webhook secret, set by token %s", id, c->token_id);
     json_t *body = json_pack("{s:s, s:s}", "token_id", id, "secret", secret);
     explicit_bzero(secret, sizeof secret);

@@ -423,6 +423,32 @@ int notify_server_secret(const char *data_dir, char out[NOTIFY_SECRET_LEN + 1], 
     return notify_server_secret(data_dir, out, err);
 }
 
+static const char SQL_TOKEN_SET_WEBHOOK[] =
+    "UPDATE tokens SET webhook_secret = ? WHERE id = ? AND revoked_at IS NULL";
+
+int notify_token_secret_set(db *d, const uint8_t *key, const char *id,
+                            char out[NOTIFY_SECRET_LEN + 1], char *err)
+{
+    char *sealed = NULL;
+    sqlite3_stmt *st = NULL;
+    int rc = notify_secret_new(out, err);
+    if (rc == 0)
+        rc = secret_text_seal(key, out, &sealed, err);
+    if (rc == 0)
+        rc = db_stmt(d, SQL_TOKEN_SET_WEBHOOK, &st, err);
+    if (rc == 0) {
+        sqlite3_bind_text(st, 1, sealed, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+        rc = db_write(d, st, err);
+        if (rc == 0)
+            rc = err_set(err, -ENOENT, "no active token has the id %s", id);
+    }
+    free(sealed);
+    if (rc < 0)
+        explicit_bzero(out, NOTIFY_SECRET_LEN + 1);
+    return rc < 0 ? rc : 0;
+}
+
 /* ---- the delivery thread ---------------------------------------------------------------- */
 
 struct notifier {

@@ -98,6 +98,10 @@ int notify_check_url(const allow_list *allow, const char *url, char *err);
 
 /* A new random webhook secret ("whsec_" + 64 hex digits) into out[NOTIFY_SECRET_LEN + 1]. */
 int notify_secret_new(char out[NOTIFY_SECRET_LEN + 1], char *err);
+/* Gives token id a new webhook secret (into out, shown once), sealed under key in
+ * tokens.webhook_secret; -ENOENT when no active token has that id. */
+int notify_token_secret_set(db *d, const uint8_t *key, const char *id,
+                            char out[NOTIFY_SECRET_LEN + 1], char *err);
 /* The server-wide secret in data_dir (made when missing) into out[NOTIFY_SECRET_LEN + 1]. */
 int notify_server_secret(const char *data_dir, char out[NOTIFY_SECRET_LEN + 1], char *err);
 

@@ -617,7 +617,7 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     a.stopping = 1;
     log_line("stopping: no new jobs; local workers hand their jobs back, then the server closes");
 out:
-    notifier_stop(notif); /* pending webhooks wait in the database for the next serve */
+    notifier_stop(notif);       /* pending webhooks wait in the database for the next serve */
     slurm_executor_stop(slurm); /* its Slurm jobs run on; the next serve polls them */
     supervisor_stop(sup, bound > 1 ? (int)(bound - 1) * 1000 : 0);
     /* gRPC first (its calls need the engine); the engine's queued requests then finish with
