@@ -67,6 +67,11 @@ def test_the_guide_runs(serve, tmp_path):
     assert '"name":"checkpoint.safetensors"' in out  # "delete_checkpoint": false kept it
     assert "event: " in out and "epoch 1 done" in out
     assert '"status":"cancelled"' in out
+    # Notifications: Alice's secret, the failed attempt to port 9, the refused private URL;
+    # retention's keep.
+    assert re.search(r'"secret":"whsec_[0-9a-f]{64}"', out)
+    assert '"event":"job.cancelled"' in out and '"attempt":1' in out
+    assert '"field":"notify[0].url"' in out
     # Models: the succeeded iris job is version 1 of iris.
     assert '{"model_version_status":[{"version":"1","state":"AVAILABLE"' in out
     assert '"latest":1' in out
