@@ -23,7 +23,7 @@ int api_notify_allowed(http_req *r, app *a, const job_spec *spec)
     const allow_list *allow = a->notify_allow ? a->notify_allow : &none;
     field_errors errs = {0};
     for (size_t i = 0; i < spec->n_notify; i++) {
-        char err[ERR_LEN], field[32];
+        char err[ERR_LEN], field[48];
         if (!spec->notify[i].url || notify_check_url(allow, spec->notify[i].url, err) == 0)
             continue;
         snprintf(field, sizeof field, "notify[%zu].url", i);
