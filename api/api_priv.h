@@ -60,6 +60,11 @@ int api_jobs_submit(http_req *r, void *app);
 int api_jobs_list(http_req *r, void *app);
 int api_jobs_get(http_req *r, void *app);
 int api_jobs_cancel(http_req *r, void *app);
+/* GET /workers/{worker}/jobs/{id}/init_model: the lease holder fetches the model.safetensors
+ * of the job's init_from (api/checkpoints.c). */
+int api_init_model_get(http_req *r, void *app);
+/* POST /jobs/{id}/stop: a graceful stop (sched_job_stop), with an optional {"reason"}. */
+int api_jobs_stop(http_req *r, void *app);
 int api_jobs_delete(http_req *r, void *app);
 /* api/job_output.c */
 int api_jobs_metrics(http_req *r, void *app);

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "api/api_priv.h"
+#include "db/artifacts.h"
 #include "db/jobs.h"
 #include "scheduler/lifecycle.h"
 #include "util/datadir.h"
@@ -167,6 +168,47 @@ int api_checkpoints_get(http_req *r, void *ctx)
         rc = err_set(err, -ENOENT, "job %s has no checkpoint", j.id);
     if (rc == 0 && datadir_job_checkpoint(a->artifacts_dir, j.id, path) < 0)
         rc = err_set(err, -ENOENT, "job %s has no checkpoint", j.id);
+    db_job_clear(&j);
+    if (rc < 0)
+        return rc;
+    return http_reply_file(r, path, "application/octet-stream", NULL);
+}
+
+int api_init_model_get(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    char *err = http_errbuf(r);
+    db *d = NULL;
+    db_job j;
+    int rc = api_job_find(r, a, &d, &j);
+    if (rc < 0)
+        return rc;
+    char path[DATADIR_PATH_MAX], from[DB_ID_LEN + 1] = "";
+    rc = sched_lease_check(&j, http_param(r, "worker"), err);
+    if (rc == 0) {
+        json_t *doc = json_loads(j.document, 0, NULL);
+        const char *id = json_string_value(json_object_get(doc, "init_from"));
+        if (id && strlen(id) <= DB_ID_LEN)
+            memcpy(from, id, strlen(id) + 1);
+        json_decref(doc);
+        if (!from[0])
+            rc = err_set(err, -ENOENT, "job %s has no init_from", j.id);
+    }
+    /* The submit checked the model; it may have been deleted with its job since. */
+    db_artifact art;
+    db_job src;
+    if (rc == 0 && db_job_get(d, from, &src, err) == 0) {
+        int64_t seq = src.seq;
+        db_job_clear(&src);
+        rc = db_artifact_get(d, seq, "model.safetensors", &art, err);
+    } else if (rc == 0) {
+        rc = -ENOENT;
+    }
+    if (rc == -ENOENT && from[0])
+        err_set(err, -ENOENT, "job %s's init_from, job %s, or its model.safetensors is gone", j.id,
+                from);
+    if (rc == 0 && datadir_job_file(a->artifacts_dir, from, "model.safetensors", path) < 0)
+        rc = err_set(err, -ENOENT, "job %s has no model.safetensors", from);
     db_job_clear(&j);
     if (rc < 0)
         return rc;

@@ -26,7 +26,9 @@
 #include <unistd.h>
 
 #include "api/api_priv.h"
+#include "api/bodies.h"
 #include "api/encode.h"
+#include "db/artifacts.h"
 #include "db/events.h"
 #include "db/jobs.h"
 #include "db/models.h"
@@ -88,6 +90,115 @@ static int api_script_allowed(http_req *r, app *a, const job_spec *spec)
     return 0;
 }
 
+/* ---- init_from (docs/API.md "Warm start") ---------------------------------------------- */
+
+/* A layer as far as its weights go: its settings but a dropout's rate (a warm start may train
+ * with another rate; no weight depends on it). A new reference. */
+static json_t *api_arch_layer(const json_t *layer)
+{
+    json_t *copy = json_deep_copy(layer);
+    const char *type = json_string_value(json_object_get(layer, "type"));
+    if (copy && type && !strcmp(type, "dropout"))
+        json_object_del(copy, "rate");
+    return copy;
+}
+
+/* json_equal, with two absent members equal too (jansson's says 0 for NULL). */
+static int api_same_json(const json_t *a, const json_t *b)
+{
+    return (!a && !b) || json_equal((json_t *)a, (json_t *)b);
+}
+
+/* "Same architecture" for a warm start, on two resolved documents: the same task and binary,
+ * the same dataset format (CSV rows or images) and model.input_shape, and the same layers in
+ * order, each with the same settings (a dropout's rate aside). Writes the first difference
+ * into why and returns 0, or returns 1. The features and classes of the data are checked where
+ * they are known: when the job trains (each tensor's shape). */
+static int api_same_architecture(const json_t *from, const json_t *to, char *why, size_t cap)
+{
+    static const char *const top[] = {"task", "binary"};
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+        if (!api_same_json(json_object_get(from, top[i]), json_object_get(to, top[i]))) {
+            snprintf(why, cap, "its %s differs", top[i]);
+            return 0;
+        }
+    json_t *fd = json_object_get(from, "dataset"), *td = json_object_get(to, "dataset");
+    if (!api_same_json(json_object_get(fd, "format"), json_object_get(td, "format"))) {
+        snprintf(why, cap, "its dataset.format differs");
+        return 0;
+    }
+    json_t *fm = json_object_get(from, "model"), *tm = json_object_get(to, "model");
+    if (!api_same_json(json_object_get(fm, "input_shape"), json_object_get(tm, "input_shape"))) {
+        snprintf(why, cap, "its model.input_shape differs");
+        return 0;
+    }
+    json_t *fl = json_object_get(fm, "layers"), *tl = json_object_get(tm, "layers");
+    if (json_array_size(fl) != json_array_size(tl)) {
+        snprintf(why, cap, "its model has %zu layers where this one has %zu", json_array_size(fl),
+                 json_array_size(tl));
+        return 0;
+    }
+    for (size_t i = 0; i < json_array_size(fl); i++) {
+        json_t *a = api_arch_layer(json_array_get(fl, i)),
+               *b = api_arch_layer(json_array_get(tl, i));
+        int same = a && b && json_equal(a, b);
+        json_decref(a);
+        json_decref(b);
+        if (!same) {
+            snprintf(why, cap, "its model.layers[%zu] differs", i);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The submit's check of init_from: a job the caller may see, succeeded, with model.safetensors,
+ * of the same architecture as resolved. 0 when fine; -EINVAL with the reason in errs (the 400
+ * names init_from); another negative code for a failure of the database. */
+static int api_init_from_check(http_req *r, db *d, const job_spec *spec, const json_t *resolved,
+                               field_errors *errs)
+{
+    errs->count = 0;
+    if (!spec->init_from)
+        return 0;
+    char *err = http_errbuf(r), why[256];
+    db_job src;
+    int rc = db_job_get(d, spec->init_from, &src, err);
+    if (rc == -ENOENT || (rc == 0 && !api_may_see(r, src.owner))) {
+        if (rc == 0)
+            db_job_clear(&src);
+        field_errors_add(errs, "init_from", "there is no job %s", spec->init_from);
+        return -EINVAL;
+    }
+    if (rc < 0)
+        return rc;
+    db_artifact art;
+    json_t *doc = NULL;
+    if (src.status != DB_SUCCEEDED) {
+        field_errors_add(errs, "init_from",
+                         "job %s is %s: only a succeeded job's model can be started from", src.id,
+                         db_status_name(src.status));
+    } else if (src.script) {
+        field_errors_add(errs, "init_from",
+                         "job %s is a script job: trainyard does not know its model", src.id);
+    } else if ((rc = db_artifact_get(d, src.seq, "model.safetensors", &art, err)) < 0) {
+        if (rc == -ENOENT)
+            field_errors_add(errs, "init_from", "job %s has no model.safetensors", src.id);
+    } else if (!(doc = json_loads(src.document, 0, NULL))) {
+        rc = err_set(err, -EIO, "job %s's document cannot be read", src.id);
+    } else if (!api_same_architecture(doc, resolved, why, sizeof why)) {
+        field_errors_add(errs, "init_from",
+                         "job %s's model is another architecture: %s (a warm start needs the same "
+                         "task, dataset.format, model.input_shape and layers)",
+                         src.id, why);
+    }
+    json_decref(doc);
+    db_job_clear(&src);
+    if (errs->count)
+        return -EINVAL;
+    return rc == -ENOENT ? 0 : rc < 0 ? rc : 0;
+}
+
 int api_jobs_submit(http_req *r, void *ctx)
 {
     app *a = ctx;
@@ -145,6 +256,13 @@ int api_jobs_submit(http_req *r, void *ctx)
         rc = err_set(err, -ENOMEM, "out of memory");
         goto out;
     }
+    rc = api_init_from_check(r, d, spec, resolved, &errs);
+    if (rc == -EINVAL) {
+        rc = api_reply_invalid(r, "Invalid job document", &errs);
+        goto out;
+    }
+    if (rc < 0)
+        goto out;
     uint8_t digest[32];
     char hash[65];
     sha256_ctx sc;
@@ -413,6 +531,47 @@ int api_jobs_cancel(http_req *r, void *ctx)
     if (rc < 0)
         return api_no_job(r, rc, id);
     app_log(a, j.status == DB_CANCELLED ? "job %s cancelled" : "job %s: cancel requested", j.id);
+    api_raise(a->changed);
+    rc = api_reply_job(r, 200, &j, 0);
+    db_job_clear(&j);
+    return rc;
+}
+
+int api_jobs_stop(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    const char *id = http_param(r, "id");
+    db *d = NULL;
+    int rc = api_job_mine(r, a, &d); /* the caller's job, or 404 */
+    if (rc < 0)
+        return rc;
+    /* An optional {"reason": "..."}; an empty body stops with "stopped by a user". */
+    json_t *body = NULL;
+    const char *reason = "stopped by a user";
+    size_t len = 0;
+    http_body(r, &len);
+    if (len > 0) {
+        rc = http_body_json(r, &body);
+        if (rc < 0)
+            return rc; /* answered */
+        field_errors errs;
+        if (api_stop_request_parse(body, &reason, &errs) < 0) {
+            rc = api_reply_invalid(r, "Invalid stop request", &errs);
+            json_decref(body);
+            return rc;
+        }
+    }
+    db_job j;
+    rc = db_job_get(d, id, &j, http_errbuf(r));
+    int64_t seq = j.seq;
+    if (rc == 0) {
+        db_job_clear(&j);
+        rc = sched_job_stop(d, seq, reason, a->artifacts_dir, time_wall_ms(), &j, http_errbuf(r));
+    }
+    json_decref(body);
+    if (rc < 0)
+        return api_no_job(r, rc, id);
+    app_log(a, rc == 1 ? "job %s stopped while queued" : "job %s: stop requested", j.id);
     api_raise(a->changed);
     rc = api_reply_job(r, 200, &j, 0);
     db_job_clear(&j);

@@ -46,6 +46,9 @@ static const char usage_text[] =
     "  --resume FILE        continue from a checkpoint.safetensors that this same job\n"
     "                       wrote (after a crash or kill); the result is identical to an\n"
     "                       uninterrupted run, and metrics.csv holds every epoch once\n"
+    "  --init-model FILE    start from the weights of this model.safetensors (another\n"
+    "                       job's, of the same architecture) instead of the seed's; the\n"
+    "                       server does this for a job with \"init_from\"\n"
     "  --checkpoint-seconds S\n"
     "                       write the checkpoint after an epoch only when S seconds have\n"
     "                       passed since the last one (default 10; 0: every epoch; -1:\n"
@@ -104,8 +107,8 @@ static void print_line(void *user, const char *line)
 
 int cmd_train(int argc, char **argv)
 {
-    const char *job_path = NULL, *out = NULL, *root = NULL, *resume = NULL, *dataset_ca = NULL,
-               *val_outputs = NULL;
+    const char *job_path = NULL, *out = NULL, *root = NULL, *resume = NULL, *init_model = NULL,
+               *dataset_ca = NULL, *val_outputs = NULL;
     const char *cache_dir = NULL, *s3_endpoint = NULL, *s3_region = NULL;
     double every = TRAIN_CHECKPOINT_SECONDS;
     uint64_t max_dataset = 0, cache_bytes = 0;
@@ -125,6 +128,8 @@ int cmd_train(int argc, char **argv)
                 return 2;
         } else if (!strcmp(a, "--resume") && i + 1 < argc) {
             resume = argv[++i];
+        } else if (!strcmp(a, "--init-model") && i + 1 < argc) {
+            init_model = argv[++i];
         } else if (!strcmp(a, "--val-outputs") && i + 1 < argc) {
             val_outputs = argv[++i];
         } else if (!strcmp(a, "--dataset-ca") && i + 1 < argc) {
@@ -226,6 +231,7 @@ int cmd_train(int argc, char **argv)
                          .max_dataset_bytes = max_dataset,
                          .allow_private = 1, /* the user's own machine */
                          .resume_from = resume,
+                         .init_model = init_model,
                          .checkpoint_seconds = every,
                          .dataset_cache = cache,
                          .s3 = &s3,

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -230,6 +231,28 @@ static int slurm_drain(int *fd, char *buf, size_t *len, size_t cap)
     return 1;
 }
 
+/* write() to a child's stdin that may already have exited: EPIPE, without the SIGPIPE that
+ * would end a process that does not ignore it (serve does; this module does not rely on it). The
+ * signal is blocked in this thread for the write, and one it raised is taken back while still
+ * blocked, so nothing is left pending when the old mask returns. */
+static ssize_t slurm_write_nosigpipe(int fd, const char *buf, size_t len)
+{
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    ssize_t n = write(fd, buf, len);
+    int e = errno;
+    if (n < 0 && e == EPIPE && !sigismember(&old, SIGPIPE)) {
+        const struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return n;
+}
+
 /* The child's stdin, stdout and stderr: p[0..1] stdin, p[2..3] stdout, p[4..5] stderr. */
 static int slurm_spawn(const char *const *argv, char *const *envp, int p[6], pid_t *pid, char *err)
 {
@@ -294,7 +317,7 @@ int slurm_cmd_run(const char *const *argv, char *const *envp, const char *in, ch
         if (fds[1].revents)
             slurm_drain(&fd_err, errout, &err_len, cap);
         if (fd_in >= 0 && fds[2].revents) {
-            ssize_t n = write(fd_in, in, in_left);
+            ssize_t n = slurm_write_nosigpipe(fd_in, in, in_left);
             if (n > 0) {
                 in += n;
                 in_left -= (size_t)n;

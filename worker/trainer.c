@@ -29,9 +29,11 @@
 #include "util/timeutil.h"
 #include "worker/checkpoint.h"
 #include "worker/dataset.h"
+#include "worker/early_stop.h"
 #include "worker/export.h"
 #include "worker/export_onnx.h"
 #include "worker/fetch.h"
+#include "worker/histogram.h"
 #include "worker/imagedata.h"
 #include "worker/kbuild.h"
 #include "worker/model.h"
@@ -63,10 +65,14 @@ typedef struct run {
     int start;          /* epochs finished before this run (from the checkpoint) */
     double last_ckpt;   /* time_mono() of the last checkpoint, or of the start of training */
     cl_mem xtr, ytr, xva, yva, idx, vidx;
-    cl_mem xb[2], yb[2];    /* batch buffers; images alternate between the two (prefetch) */
-    kern *own_k;            /* the kern trainer_run built (k NULL from the caller), or NULL */
-    double build_s;         /* time building it, data loading excluded */
-    const trainer_group *g; /* the data-parallel ranks, or NULL when training alone */
+    cl_mem xb[2], yb[2];     /* batch buffers; images alternate between the two (prefetch) */
+    kern *own_k;             /* the kern trainer_run built (k NULL from the caller), or NULL */
+    double build_s;          /* time building it, data loading excluded */
+    const trainer_group *g;  /* the data-parallel ranks, or NULL when training alone */
+    early_stop es;           /* job->early_stopping's state (early_stop.h) */
+    int warm;                /* rank 0 loaded opts->init_model */
+    float *best_p, *best_st; /* restore_best: the best epoch's parameters and statistics (as
+                                model_read_params reads them), or NULL before one */
 } run;
 
 /* Rank 0 of a group, or a run alone: the one that fetches, reports and writes. */
@@ -869,6 +875,212 @@ static trainer_epoch epoch_from_json(const json_t *j, int epochs)
     return e;
 }
 
+/* ---- warm start (opts->init_model) ------------------------------------------------------- */
+
+/* Writes shape as "[a, b, c]". */
+static void shape_text(const safetensors_tensor *t, char *out, size_t cap)
+{
+    size_t n = (size_t)snprintf(out, cap, "[");
+    for (int d = 0; d < t->ndim && n < cap; d++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+    if (n < cap)
+        snprintf(out + n, cap - n, "]");
+}
+
+/* Starts the model from init_model's weights. Which device float each exported value comes from
+ * is found by exporting a model whose every parameter and statistic holds its own index (exact
+ * in a float below 2^24): export_build then says, element by element, where it put each one, so
+ * the file is mapped back through the same code that wrote it. */
+static int load_init_model(run *r, char *err)
+{
+    const char *from = r->job->init_from ? r->job->init_from : "init_from";
+    model *m = r->m;
+    size_t np = m->n_params, ns = m->n_stats;
+    if (np + ns >= (1u << 24))
+        return err_set(err, -E2BIG,
+                       "init_from: a model of %zu parameters is past what a warm start maps (16 "
+                       "million)",
+                       np + ns);
+    safetensors_file *f = NULL;
+    export_set *e = NULL;
+    float *idx = malloc((np + ns + 1) * sizeof *idx);
+    float *p = NULL, *m1 = NULL, *m2 = NULL, *st = NULL;
+    char why[ERR_LEN];
+    int rc = idx ? 0 : err_set(err, -ENOMEM, "out of memory");
+    if (rc == 0 && safetensors_open(r->opts->init_model, &f, why) < 0)
+        rc = err_set(err, -EINVAL, "init_from: the model of job %s cannot be read: %s", from, why);
+    if (rc == 0) {
+        for (size_t i = 0; i < np + ns; i++)
+            idx[i] = (float)i;
+        rc = export_build(m, idx, ns ? idx + np : NULL, &e, err);
+    }
+    if (rc == 0)
+        rc = model_state_save(m, &p, &m1, &m2, &st, err);
+    for (size_t t = 0; rc == 0 && t < e->n; t++) {
+        const safetensors_tensor *want = &e->tensors[t];
+        if (want->dtype != SAFETENSORS_F32)
+            continue; /* batchnorm's num_batches_tracked: the step starts afresh */
+        const safetensors_tensor *have = safetensors_find(f, want->name);
+        char ws[96], hs[96];
+        shape_text(want, ws, sizeof ws);
+        if (!have || have->dtype != SAFETENSORS_F32) {
+            rc = err_set(err, -EINVAL,
+                         "init_from: the model of job %s has no tensor %s %s that this job's model "
+                         "has: it is another architecture",
+                         from, want->name, ws);
+            break;
+        }
+        int same = have->ndim == want->ndim;
+        size_t count = 1;
+        for (int d = 0; same && d < want->ndim; d++) {
+            same = have->shape[d] == want->shape[d];
+            count *= (size_t)want->shape[d];
+        }
+        if (!same) {
+            shape_text(have, hs, sizeof hs);
+            rc = err_set(err, -EINVAL,
+                         "init_from: tensor %s of job %s's model is %s where this job's model has "
+                         "%s: the dataset must have as many features (and classes) as job %s's "
+                         "had",
+                         want->name, from, hs, ws, from);
+            break;
+        }
+        for (size_t k = 0; k < count; k++) {
+            float at = want->data[k];
+            size_t i = (size_t)at;
+            if (at < 0 || (float)i != at || i >= np + ns) {
+                rc = err_set(err, -EIO, "init_from: cannot map tensor %s back (a bug)", want->name);
+                break;
+            }
+            if (i < np)
+                p[i] = have->data[k];
+            else
+                st[i - np] = have->data[k];
+        }
+    }
+    if (rc == 0) {
+        memset(m1, 0, np * sizeof *m1); /* the optimizer starts fresh */
+        memset(m2, 0, np * sizeof *m2);
+        rc = model_state_load(m, p, m1, m2, st, 0, err);
+    }
+    if (rc == 0) {
+        r->warm = 1;
+        say(r, "warm start: the weights of job %s's model", from);
+    }
+    free(idx);
+    free(p);
+    free(m1);
+    free(m2);
+    free(st);
+    export_free(e);
+    safetensors_close(f);
+    return rc;
+}
+
+/* ---- early stopping (job->early_stopping; early_stop.h) ----------------------------------- */
+
+static json_t *early_stop_json(const early_stop *es)
+{
+    /* best is ±inf before any judged epoch: JSON has no infinity, so null stands for it */
+    return json_pack("{s:o, s:i, s:i, s:i}", "best",
+                     isfinite(es->best) ? json_real(es->best) : json_null(), "best_epoch",
+                     es->best_epoch, "wait", es->wait, "stopped_epoch", es->stopped_epoch);
+}
+
+/* The monitored metric of epoch e (NAN when this job does not report it). */
+static double monitored(const trainer_epoch *e, const char *name)
+{
+    if (!strcmp(name, "loss"))
+        return e->loss;
+    if (!strcmp(name, "val_loss"))
+        return e->val_loss;
+    if (!strcmp(name, "accuracy"))
+        return e->accuracy;
+    if (!strcmp(name, "val_accuracy"))
+        return e->val_accuracy;
+    return NAN;
+}
+
+/* restore_best: keeps a host copy of the weights of the epoch that just improved. */
+static int keep_best(run *r, char *err)
+{
+    float *p = NULL, *st = NULL;
+    int rc = model_read_params(r->m, &p, &st, err);
+    if (rc < 0)
+        return rc;
+    free(r->best_p);
+    free(r->best_st);
+    r->best_p = p;
+    r->best_st = st;
+    return 0;
+}
+
+/* Puts the kept best weights back into the model (its optimizer state and step stay: nothing
+ * trains after this). */
+static int restore_best(run *r, char *err)
+{
+    float *p = NULL, *m1 = NULL, *m2 = NULL, *st = NULL;
+    int rc = model_state_save(r->m, &p, &m1, &m2, &st, err);
+    if (rc == 0)
+        rc = model_state_load(r->m, r->best_p, m1, m2, r->best_st ? r->best_st : st, r->m->step,
+                              err);
+    free(p);
+    free(m1);
+    free(m2);
+    free(st);
+    return rc;
+}
+
+/* On resume: the early-stopping state and best weights the checkpoint carried, so the resumed
+ * run decides as the uninterrupted one would have. */
+static int resume_early_stop(run *r, const checkpoint_state *s, char *err)
+{
+    const job_early_stopping *cfg = &r->job->early_stopping;
+    if (!cfg->enabled || !s->early_stopping)
+        return 0;
+    const json_t *best = json_object_get(s->early_stopping, "best");
+    if (json_is_number(best))
+        r->es.best = json_number_value(best);
+    r->es.best_epoch = (int)json_integer_value(json_object_get(s->early_stopping, "best_epoch"));
+    r->es.wait = (int)json_integer_value(json_object_get(s->early_stopping, "wait"));
+    r->es.stopped_epoch =
+        (int)json_integer_value(json_object_get(s->early_stopping, "stopped_epoch"));
+    if (cfg->restore_best && s->best_params) {
+        size_t np = r->m->n_params, ns = r->m->n_stats;
+        r->best_p = malloc(np * sizeof *r->best_p);
+        r->best_st = ns ? malloc(ns * sizeof *r->best_st) : NULL;
+        if (!r->best_p || (ns && !r->best_st))
+            return err_set(err, -ENOMEM, "out of memory");
+        memcpy(r->best_p, s->best_params, np * sizeof *r->best_p);
+        if (ns && s->best_stats)
+            memcpy(r->best_st, s->best_stats, ns * sizeof *r->best_st);
+        else if (ns)
+            return err_set(err, -EINVAL, "the checkpoint's best weights lack their statistics");
+    }
+    say(r, "early stopping: best %s %.6g at epoch %d, %d epoch(s) without improvement",
+        cfg->monitor, r->es.best, r->es.best_epoch, r->es.wait);
+    return 0;
+}
+
+/* After epoch e: judges it for early stopping; 1 when training should end after it (why in
+ * res->stop_reason), 0 to go on, or a negative code. */
+static int judge_epoch(run *r, const trainer_epoch *e, trainer_result *res, char *err)
+{
+    const job_early_stopping *cfg = &r->job->early_stopping;
+    if (!cfg->enabled)
+        return 0;
+    int d = early_stop_update(&r->es, cfg, e->epoch, monitored(e, cfg->monitor));
+    if ((d & EARLY_STOP_IMPROVED) && cfg->restore_best && lead(r)) {
+        int rc = keep_best(r, err);
+        if (rc < 0)
+            return rc;
+    }
+    if (!(d & EARLY_STOP_STOP))
+        return 0;
+    early_stop_reason(&r->es, cfg, res->stop_reason, sizeof res->stop_reason);
+    return 1;
+}
+
 /* Writes the training state after epoch into out_dir/checkpoint.safetensors. */
 static int save_checkpoint(run *r, int epoch, trainer_result *res, char *err)
 {
@@ -881,14 +1093,20 @@ static int save_checkpoint(run *r, int epoch, trainer_result *res, char *err)
                           .mean = r->mean,
                           .std = r->std,
                           .job = r->job_json,
-                          .metrics = r->history};
+                          .metrics = r->history,
+                          .best_params = r->best_p,
+                          .best_stats = r->best_st};
+    json_t *es = r->job->early_stopping.enabled ? early_stop_json(&r->es) : NULL;
+    s.early_stopping = es;
     float *p = NULL, *m1 = NULL, *m2 = NULL, *st = NULL;
     char path[4096];
     int rc = path_join(path, sizeof path, r->opts->out_dir, CHECKPOINT_FILE, err);
     if (rc == 0)
         rc = model_state_save(r->m, &p, &m1, &m2, &st, err);
-    if (rc < 0)
+    if (rc < 0) {
+        json_decref(es);
         return rc;
+    }
     json_t *data = dataset_json(r);
     s.params = p;
     s.moment1 = m1;
@@ -897,6 +1115,7 @@ static int save_checkpoint(run *r, int epoch, trainer_result *res, char *err)
     s.dataset = data;
     rc = checkpoint_write(path, &s, err);
     json_decref(data);
+    json_decref(es);
     free(p);
     free(m1);
     free(m2);
@@ -940,7 +1159,7 @@ static int resume_model(run *r, trainer_result *res, char *err)
     r->start = res->epochs_done = res->resumed_after = s->epoch;
     say(r, "resuming after epoch %d of %d (optimizer step %lld)", s->epoch, r->job->epochs,
         (long long)s->step);
-    return 0;
+    return resume_early_stop(r, s, err);
 }
 
 static void metrics_row(run *r, const trainer_epoch *e)
@@ -986,16 +1205,16 @@ static int group_epoch_end(run *r, double totals[MODEL_TOTALS], char *err)
 }
 
 /* Before a data-parallel run's first step: every rank holds rank 0's training state (the same
- * as its own from the seed unless rank 0 resumed from a checkpoint) and epoch. */
+ * as its own from the seed unless rank 0 resumed from a checkpoint or warm-started) and epoch. */
 static int group_start(run *r, trainer_result *res, char *err)
 {
     model *m = r->m;
     size_t n = m->n_params;
-    int64_t head[2] = {r->start, m->step};
+    int64_t head[3] = {r->start, m->step, r->warm};
     char why[ERR_LEN];
     if (r->g->share(r->g->user, head, sizeof head, why) < 0)
         return err_set(err, -EIO, "sharing the start between the replicas failed: %s", why);
-    if (head[0] == 0)
+    if (head[0] == 0 && head[2] == 0)
         return 0; /* a fresh start: the same seed gave every rank the same weights */
     float *p = NULL, *m1 = NULL, *m2 = NULL, *st = NULL;
     int rc = model_state_save(m, &p, &m1, &m2, &st, err);
@@ -1024,6 +1243,15 @@ static int train_all(run *r, trainer_result *res, char *err)
     int rc = 0, classification = r->loss != MODEL_LOSS_MSE;
     phase(r, TRAINER_PHASE_TRAINING);
     r->last_ckpt = time_mono();
+    if (r->es.stopped_epoch && r->es.stopped_epoch == r->start && r->start < r->job->epochs) {
+        /* resumed from the checkpoint of the epoch early stopping ended the job after (the
+         * attempt was interrupted before it finished): it ends there again */
+        early_stop_reason(&r->es, &r->job->early_stopping, res->stop_reason,
+                          sizeof res->stop_reason);
+        res->stopped_epoch = r->start;
+        free(perm);
+        return 0;
+    }
     for (int epoch = r->start + 1; epoch <= r->job->epochs; epoch++) {
         double t0 = time_mono(), totals[MODEL_TOTALS];
         int stopped = 0;
@@ -1064,22 +1292,50 @@ static int train_all(run *r, trainer_result *res, char *err)
             rc = err_set(err, -ENOMEM, "out of memory");
             break;
         }
+        if (r->job->tb_histograms && lead(r) &&
+            (rc = histogram_model(r->m, &e.histograms, err)) < 0)
+            break;
         int stop = r->hooks && r->hooks->on_epoch && r->hooks->on_epoch(r->hooks->user, &e);
+        json_decref(e.histograms); /* worker/histogram.h: for on_epoch only */
         stop = stop || stop_requested(r);
+        /* A graceful end after this epoch: early stopping, or a stop request (should_finish).
+         * The epoch is judged even when a hook stops the run, so that the checkpoint written
+         * now carries its judgement. */
+        int finish = judge_epoch(r, &e, res, err);
+        if (finish < 0) {
+            rc = finish;
+            break;
+        }
+        if (stop)
+            finish = 0;
+        if (!stop && !finish && lead(r) && r->hooks && r->hooks->should_finish)
+            finish = r->hooks->should_finish(r->hooks->user, res->stop_reason,
+                                             sizeof res->stop_reason) != 0;
         if (r->g) {
             rc = group_flag(r, &stop, err); /* the ranks stop after the same epoch */
+            if (rc == 0)
+                rc = group_flag(r, &finish, err);
             if (rc < 0)
                 break;
         }
         double every = r->opts->checkpoint_seconds;
         if (lead(r) && every >= 0 &&
-            (stop || epoch == r->job->epochs || time_mono() - r->last_ckpt >= every)) {
+            (stop || finish || epoch == r->job->epochs || time_mono() - r->last_ckpt >= every)) {
             rc = save_checkpoint(r, epoch, res, err);
             if (rc < 0)
                 break;
         }
         if (stop) {
             res->stopped = 1;
+            break;
+        }
+        if (finish) {
+            if (epoch < r->job->epochs) {
+                res->stopped_epoch = epoch;
+                say(r, "%s: ending after epoch %d of %d", res->stop_reason, epoch, r->job->epochs);
+            } else {
+                res->stop_reason[0] = 0; /* it ran every epoch anyway */
+            }
             break;
         }
     }
@@ -1222,6 +1478,7 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
     int rc = 0;
     r.job_json = job_to_json(job);
     r.history = json_array();
+    early_stop_init(&r.es, &job->early_stopping);
     if (!r.job_json || !r.history)
         rc = err_set(err, -ENOMEM, "out of memory");
     /* Before anything is written or fetched: a wrong checkpoint fails at once. */
@@ -1270,10 +1527,25 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
         rc = prepare_device(&r, err);
     if (rc == 0 && r.resume)
         rc = resume_model(&r, &out, err);
+    else if (rc == 0 && opts->init_model && lead(&r))
+        rc = load_init_model(&r, err);
+    else if (rc == 0 && job->init_from && lead(&r))
+        say(&r,
+            "init_from %s: no model to start from was given (--init-model), so this run "
+            "starts from the seed's weights",
+            job->init_from);
     if (rc == 0 && r.g)
         rc = group_start(&r, &out, err);
     if (rc == 0)
         rc = train_all(&r, &out, err);
+    if (rc == 0 && !out.stopped && lead(&r) && job->early_stopping.restore_best && r.best_p) {
+        out.best_epoch = r.es.best_epoch;
+        if (r.es.best_epoch != out.epochs_done) {
+            say(&r, "early stopping: the model is epoch %d's (best %s %.6g)", r.es.best_epoch,
+                job->early_stopping.monitor, r.es.best);
+            rc = restore_best(&r, err);
+        }
+    }
     if (rc == 0 && !out.stopped && lead(&r)) {
         phase(&r, TRAINER_PHASE_SAVING);
         rc = write_model(&r, err);
@@ -1311,6 +1583,8 @@ out:
     }
     imagedata_free(r.img);
     checkpoint_free(r.resume);
+    free(r.best_p);
+    free(r.best_st);
     json_decref(r.job_json);
     json_decref(r.history);
     if (r.log)

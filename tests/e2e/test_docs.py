@@ -67,6 +67,10 @@ def test_the_guide_runs(serve, tmp_path):
     assert '"name":"checkpoint.safetensors"' in out  # "delete_checkpoint": false kept it
     assert "event: " in out and "epoch 1 done" in out
     assert '"status":"cancelled"' in out
+    assert '"stop_reason":"not needed any more"' in out  # a stopped queued job
+    assert '"field":"early_stopping.monitor"' in out
+    assert '"field":"init_from"' in out and "there is no job 0000" in out
+    assert "\n404\n" in out  # init_model of a job without init_from
     # Notifications: Alice's secret, the failed attempt to port 9, the refused private URL;
     # retention's keep.
     assert re.search(r'"secret":"whsec_[0-9a-f]{64}"', out)

@@ -224,7 +224,7 @@ static void test_happy_path(void)
     const char *logs[] = {"epoch 1", "epoch 2"};
     sched_progress p = {
         .phase = DB_PHASE_TRAINING, .epochs = m, .n_epochs = 2, .logs = logs, .n_logs = 2};
-    sched_beat beat = {-1, 0};
+    sched_beat beat = {.cancel = -1};
     CHECK_INT(sched_job_heartbeat(d, id, w, &p, T0 + 1000, LEASE, &beat, err), 0);
     CHECK_INT(beat.cancel, 0);
     CHECK_INT(beat.lease_expires_at, T0 + 1000 + LEASE * 1000);
@@ -560,6 +560,56 @@ static void test_cancel(void)
     db_job_clear(&j);
     CHECK_INT(sweep(d, T0 + 61 + LEASE * 1000), 1);
     CHECK_INT(job_status(d, r2), DB_CANCELLED);
+    db_close(d);
+}
+
+/* A graceful stop: running → stop_requested, carried by every heartbeat's answer until the
+ * worker completes succeeded with its stop result; queued → cancelled with the reason; a
+ * second request keeps the first words; a finished job refuses. */
+static void test_stop(void)
+{
+    db *d = fresh_db("stop");
+    char err[ERR_LEN], w[DB_ID_LEN + 1], q[DB_ID_LEN + 1], r[DB_ID_LEN + 1];
+    char got[DB_ID_LEN + 1];
+    add_worker(d, "gpu", w);
+    submit(d, "running", 1, JOB_DEVICE_ANY, 3, 3600, T0, r);
+    submit(d, "queued", 0, JOB_DEVICE_ANY, 3, 3600, T0 + 1, q);
+    CHECK_INT(lease(d, w, T0 + 5, got), 1);
+    CHECK_STR(got, r);
+    db_job j = get(d, q);
+    CHECK_INT(sched_job_stop(d, j.seq, "not needed", NULL, T0 + 10, NULL, err), 1);
+    db_job_clear(&j);
+    j = get(d, q);
+    CHECK_INT(j.status, DB_CANCELLED);
+    CHECK_STR(j.stop_reason, "not needed");
+    db_job_clear(&j);
+    CHECK_STR(events_of(d, q), "->queued queued>cancelled");
+
+    sched_progress p = {.phase = DB_PHASE_NONE};
+    sched_beat beat;
+    CHECK_INT(sched_job_heartbeat(d, r, w, &p, T0 + 15, LEASE, &beat, err), 0);
+    CHECK_STR(beat.stop, "");
+    j = get(d, r);
+    int64_t seq = j.seq;
+    db_job_clear(&j);
+    CHECK_INT(sched_job_request_stop(d, seq, "rung 1 of 3", err), 0);
+    CHECK_INT(sched_job_stop(d, seq, "later words", NULL, T0 + 21, &j, err), 0);
+    CHECK_STR(j.stop_requested, "rung 1 of 3");
+    CHECK_INT(j.status, DB_RUNNING);
+    db_job_clear(&j);
+    CHECK_INT(sched_job_heartbeat(d, r, w, &p, T0 + 30, LEASE, &beat, err), 0);
+    CHECK_STR(beat.stop, "rung 1 of 3");
+    CHECK_INT(beat.cancel, 0);
+    sched_stop_result sr = {"rung 1 of 3", 4, 0};
+    CHECK_INT(sched_job_complete_stopped(d, r, w, DB_SUCCEEDED, NULL, &sr, NULL, T0 + 40, &j, err),
+              0);
+    CHECK_INT(j.status, DB_SUCCEEDED);
+    CHECK_STR(j.stop_reason, "rung 1 of 3");
+    CHECK_INT(j.stopped_epoch, 4);
+    CHECK_INT(j.best_epoch, 0);
+    db_job_clear(&j);
+    CHECK_INT(sched_job_stop(d, seq, NULL, NULL, T0 + 50, NULL, err), -EBUSY);
+    CHECK_INT(sched_job_request_stop(d, 999999, "x", err), -ENOENT);
     db_close(d);
 }
 
@@ -1110,6 +1160,7 @@ int main(void)
     test_release();
     test_max_runtime();
     test_cancel();
+    test_stop();
     test_idempotent_submit();
     test_concurrent_submits();
     test_artifacts_and_delete();

@@ -304,6 +304,61 @@ static void test_refuses_foreign_and_corrupt(cltest *t)
     job_free(job);
 }
 
+/* Early stopping with restore_best survives a resume: a run interrupted after the best epoch and
+ * before the stop, resumed from its checkpoint, stops after the same epoch with the same reason
+ * and saves the same (best) model as the run that was never interrupted. */
+static void test_early_stopping_resumes(cltest *t)
+{
+    char text[1024], err[ERR_LEN] = "", ck[512];
+    snprintf(text, sizeof text,
+             "{\"dataset_url\": \"file://%s/data.csv\", \"model\": {\"layers\": ["
+             "{\"type\": \"dense\", \"units\": 16, \"activation\": \"relu\"}]},"
+             "\"hyperparameters\": {\"epochs\": 200, \"batch_size\": 32, \"optimizer\": "
+             "\"adam\", \"learning_rate\": 0.05, \"validation_split\": 0.2, \"seed\": 3},"
+             "\"early_stopping\": {\"monitor\": \"val_loss\", \"patience\": 3, "
+             "\"min_delta\": 0.001, \"restore_best\": true}}",
+             dir);
+    job_spec *job = tf_parse_job(text);
+    counter ca = {0}, cb = {0}, cc = {0};
+    trainer_result ra, rb, rc;
+    int r = train(t, job, "es-full", NULL, 0, &ca, &ra, err);
+    if (r < 0)
+        fprintf(stderr, "es-full: %s\n", err);
+    CHECK(r == 0 && !ra.stopped);
+    printf("early stopping: stopped after %d, best %d: %s\n", ra.stopped_epoch, ra.best_epoch,
+           ra.stop_reason);
+    CHECK(ra.stopped_epoch > 1 && ra.stopped_epoch < 200);
+    CHECK_INT(ra.epochs_done, ra.stopped_epoch);
+    CHECK_INT(ra.best_epoch, ra.stopped_epoch - 3);
+    CHECK(strstr(ra.stop_reason, "early stopping: val_loss did not improve by more than 0.001 "
+                                 "for 3 epochs (best ") != NULL);
+
+    cb.stop_at = ra.stopped_epoch - 1; /* after the best epoch, before the stop */
+    CHECK(train(t, job, "es-part", NULL, 0, &cb, &rb, err) == 0);
+    CHECK(rb.stopped && rb.epochs_done == ra.stopped_epoch - 1);
+    snprintf(ck, sizeof ck, "%s/es-part/%s", dir, CHECKPOINT_FILE);
+    checkpoint *c = NULL;
+    CHECK(checkpoint_read(ck, &c, err) == 0);
+    if (c) {
+        const checkpoint_state *s = checkpoint_state_of(c);
+        CHECK(s->early_stopping && s->best_params);
+        CHECK_INT(json_integer_value(json_object_get(s->early_stopping, "best_epoch")),
+                  ra.best_epoch);
+        CHECK_INT(json_integer_value(json_object_get(s->early_stopping, "wait")), 2);
+        checkpoint_free(c);
+    }
+    r = train(t, job, "es-part", ck, 0, &cc, &rc, err);
+    if (r < 0)
+        fprintf(stderr, "es resume: %s\n", err);
+    CHECK(r == 0);
+    CHECK_INT(cc.calls, 1); /* the one epoch left */
+    CHECK_INT(rc.stopped_epoch, ra.stopped_epoch);
+    CHECK_INT(rc.best_epoch, ra.best_epoch);
+    CHECK_STR(rc.stop_reason, ra.stop_reason);
+    check_same_bytes("es-full/model.safetensors", "es-part/model.safetensors");
+    job_free(job);
+}
+
 static void test_interval(cltest *t)
 {
     char err[ERR_LEN] = "";
@@ -336,6 +391,7 @@ int main(void)
     test_resume_is_bit_identical(&t, make_job(7), "full", "part", 0);
     test_resume_is_bit_identical(&t, make_cnn_job(7), "cnn-full", "cnn-part", 1);
     test_refuses_foreign_and_corrupt(&t);
+    test_early_stopping_resumes(&t);
     test_interval(&t);
     cltest_close(&t);
     char cmd[600];
