@@ -33,7 +33,6 @@
 #include "db/jobs.h"
 #include "db/models.h"
 #include "scheduler/lifecycle.h"
-#include "scheduler/retention.h"
 #include "util/datadir.h"
 #include "util/json_out.h"
 #include "util/sha256.h"
@@ -292,12 +291,9 @@ int api_jobs_submit(http_req *r, void *ctx)
                         .max_queued = a->max_queued_per_token,
                         .credentials = sealed,
                         .script = job_is_script(spec),
-                        .replicas = spec->replicas};
+                        .replicas = spec->replicas,
+                        .keep = spec->keep};
     rc = sched_job_submit(d, &nj, time_wall_ms(), &j, &created, err);
-    if (rc < 0)
-        goto out;
-    if (created && spec->keep) /* jobs.keep: what serve --retain-days reads */
-        rc = sched_job_set_keep(d, j.id, 1, err);
     if (rc < 0)
         goto out;
     if (created) {

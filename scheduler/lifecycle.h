@@ -102,6 +102,7 @@ typedef struct sched_new_job {
     const char *credentials; /* the dataset URL's userinfo, sealed (util/secret.h), or NULL */
     int script;              /* 1: a script job (jobs.script): leased to script workers only */
     int replicas;            /* distribution.replicas: leased to workers with as many slots */
+    int keep;                /* the document's keep: serve --retain-days never removes it */
 } sched_new_job;
 
 /* What one heartbeat reports; everything is borrowed and optional. */

@@ -42,6 +42,8 @@ def test_retain_days(serve, blobs):
     assert r.status_code == 400 and r.json()["errors"][0]["field"] == "name", r.text
     r = user.patch(url, json={"keep": True})
     assert r.status_code == 200 and r.json()["id"] == ids["patched"], r.text
+    assert r.json()["keep"] is True
+    assert user.get(f"{svc.url}/jobs/{ids['kept']}").json()["keep"] is True  # the document's
     u = f"{svc.url}/jobs/{ids['unpatched']}"
     assert svc.http.patch(u, json={"keep": True}).status_code == 200  # an admin may
     assert user.patch(u, json={"keep": False}).status_code == 200
