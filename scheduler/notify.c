@@ -458,6 +458,7 @@ struct notifier {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     int stop;
+    atomic_int stopping; /* the same, for the transfer's progress callback (no lock there) */
     char server_secret[NOTIFY_SECRET_LEN + 1]; /* "" until first needed */
 };
 
@@ -569,6 +570,16 @@ static size_t notify_discard(char *data, size_t size, size_t nmemb, void *user)
     return size * nmemb;
 }
 
+/* libcurl's progress callback: a nonzero return aborts the transfer, so serve's stop does not
+ * wait out a receiver that hangs (the attempt is recorded as failed; the row stays pending). */
+static int notify_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                           curl_off_t ulnow)
+{
+    notifier *n = user;
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    return atomic_load(&n->stopping);
+}
+
 /* One attempt of j: fills a (http_status or error, ms) and returns 1 when delivered (2xx). */
 static int notify_send(notifier *n, const notify_job *j, db_delivery_attempt *a, char *errbuf)
 {
@@ -648,6 +659,9 @@ static int notify_send(notifier *n, const notify_job *j, db_delivery_attempt *a,
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
     curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, notify_open_socket);
     curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, &g);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, notify_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, n);
     CURLcode c = curl_easy_perform(h);
     if (c == CURLE_OK) {
         long status = 0;
@@ -676,6 +690,8 @@ static void notify_deliver(notifier *n, notify_job *j)
     char errbuf[NOTIFY_ERR_MAX + 512], err[ERR_LEN];
     db_delivery_attempt a = {.attempt = j->attempts + 1, .at = time_wall_ms()};
     int ok = notify_send(n, j, &a, errbuf);
+    if (!ok && atomic_load(&n->stopping))
+        return; /* cut short by serve's stop: not the receiver's doing, the next serve retries */
     int max = n->o.max_attempts > 0 ? n->o.max_attempts : NOTIFY_DEFAULT_ATTEMPTS;
     int64_t backoff = n->o.backoff_ms > 0 ? n->o.backoff_ms : NOTIFY_DEFAULT_BACKOFF;
     int shift = a.attempt - 1 < NOTIFY_MAX_SHIFT ? a.attempt - 1 : NOTIFY_MAX_SHIFT;
@@ -717,7 +733,7 @@ static void *notify_main(void *arg)
             n->o.log(line);
         }
         for (int i = 0; i < b.n; i++) {
-            if (rc >= 0)
+            if (rc >= 0 && !atomic_load(&n->stopping))
                 notify_deliver(n, &b.j[i]);
             notify_job_free(&b.j[i]);
         }
@@ -768,6 +784,7 @@ void notifier_stop(notifier *n)
 {
     if (!n)
         return;
+    atomic_store(&n->stopping, 1);
     pthread_mutex_lock(&n->lock);
     n->stop = 1;
     pthread_cond_signal(&n->wake);

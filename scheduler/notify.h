@@ -71,8 +71,8 @@ typedef struct notifier notifier;
 
 /* Starts the delivery thread (o and what it points to must outlive it). */
 int notifier_start(const notify_opts *o, notifier **out, char *err);
-/* Stops it: the attempt in flight finishes (bounded by the timeout), the rest wait for the next
- * serve. Accepts NULL. */
+/* Stops it: an attempt in flight is cut short and not recorded (the row stays pending as it
+ * was), and the rest wait for the next serve. Accepts NULL. */
 void notifier_stop(notifier *n);
 
 /* The db_event_append hook (db/events.h): enqueues the webhooks of job_seq's transition from

@@ -38,6 +38,9 @@ class Receiver:
                                         "body": body, "t": time.monotonic()})
                     script = outer.scripts.get(self.path, [])
                     status = script.pop(0) if script else 200
+                if status == "hang":  # no answer for longer than serve's stop may take
+                    time.sleep(15)
+                    status = 200
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -198,3 +201,23 @@ def test_server_secret_and_restart(serve, blobs, receiver, trainyard_bin):
                          capture_output=True, text=True, env=svc.env())
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().startswith("whsec_") and out.stdout.strip() != secret
+
+
+def test_stop_does_not_wait_for_a_hanging_receiver(serve, blobs, receiver):
+    """serve's stop cuts an attempt in flight short and does not record it; the next serve
+    delivers."""
+    svc = serve("--workers", "0")
+    receiver.scripts["/hang"] = ["hang"]
+    job = job_doc(blobs, notify=[{"url": receiver.url + "/hang", "events": ["cancelled"]}])
+    job_id = submit(svc, job).json()["id"]
+    assert svc.http.post(f"{svc.url}/jobs/{job_id}/cancel").status_code == 200
+    until(lambda: receiver.at("/hang"), 10, "the first attempt")
+    t = time.monotonic()
+    svc.proc.terminate()
+    svc.proc.wait(timeout=30)
+    assert time.monotonic() - t < 5
+    svc.restart()
+    ds = until(lambda: [d for d in svc.http.get(f"{svc.url}/jobs/{job_id}/deliveries")
+                        .json()["deliveries"] if d["status"] == "delivered"], 10, "delivered")
+    assert [a["http_status"] for a in ds[0]["attempts"]] == [200]
+    assert len(receiver.at("/hang")) == 2
