@@ -106,6 +106,13 @@ int api_workers_lease(http_req *r, void *app);
 int api_workers_heartbeat(http_req *r, void *app);
 int api_workers_complete(http_req *r, void *app);
 int api_workers_release(http_req *r, void *app);
+/* api/notify.c: webhooks and retention (scheduler/notify.h, scheduler/retention.h) */
+int api_jobs_deliveries(http_req *r, void *app);
+int api_jobs_patch(http_req *r, void *app);
+int api_tokens_webhook_secret(http_req *r, void *app);
+/* Submit: every notify[i].url obeys the server's host rules (400 naming each one that does
+ * not). Returns 1 after answering, 0 when the job may go on, or a negative code. */
+int api_notify_allowed(http_req *r, app *a, const job_spec *spec);
 /* api/service.c */
 int api_service_health(http_req *r, void *app);
 int api_service_devices(http_req *r, void *app);

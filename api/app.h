@@ -17,6 +17,7 @@
 #include "util/secret.h"
 
 struct db;
+struct allow_list;
 
 #define API_PREDICT_SIGNALS 8 /* the signals predict requests park on, spread over them */
 
@@ -43,6 +44,9 @@ typedef struct app {
     predict_engine *predict;
     http_signal *predicted[API_PREDICT_SIGNALS];
     volatile int stopping; /* set by serve on SIGTERM/SIGINT: submits and leases get 503 */
+    /* The host rules notify URLs obey at submit (serve's --dataset-allow; scheduler/notify.h);
+     * NULL: none checked. */
+    const struct allow_list *notify_allow;
     /* Where job transitions are logged, one line each; NULL: nowhere. */
     void (*log)(const char *line);
 } app;
@@ -66,6 +70,10 @@ int api_sweep(app *a, int64_t now, char *err);
  * err filled. */
 int api_workers_lost(app *a, const char *token_id, const char *name, const char *why, int64_t now,
                      char *err);
+
+/* serve --retain-days: removes up to a batch of finished jobs older than days (not kept),
+ * logging how many (api/housekeeping.c). Returns the number removed or a negative code. */
+int api_retain(app *a, int64_t now, long days, char *err);
 
 struct sched_sweep_stats;
 /* Jobs changed outside a request (the Slurm executor's passes, scheduler/slurm.h): logs what

@@ -10,6 +10,7 @@
 #include <errno.h>
 
 #include "api/api_priv.h"
+#include "scheduler/retention.h"
 #include "scheduler/sweeper.h"
 
 /* Raises the app's signals for what st counts; returns the number of jobs changed. */
@@ -81,4 +82,20 @@ void api_sweeps_changed(app *a, int trials_created, int stops_requested, int swe
     if (trials_created)
         api_raise(a->queued);
     api_raise(a->changed);
+}
+
+int api_retain(app *a, int64_t now, long days, char *err)
+{
+    db *d = app_db(a);
+    int removed = 0;
+
+    if (!d)
+        return err_set(err, -EIO, "the database cannot be opened (see the log)");
+    int rc = sched_retain(d, a->artifacts_dir, now - days * SCHED_DAY_MS, SCHED_RETAIN_BATCH, now,
+                          &removed, err);
+    if (removed) {
+        app_log(a, "retention: %d finished job(s) older than %ld day(s) removed", removed, days);
+        api_raise(a->changed);
+    }
+    return rc < 0 ? rc : removed;
 }

@@ -244,6 +244,11 @@ int api_jobs_submit(http_req *r, void *ctx)
             goto out;
         }
     }
+    rc = api_notify_allowed(r, a, spec); /* webhooks: the dataset host rules */
+    if (rc != 0) {
+        rc = rc > 0 ? 0 : rc;
+        goto out;
+    }
     resolved = job_to_json(spec);
     doc = resolved ? json_out_dumps(resolved, JSON_COMPACT) : NULL;
     if (!doc) {
@@ -286,7 +291,8 @@ int api_jobs_submit(http_req *r, void *ctx)
                         .max_queued = a->max_queued_per_token,
                         .credentials = sealed,
                         .script = job_is_script(spec),
-                        .replicas = spec->replicas};
+                        .replicas = spec->replicas,
+                        .keep = spec->keep};
     rc = sched_job_submit(d, &nj, time_wall_ms(), &j, &created, err);
     if (rc < 0)
         goto out;

@@ -36,6 +36,11 @@ static const http_route api_route_table[] = {
     {"GET", "/jobs/{id}/logs", api_jobs_logs, 0, 0, API_USERS},
     {"GET", "/jobs/{id}/events", api_jobs_events, 0, 0, API_USERS},
     {"GET", "/jobs/{id}/artifacts", api_artifacts_list, 0, 0, API_USERS},
+    /* webhooks and retention (api/notify.c) */
+    {"GET", "/jobs/{id}/deliveries", api_jobs_deliveries, 0, 0, API_USERS},
+    {"PATCH", "/jobs/{id}", api_jobs_patch, HTTP_JSON_MAX_BODY, 0, API_USERS},
+    {"POST", "/tokens/{id}/webhook-secret", api_tokens_webhook_secret, API_IGNORED_BODY, 0,
+     API_USERS},
     {"GET", "/jobs/{id}/artifacts/{name}", api_artifacts_get, 0, 0, API_USERS},
     /* sweeps (api/sweeps.c): their trials are jobs, GET /jobs?sweep= */
     {"POST", "/sweeps", api_sweeps_submit, HTTP_JSON_MAX_BODY, 0, API_USERS},

@@ -96,6 +96,14 @@ static const char usage_text[] =
     "                       own; give one the compute nodes reach, with --bind 0.0.0.0)\n"
     "  --replica-exe PATH   trainyard-replica as the compute nodes see it (default: the\n"
     "                       file of that name beside this trainyard executable)\n"
+    "webhooks and retention (see docs/OPERATIONS.md):\n"
+    "  --retain-days N      remove finished jobs older than N days (by finished_at) with\n"
+    "                       their artifacts and history, except jobs marked keep (default 0:\n"
+    "                       keep every job)\n"
+    "  --notify-backoff-ms N\n"
+    "                       a failed webhook is retried after N ms, doubling each time\n"
+    "                       (default 1000)\n"
+    "  --notify-attempts N  attempts per webhook before it is given up (default 8)\n"
     "  --shutdown-seconds N on SIGTERM/SIGINT, exit within this long: local workers\n"
     "                       checkpoint their jobs and hand them back to the queue meanwhile\n"
     "                       (default 10)\n"
@@ -121,6 +129,7 @@ int cmd_serve(int argc, char **argv)
     const char *tls_cert = NULL, *tls_key = NULL, *dataset_ca = NULL;
     long port = 8080, workers = -1, lease = 30, stall = 0, threads = 4, every = 10, bound = 10;
     long max_queued = 10000, per_client = 256;
+    long retain_days = 0, notify_backoff = 1000, notify_attempts = 8;
     long max_batch = 32, window_us = 250, grpc_port = -1;
     uint64_t predict_memory = 1ull << 30;
     const char *predict_device = "any";
@@ -227,6 +236,12 @@ int cmd_serve(int argc, char **argv)
             advertise = v;
         else if (!strcmp(a, "--replica-exe"))
             replica = v;
+        else if (!strcmp(a, "--retain-days"))
+            rc = parse_count(a, v, 36500, &retain_days);
+        else if (!strcmp(a, "--notify-backoff-ms"))
+            rc = parse_count(a, v, 3600000, &notify_backoff);
+        else if (!strcmp(a, "--notify-attempts"))
+            rc = parse_count(a, v, 100, &notify_attempts);
         else if (!strcmp(a, "--shutdown-seconds"))
             rc = parse_count(a, v, 3600, &bound);
         else {
@@ -244,6 +259,11 @@ int cmd_serve(int argc, char **argv)
     if (lease < 1 || threads < 1 || max_batch < 1 || predict_memory == 0) {
         fprintf(stderr, "trainyard serve: --lease-seconds, --threads, --predict-max-batch and "
                         "--predict-memory must be at least 1\n");
+        return 2;
+    }
+    if (notify_attempts < 1 || notify_backoff < 1) {
+        fprintf(stderr, "trainyard serve: --notify-attempts and --notify-backoff-ms must be at "
+                        "least 1\n");
         return 2;
     }
     if (strcmp(executor, "local") != 0 && strcmp(executor, "slurm") != 0) {
@@ -318,6 +338,9 @@ int cmd_serve(int argc, char **argv)
                                                                 : SERVE_EXECUTOR_LOCAL,
                      .slurm_partition = partition,
                      .advertise_url = advertise,
-                     .replica_exe = replica};
+                     .replica_exe = replica,
+                     .retain_days = retain_days,
+                     .notify_backoff_ms = notify_backoff,
+                     .notify_attempts = notify_attempts};
     return serve_run(&so); /* it takes cert_pem and key_pem */
 }

@@ -22,9 +22,11 @@
 #include "cli/cli_client.h"
 #include "db/db.h"
 #include "db/tokens.h"
+#include "scheduler/notify.h"
 #include "util/datadir.h"
 #include "util/err.h"
 #include "util/json_out.h"
+#include "util/secret.h"
 #include "util/timeutil.h"
 #include "client/client.h"
 
@@ -33,12 +35,18 @@ static const char usage_text[] =
     "                              [options]\n"
     "       trainyard token list [--revoked] [options]\n"
     "       trainyard token revoke ID [options]\n"
+    "       trainyard token webhook-secret ID [options]\n"
+    "       trainyard token webhook-secret --server-wide --data-dir DIR\n"
     "\n"
     "Manages the API's bearer tokens. An admin token sees every job and manages tokens; a user\n"
     "token sees only the jobs it submitted; a worker token speaks only the worker protocol;\n"
     "a metrics token may only scrape GET /metrics. --scripts gives a user token the right to\n"
     "upload code (POST /code) and submit script jobs (training_script); admins always may.\n"
     "`create` prints the new token alone on stdout; it is shown this once.\n"
+    "`webhook-secret ID` gives the token a new webhook secret, which signs the webhooks of\n"
+    "its jobs (X-Trainyard-Signature), and prints it alone on stdout, this once; a user token\n"
+    "may set its own. --server-wide prints the data directory's secret, which signs the\n"
+    "webhooks of jobs whose token has none (made on first use).\n"
     "\n"
     "Through the server, with an admin token (the connection flags below); or:\n"
     "  --data-dir DIR   work on the server's data directory directly instead (for the first\n"
@@ -48,7 +56,7 @@ static const char usage_text[] =
 typedef struct token_opts {
     cli_conn conn; /* --server, --token, --ca, --json */
     const char *verb, *name, *role, *id, *data_dir;
-    int revoked, scripts;
+    int revoked, scripts, server_wide;
 } token_opts;
 
 static int token_args(int argc, char **argv, token_opts *o)
@@ -66,6 +74,10 @@ static int token_args(int argc, char **argv, token_opts *o)
             return -1;
         if (taken)
             continue;
+        if (!strcmp(a, "--server-wide")) {
+            o->server_wide = 1;
+            continue;
+        }
         if (!strcmp(a, "--revoked") || !strcmp(a, "--scripts")) {
             *(!strcmp(a, "--revoked") ? &o->revoked : &o->scripts) = 1;
             continue;
@@ -93,9 +105,22 @@ static int token_args(int argc, char **argv, token_opts *o)
             return -1;
         }
     }
-    if (!o->verb ||
-        (strcmp(o->verb, "create") && strcmp(o->verb, "list") && strcmp(o->verb, "revoke"))) {
-        fprintf(stderr, "trainyard token: say create, list or revoke (try --help)\n");
+    if (!o->verb || (strcmp(o->verb, "create") && strcmp(o->verb, "list") &&
+                     strcmp(o->verb, "revoke") && strcmp(o->verb, "webhook-secret"))) {
+        fprintf(stderr,
+                "trainyard token: say create, list, revoke or webhook-secret (try --help)\n");
+        return -1;
+    }
+    if (!strcmp(o->verb, "webhook-secret")) {
+        if (o->server_wide ? (o->id || !o->data_dir) : !o->id) {
+            fprintf(stderr, "trainyard token webhook-secret: give a token ID, or --server-wide "
+                            "with --data-dir\n");
+            return -1;
+        }
+        return 0;
+    }
+    if (o->server_wide) {
+        fprintf(stderr, "trainyard token: --server-wide goes with webhook-secret\n");
         return -1;
     }
     if (!strcmp(o->verb, "create") && (!o->name || !o->role)) {
@@ -161,6 +186,30 @@ static int collect(void *ctx, const db_token *t)
     return o && json_array_append_new(ctx, o) == 0 ? 0 : -ENOMEM;
 }
 
+/* webhook-secret --data-dir: the server-wide secret, or token o->id's new one. */
+static int token_local_webhook(const token_opts *o, db *d, char *err)
+{
+    char secret[NOTIFY_SECRET_LEN + 1], key_path[DATADIR_PATH_MAX];
+    uint8_t key[SECRET_KEY_LEN];
+    int rc;
+    if (o->server_wide) {
+        rc = notify_server_secret(o->data_dir, secret, err);
+    } else {
+        datadir_path(o->data_dir, DATADIR_CREDENTIALS_KEY, key_path); /* fits: DATADIR_DB did */
+        rc = secret_key_load(key_path, key, err);
+        if (rc == 0)
+            rc = notify_token_secret_set(d, key, o->id, secret, err);
+        explicit_bzero(key, sizeof key);
+    }
+    if (rc == 0) {
+        if (!o->server_wide)
+            fprintf(stderr, "token %s has a new webhook secret; it is shown only now:\n", o->id);
+        printf("%s\n", secret);
+    }
+    explicit_bzero(secret, sizeof secret);
+    return rc;
+}
+
 /* --data-dir: the database itself. */
 static int token_local(const token_opts *o)
 {
@@ -196,6 +245,8 @@ static int token_local(const token_opts *o)
         if (rc == 0)
             print_list(o, list);
         json_decref(list);
+    } else if (!strcmp(o->verb, "webhook-secret")) {
+        rc = token_local_webhook(o, d, err);
     } else {
         rc = db_token_revoke(d, o->id, now, err);
         if (rc == 0)
@@ -238,6 +289,18 @@ static int token_remote(const token_opts *o)
         ok = rc == 0 && status == 200 && json_is_array(json_object_get(reply, "tokens"));
         if (ok)
             print_list(o, json_object_get(reply, "tokens"));
+    } else if (!strcmp(o->verb, "webhook-secret")) {
+        char path[256];
+        snprintf(path, sizeof path, "/tokens/%s/webhook-secret", o->id);
+        rc = client_post_json(c, path, NULL, &status, &reply, err);
+        ok = rc == 0 && status == 200 && json_is_string(json_object_get(reply, "secret"));
+        if (ok && o->conn.json) {
+            json_out_dumpf(reply, stdout, JSON_INDENT(2));
+            putchar('\n');
+        } else if (ok) {
+            fprintf(stderr, "token %s has a new webhook secret; it is shown only now:\n", o->id);
+            printf("%s\n", json_string_value(json_object_get(reply, "secret")));
+        }
     } else {
         char path[256];
         snprintf(path, sizeof path, "/tokens/%s", o->id);

@@ -10,6 +10,15 @@ static const char SQL_EVENT_APPEND[] =
     "INSERT INTO job_events (job_seq, at, from_status, to_status, phase, attempt, reason)"
     " VALUES (?, ?, ?, ?, ?, ?, ?)";
 
+static db_event_hook_fn db_event_hook;
+static void *db_event_hook_ctx;
+
+void db_event_set_hook(db_event_hook_fn fn, void *ctx)
+{
+    db_event_hook = fn;
+    db_event_hook_ctx = ctx;
+}
+
 int db_event_append(db *d, int64_t job_seq, int64_t at, int from, int to, int phase, int attempt,
                     const char *reason, char *err)
 {
@@ -25,6 +34,8 @@ int db_event_append(db *d, int64_t job_seq, int64_t at, int from, int to, int ph
     sqlite3_bind_int(st, 6, attempt);
     db_bind_opt_text(st, 7, reason);
     rc = db_write(d, st, err);
+    if (rc >= 0 && db_event_hook)
+        rc = db_event_hook(db_event_hook_ctx, d, job_seq, from, to, at, err);
     return rc < 0 ? rc : 0;
 }
 

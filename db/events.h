@@ -32,6 +32,14 @@ int db_event_list(db *d, int64_t job_seq, db_event_fn fn, void *ctx, char *err);
  * with DB_EVENT_RELEASED): they do not count against max_attempts. */
 int db_event_count_released(db *d, int64_t job_seq, int *out, char *err);
 
+/* A function called inside every db_event_append after its row is written, in the caller's
+ * transaction, with the transition (from -1: the submit); a negative return fails the append,
+ * so the transition rolls back with it. serve sets notify_job_transition (scheduler/notify.h)
+ * once before any thread starts; NULL (the default) calls nothing. */
+typedef int (*db_event_hook_fn)(void *ctx, db *d, int64_t job_seq, int from, int to, int64_t at,
+                                char *err);
+void db_event_set_hook(db_event_hook_fn fn, void *ctx);
+
 /* The reason of a hand-back starts with this (sched_job_release). */
 #define DB_EVENT_RELEASED "released by worker"
 

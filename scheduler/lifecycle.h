@@ -104,6 +104,7 @@ typedef struct sched_new_job {
     int replicas;            /* distribution.replicas: leased to workers with as many slots */
     int64_t sweep_seq;       /* > 0: a trial of this running sweep (db_sweep_trial_added, in
                                 the same transaction; -ECANCELED once the sweep has ended) */
+    int keep;                /* the document's keep: serve --retain-days never removes it */
 } sched_new_job;
 
 /* What one heartbeat reports; everything is borrowed and optional. */

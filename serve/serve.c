@@ -33,6 +33,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,10 +44,12 @@
 
 #include "api/app.h"
 #include "db/artifacts.h"
+#include "db/events.h"
 #include "db/tokens.h"
 #include "kernels/ocl.h"
 #include "predict/grpc.h"
 #include "predict/predict.h"
+#include "scheduler/notify.h"
 #include "scheduler/slurm.h"
 #include "scheduler/sweep.h"
 #include "scheduler/supervisor.h"
@@ -402,6 +405,19 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
         return 1;
     }
 
+    /* Webhooks obey the dataset host rules (scheduler/notify.h): the same --dataset-allow list,
+     * checked at submit and at each delivery. The enqueue hook is set before any thread can
+     * change a job; its links name the server once its address is known (notify_base). */
+    static allow_list notify_allow;
+    static const char *_Atomic notify_base;
+    char allow_err[ERR_LEN];
+    if (allow_list_parse(allow, &notify_allow, allow_err) < 0) {
+        fprintf(stderr, "trainyard serve: --dataset-allow: %s\n", allow_err);
+        return 1;
+    }
+    a.notify_allow = &notify_allow;
+    db_event_set_hook(notify_job_transition, (void *)&notify_base);
+
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN);
     nofile_raise();
@@ -518,6 +534,9 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     snprintf(url, sizeof url, "%s://%s:%d", tls_cert ? "https" : "http", host, http_port(a.http));
     if (lockfile_note(lock, url, err) < 0)
         log_line(err); /* a second serve then names only our pid */
+    static char base_url[sizeof url];
+    memcpy(base_url, url, sizeof url);
+    atomic_store(&notify_base, base_url);
 
     /* Local workers: one per device unless told otherwise (none by default with Slurm). */
     if (workers < 0)
@@ -525,8 +544,21 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     supervisor *sup = NULL;
     slurm_executor *slurm = NULL;
     sweep_ctl *sweeps = NULL;
+    notifier *notif = NULL;
     int status = 0;
     double t0 = 0;
+    notify_opts no = {.db_path = a.db_path,
+                      .data_dir = a.data_dir,
+                      .key = a.credentials_key,
+                      .allow = &notify_allow,
+                      .backoff_ms = (int)o->notify_backoff_ms,
+                      .max_attempts = (int)o->notify_attempts,
+                      .log = log_line};
+    if (notifier_start(&no, &notif, err) < 0) {
+        fprintf(stderr, "trainyard serve: webhooks: %s\n", err);
+        status = 1;
+        goto out;
+    }
     if (serve_slurm_start(o, &a, url, pin, &slurm) < 0) {
         status = 1;
         goto out;
@@ -600,6 +632,8 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     while (!stop_requested) {
         if (api_sweep(&a, time_wall_ms(), err) < 0)
             log_line(err);
+        if (o->retain_days > 0 && api_retain(&a, time_wall_ms(), o->retain_days, err) < 0)
+            log_line(err);
         struct timespec ts = {1, 0};
         nanosleep(&ts, NULL); /* a signal cuts it short */
     }
@@ -608,6 +642,7 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     log_line("stopping: no new jobs; local workers hand their jobs back, then the server closes");
 out:
     sweep_ctl_stop(sweeps);     /* its state is the database's: the next serve carries on */
+    notifier_stop(notif);       /* pending webhooks wait in the database for the next serve */
     slurm_executor_stop(slurm); /* its Slurm jobs run on; the next serve polls them */
     supervisor_stop(sup, bound > 1 ? (int)(bound - 1) * 1000 : 0);
     /* gRPC first (its calls need the engine); the engine's queued requests then finish with

@@ -71,6 +71,11 @@ def test_the_guide_runs(serve, tmp_path):
     assert '"field":"early_stopping.monitor"' in out
     assert '"field":"init_from"' in out and "there is no job 0000" in out
     assert "\n404\n" in out  # init_model of a job without init_from
+    # Notifications: Alice's secret, the failed attempt to port 9, the refused private URL;
+    # retention's keep.
+    assert re.search(r'"secret":"whsec_[0-9a-f]{64}"', out)
+    assert '"event":"job.cancelled"' in out and '"attempt":1' in out
+    assert '"field":"notify[0].url"' in out
     # Models: the succeeded iris job is version 1 of iris.
     assert '{"model_version_status":[{"version":"1","state":"AVAILABLE"' in out
     assert '"latest":1' in out
