@@ -22,6 +22,7 @@
 #include "api/api_priv.h"
 #include "api/encode.h"
 #include "db/sweeps.h"
+#include "scheduler/notify.h"
 #include "scheduler/sweep.h"
 #include "util/datadir.h"
 #include "util/json_out.h"
@@ -161,6 +162,34 @@ static int api_sweep_script_allowed(http_req *r, app *a, const json_t *base)
     return 0;
 }
 
+/* Webhook URLs, the sweep's own (notify[i].url) and its trials' (base.notify[i].url), obey the
+ * server's host rules, as a job's do (api/notify.c). Returns 1 after answering, 0 to go on. */
+static int api_sweep_notify_allowed(http_req *r, app *a, const sweep_spec *spec)
+{
+    static const allow_list none;
+    const allow_list *allow = a->notify_allow ? a->notify_allow : &none;
+    static const char *const where[] = {"notify", "base.notify"};
+    const json_t *lists[] = {json_object_get(spec->doc, "notify"),
+                             json_object_get(spec->base, "notify")};
+    field_errors errs = {0};
+    for (int k = 0; k < 2; k++) {
+        size_t i;
+        const json_t *entry;
+        json_array_foreach (lists[k], i, entry) {
+            const char *url = json_string_value(json_object_get(entry, "url"));
+            char err[ERR_LEN], field[64];
+            if (!url || notify_check_url(allow, url, err) == 0)
+                continue;
+            snprintf(field, sizeof field, "%s[%zu].url", where[k], i);
+            field_errors_add(&errs, field, "%s", err);
+        }
+    }
+    if (!errs.count)
+        return 0;
+    int rc = api_reply_invalid(r, "Invalid sweep document", &errs);
+    return rc < 0 ? rc : 1;
+}
+
 int api_sweeps_submit(http_req *r, void *ctx)
 {
     app *a = ctx;
@@ -191,6 +220,11 @@ int api_sweeps_submit(http_req *r, void *ctx)
         err_set(err, rc, "cannot read the sweep document");
         goto out;
     }
+    rc = api_sweep_notify_allowed(r, a, spec);
+    if (rc != 0) {
+        rc = rc > 0 ? 0 : rc;
+        goto out;
+    }
     if (spec->script) {
         rc = api_sweep_script_allowed(r, a, spec->base);
         if (rc != 0) {
@@ -210,7 +244,17 @@ int api_sweeps_submit(http_req *r, void *ctx)
     snprintf(s.owner, sizeof s.owner, "%s", api_caller_of(r)->token_id);
     s.document = text;
     s.created_at = time_wall_ms();
+    /* stored, and its "running" webhooks enqueued, in one transaction */
+    rc = db_begin(d, err);
+    if (rc < 0)
+        goto out;
     rc = db_sweep_insert(d, &s, err);
+    if (rc == 0)
+        rc = sweep_announce(d, &s, spec->doc, DB_SWEEP_RUNNING, NULL, s.created_at, err);
+    if (rc == 0)
+        rc = db_commit(d, err);
+    else
+        db_rollback(d);
     if (rc == 0) {
         app_log(a, "sweep %s running: %s (%d trials, %d at a time)", s.id, s.name, spec->n_trials,
                 spec->max_concurrent);

@@ -13,6 +13,7 @@
 #include "job/job.h"
 #include "scheduler/asha.h"
 #include "scheduler/lifecycle.h"
+#include "scheduler/notify.h"
 #include "util/json_out.h"
 #include "util/timeutil.h"
 
@@ -373,6 +374,62 @@ out:
     return rc;
 }
 
+json_t *sweep_summary(const db_sweep *s, int status, const sweep_board *b)
+{
+    static const sweep_board none = {.best = -1};
+    if (!b)
+        b = &none;
+    json_t *best = json_null();
+    if (b->best >= 0) {
+        const sweep_entry *e = &b->entries[b->best];
+        json_decref(best);
+        best = json_pack("{s:s, s:f, s:i, s:O}", "job_id", e->id, "value", e->value, "epoch",
+                         e->epoch, "parameters", e->parameters);
+    }
+    return json_pack("{s:s, s:s, s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:I, s:o}", "id",
+                     s->id, "name", s->name, "status", db_sweep_status_name(status), "trials",
+                     "created", (int)b->n, "queued", b->queued, "running", b->running, "succeeded",
+                     b->succeeded, "failed", b->failed, "cancelled", b->cancelled, "stopped_early",
+                     b->stopped_early, "epochs_total", (json_int_t)b->epochs_total, "best",
+                     best ? best : json_null());
+}
+
+int sweep_announce(db *d, const db_sweep *s, const json_t *doc, int status, const sweep_board *b,
+                   int64_t now, char *err)
+{
+    const json_t *notify = json_object_get(doc, "notify");
+    if (json_array_size(notify) == 0)
+        return 0;
+    json_t *body = sweep_summary(s, status, b);
+    if (!body)
+        return err_set(err, -ENOMEM, "out of memory");
+    int rc = notify_enqueue_sweep(d, s->seq, s->owner[0] ? s->owner : NULL,
+                                  db_sweep_status_name(status), body, notify, now, err);
+    json_decref(body);
+    return rc < 0 ? rc : 0;
+}
+
+/* running → status with its webhooks, in one transaction: rows changed (0: it had ended). */
+static int sweep_end(db *d, const db_sweep *s, const sweep_spec *spec, int status,
+                     const sweep_board *b, int64_t best, const char *error, int64_t now, char *err)
+{
+    int rc = db_begin(d, err);
+    if (rc < 0)
+        return rc;
+    rc = db_sweep_set_finished(d, s->seq, status, best, error, now, err);
+    if (rc == 1 && spec) {
+        int announced = sweep_announce(d, s, spec->doc, status, b, now, err);
+        if (announced < 0)
+            rc = announced;
+    }
+    if (rc < 0) {
+        db_rollback(d);
+        return rc;
+    }
+    int c = db_commit(d, err);
+    return c < 0 ? c : rc;
+}
+
 /* One running sweep's step. */
 static int sweep_step(db *d, int64_t seq, int64_t now, sweep_tick_stats *st, char *err)
 {
@@ -389,7 +446,9 @@ static int sweep_step(db *d, int64_t seq, int64_t now, sweep_tick_stats *st, cha
         goto out;
     rc = sweep_spec_stored(s.document, &spec, err);
     if (rc == -EIO) { /* cannot go on: the sweep fails, saying why */
-        rc = db_sweep_set_finished(d, s.seq, DB_SWEEP_FAILED, 0, err, now, err);
+        char why[ERR_LEN];
+        snprintf(why, sizeof why, "%s", err);
+        rc = sweep_end(d, &s, NULL, DB_SWEEP_FAILED, NULL, 0, why, now, err);
         st->sweeps_finished += rc > 0;
         goto out;
     }
@@ -421,7 +480,7 @@ static int sweep_step(db *d, int64_t seq, int64_t now, sweep_tick_stats *st, cha
         sweep_board_rank(&b, spec->maximize);
         int64_t best = b.best >= 0 ? b.entries[b.best].seq : 0;
         int status = b.succeeded > 0 ? DB_SWEEP_SUCCEEDED : DB_SWEEP_FAILED;
-        rc = db_sweep_set_finished(d, s.seq, status, best, NULL, now, err);
+        rc = sweep_end(d, &s, spec, status, &b, best, NULL, now, err);
         if (rc < 0)
             goto out;
         st->sweeps_finished += rc > 0;
@@ -477,7 +536,22 @@ int sched_sweep_cancel(db *d, int64_t seq, const char *artifacts_dir, int64_t no
                        char *err)
 {
     *changed = 0;
-    int rc = db_sweep_set_finished(d, seq, DB_SWEEP_CANCELLED, 0, NULL, now, err);
+    db_sweep s;
+    sweep_spec *spec = NULL;
+    sweep_board b;
+    memset(&b, 0, sizeof b);
+    b.best = -1;
+    int rc = db_sweep_get_seq(d, seq, &s, err);
+    if (rc < 0)
+        return rc;
+    /* the webhook's body: the trials as they were when the sweep was cancelled */
+    if (s.status == DB_SWEEP_RUNNING && sweep_spec_stored(s.document, &spec, err) == 0)
+        rc = sweep_board_read(d, &s, spec, &b, err);
+    if (rc == 0)
+        rc = sweep_end(d, &s, spec, DB_SWEEP_CANCELLED, &b, 0, NULL, now, err);
+    sweep_board_free(&b);
+    sweep_spec_free(spec);
+    db_sweep_clear(&s);
     if (rc < 0)
         return rc;
     if (rc == 0)

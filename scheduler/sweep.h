@@ -17,7 +17,9 @@
  *    owner, linked to the sweep in the same transaction that counts it (trials_created), so
  *    a crash makes it whole or not at all.
  * 3. End: once every trial was made and none is queued or running, the sweep succeeds when a
- *    trial succeeded (its best is the best of those), else fails.
+ *    trial succeeded (its best is the best of those), else fails. Its webhooks (the sweep
+ *    document's notify: scheduler/notify.h) are enqueued in the transaction that ends it, as
+ *    are a cancel's; POST /sweeps enqueues "running" in the one that stores it.
  * Nothing is kept between passes but the database, so a restarted serve picks up where the
  * last one left off; a decision already acted on (a stop asked) is not asked again.
  *
@@ -96,6 +98,16 @@ int sched_sweeps_tick(db *d, const char *artifacts_dir, int64_t now, sweep_tick_
  * decisions later, so a failure here (a negative code) costs only time. */
 int sched_sweep_judge(db *d, db_job *j, const db_metric *epochs, size_t n_epochs, int64_t now,
                       char *err);
+/* The body of a sweep's webhooks (scheduler/notify.h's notify_enqueue_sweep): {id, name,
+ * status, trials: {created, queued, running, succeeded, failed, cancelled, stopped_early},
+ * epochs_total, best: {job_id, value, epoch, parameters} | null}; b may be NULL (no trials
+ * yet). New reference, NULL when out of memory. */
+json_t *sweep_summary(const db_sweep *s, int status, const sweep_board *b);
+/* Inside the transaction that gives sweep s status: enqueues the webhooks of the sweep
+ * document doc's "notify" for that event ("running" at submit; succeeded, failed or
+ * cancelled at the end), with sweep_summary as body. 0, or a negative code with err. */
+int sweep_announce(db *d, const db_sweep *s, const json_t *doc, int status, const sweep_board *b,
+                   int64_t now, char *err);
 /* Cancels running sweep seq: the sweep is cancelled first (no trial is made after that), then
  * its queued trials are cancelled and its running ones asked to cancel. *changed counts the
  * trials changed. -EBUSY when the sweep has ended. */

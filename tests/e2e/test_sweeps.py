@@ -3,7 +3,8 @@ dataset the test makes beats its base job on held-out data the sweep never saw, 
 trials early, so that it trains fewer epochs than 16 trials of all their epochs would; its
 leaderboard agrees with the trials' own metrics; trials are ordinary jobs (GET /jobs?sweep=, a
 trial cancelled alone); cancelling a sweep cancels the rest; bad sweep documents are 400s that
-name the field. The real serve with four local workers on PoCL, real SQLite.
+name the field; a sweep carries on after kill -9 of serve; its webhooks arrive signed. The real
+serve with local workers on PoCL, real SQLite, a webhook receiver on loopback.
 
 The task: two features in [-1, 1]², the class a ring crossed with the quadrants' sign, which a
 network of 4 units trained at a learning rate of 3e-4 for 9 epochs cannot learn and one of 32
@@ -295,3 +296,57 @@ def test_sweep_carries_on_after_serve_is_killed(serve, task):
     assert sorted(j["name"] for j in jobs) == [f"again-{n}" for n in range(1, 6)]
     assert s["trials"]["created"] == 5 and s["document"]["max_trials"] == 5
     assert all(j["status"] in TERMINAL for j in jobs)
+
+
+def test_sweep_webhooks(serve, task):
+    """A sweep's own notify: sweep.running when it is stored, sweep.succeeded with its best
+    trial when it ends, sweep.cancelled for a cancel; signed with the owner's secret. Webhook
+    URLs the host rules refuse, the sweep's or its trials', are a 400 naming the field."""
+    from test_notify import Receiver, check_signature
+    url, _, _ = task
+    receiver = Receiver()
+    try:
+        svc = serve("--workers", "2", "--notify-backoff-ms", "200")
+        admin = next(t["id"] for t in svc.http.get(f"{svc.url}/tokens").json()["tokens"]
+                     if t["role"] == "admin")
+        secret = svc.http.post(f"{svc.url}/tokens/{admin}/webhook-secret").json()["secret"]
+        doc = {"name": "hooked", "base": base_job(url, epochs=3), "algorithm": "grid",
+               "parameters": {"model.layers[0].units": {"type": "choice", "values": [4, 16]}},
+               "max_concurrent": 2, "metric": {"name": "val_loss"},
+               "notify": [{"url": receiver.url + "/s", "events": ["running", "succeeded"]}]}
+        r = svc.http.post(f"{svc.url}/sweeps", json=doc)
+        assert r.status_code == 201, r.text
+        sid = r.json()["id"]
+        posts = until(lambda: receiver.at("/s") if len(receiver.at("/s")) >= 2 else None, 120,
+                      "sweep.running and sweep.succeeded")
+        bodies = [check_signature(p, secret) for p in posts]
+        assert [b["event"] for b in bodies] == ["sweep.running", "sweep.succeeded"]
+        done = svc.http.get(f"{svc.url}/sweeps/{sid}").json()
+        assert bodies[0]["sweep"]["id"] == sid and bodies[0]["sweep"]["status"] == "running"
+        end = bodies[1]["sweep"]
+        assert end["status"] == "succeeded" and end["trials"]["succeeded"] == 2
+        assert end["best"]["job_id"] == done["best"]["job_id"]
+        assert end["best"]["value"] == pytest.approx(done["best"]["value"])
+
+        doc.update(name="hooked-cancel", base=base_job(url, epochs=400),
+                   notify=[{"url": receiver.url + "/c", "events": ["cancelled"]}])
+        sid = svc.http.post(f"{svc.url}/sweeps", json=doc).json()["id"]
+        assert svc.http.post(f"{svc.url}/sweeps/{sid}/cancel").status_code == 200
+        post = until(lambda: receiver.at("/c"), 30, "sweep.cancelled")[0]
+        assert check_signature(post, secret)["sweep"]["status"] == "cancelled"
+        time.sleep(0.5)
+        assert len(receiver.at("/c")) == 1 and len(receiver.at("/s")) == 2
+
+        for where in ("notify", "base"):
+            bad = dict(doc, notify=[])
+            hook = [{"url": "http://10.1.2.3/hook"}]
+            if where == "notify":
+                bad["notify"] = hook
+            else:
+                bad["base"] = dict(doc["base"], notify=hook)
+            r = svc.http.post(f"{svc.url}/sweeps", json=bad)
+            assert r.status_code == 400, r.text
+            field = "notify[0].url" if where == "notify" else "base.notify[0].url"
+            assert field in [e["field"] for e in r.json()["errors"]], r.json()
+    finally:
+        receiver.close()
