@@ -272,6 +272,14 @@ def test_a_script_jobs_own_metrics_get_curves(serve, browser):
     assert "val_top5 0.7" in figures["top5"].find_elements(
         "css selector", "canvas")[0].get_attribute("aria-label")
 
+    # Compare draws them too, on an axis of their own per name.
+    browser.get(f"{svc.url}/#compare={job['id']}")
+    top5 = until("the compare view's top5 curves", lambda: css(
+        browser, 'figure[data-metric="top5"] polyline.series'))
+    assert {p.get_attribute("data-metric") for p in top5} == {"top5", "val_top5"}
+    assert all(p.get_attribute("data-points") == "3" for p in top5)
+    assert console_errors(browser) == []
+
 
 # ---- side by side and sweeps --------------------------------------------------------------------
 
