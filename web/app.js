@@ -838,7 +838,8 @@
     const hp = el('table', {id: 'hp-table', class: 'grid hp'});
     const onlyDiff = el('input', {type: 'checkbox', id: 'hp-only-diff'});
     const hpNote = el('p', {class: 'note', id: 'hp-note'});
-    mount(el('div', {class: 'bar'}, el('h1', {}, `Compare ${ids.length} jobs`),
+    const n = ids.length;
+    mount(el('div', {class: 'bar'}, el('h1', {}, `Compare ${n} job${n === 1 ? '' : 's'}`),
              el('a', {href: '#/jobs'}, 'Back to the jobs')),
           legend,
           el('p', {class: 'note'}, 'Solid lines: training; dashed: validation.'),
@@ -933,7 +934,8 @@
       let differ = 0;
       const rows = keys.map((k) => {
         const vals = flat.map((f) => f.has(k) ? f.get(k) : undefined);
-        const d = new Set(vals.map((v) => v === undefined ? '\u0000' : JSON.stringify(v))).size > 1;
+        const as = (v) => v === undefined ? '\u0000' : JSON.stringify(v); /* missing ≠ null */
+        const d = new Set(vals.map(as)).size > 1;
         if (d) differ++;
         return el('tr', {'data-key': k, 'data-differs': d ? 'true' : 'false',
                          class: d ? 'differs' : null},

@@ -373,3 +373,55 @@ def test_compare_overlays_curves_and_marks_what_differs(serve, blobs, browser):
     until("the curves again", lambda: len(series(browser, "compare-loss")) == 4)
     assert [li.get_attribute("data-job") for li in css(browser, "#compare-legend li")] == [b, a]
     assert console_errors(browser) == []
+
+
+def test_sweep_page_shows_the_leaderboard_and_every_trials_curve(serve, blobs, browser):
+    """A small grid sweep, finished: the sweeps list links to its page, whose leaderboard is in
+    the API's order (best first) and whose chart has one curve of the sweep's metric per trial,
+    as long as the trial ran."""
+    svc = serve("--workers", "1")
+    base = job_doc(blobs, epochs=3, name="base")
+    r = svc.http.post(f"{svc.url}/sweeps", json={
+        "name": "lr", "base": base, "algorithm": "grid",
+        "parameters": {"hyperparameters.learning_rate": {"type": "choice",
+                                                         "values": [0.001, 0.01, 0.1]}},
+        "metric": {"name": "val_loss", "mode": "min"}, "max_trials": 3, "max_concurrent": 1})
+    assert r.status_code == 201, r.text
+    sweep_id = r.json()["id"]
+    deadline = time.time() + 60
+    while (sweep := svc.http.get(f"{svc.url}/sweeps/{sweep_id}").json())["status"] == "running":
+        assert time.time() < deadline, sweep
+        time.sleep(0.1)
+    assert sweep["status"] == "succeeded", sweep
+    board = sweep["leaderboard"]
+    assert len(board) == 3
+
+    sign_in(browser, svc, svc.admin_token)
+    until("the jobs table", lambda: css(browser, "#jobs-table"))
+    css(browser, 'a[data-nav="sweeps"]')[0].click()
+    link = until("the sweep in the list", lambda: css(
+        browser, f'#sweeps-body tr[data-id="{sweep_id}"] a'))
+    link[0].click()
+    until("the sweep route", lambda: browser.current_url.endswith(f"#sweep={sweep_id}"))
+    rows = until("three leaderboard rows", lambda: len(css(browser, "#leaderboard-body tr")) == 3
+                 and css(browser, "#leaderboard-body tr"))
+    assert [row.get_attribute("data-job") for row in rows] == [e["job_id"] for e in board]
+    assert [row.get_attribute("data-rank") for row in rows] == ["1", "2", "3"]
+    shown = [float(row.find_elements("css selector", "td[data-value]")[0]
+                   .get_attribute("data-value")) for row in rows]
+    assert shown == sorted(shown) and shown == [e["value"] for e in board]
+    assert "best" in rows[0].get_attribute("class")
+    assert "learning_rate" in css(browser, "#leaderboard thead")[0].text
+    assert until("the status", lambda: css(browser, "#sweep-status")[0].text) == "succeeded"
+
+    curves = until("one curve per trial", lambda: len(series(browser, "sweep-chart")) == 3
+                   and series(browser, "sweep-chart"))
+    assert set(curves) == {(e["job_id"], "val_loss") for e in board}
+    for e in board:
+        assert curves[(e["job_id"], "val_loss")].get_attribute("data-points") == \
+            str(e["epochs_run"])
+    assert len({p.get_attribute("stroke") for p in curves.values()}) == 3
+    # The best three side by side, one click away.
+    css(browser, "#sweep-compare")[0].click()
+    until("the compare view of the best", lambda: len(series(browser, "compare-loss")) == 6)
+    assert console_errors(browser) == []
