@@ -61,6 +61,11 @@ int api_jobs_list(http_req *r, void *app);
 int api_jobs_get(http_req *r, void *app);
 int api_jobs_cancel(http_req *r, void *app);
 int api_jobs_delete(http_req *r, void *app);
+/* api/sweeps.c: hyperparameter sweeps (scheduler/sweep.h runs them) */
+int api_sweeps_submit(http_req *r, void *app);
+int api_sweeps_list(http_req *r, void *app);
+int api_sweeps_get(http_req *r, void *app);
+int api_sweeps_cancel(http_req *r, void *app);
 /* api/job_output.c */
 int api_jobs_metrics(http_req *r, void *app);
 int api_jobs_metrics_leased(http_req *r, void *app);

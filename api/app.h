@@ -73,6 +73,10 @@ struct sched_sweep_stats;
  * all that changed). */
 void api_jobs_changed(app *a, const struct sched_sweep_stats *st, const char *who);
 
+/* The sweep controller's pass (scheduler/sweep.h) queued trials, asked running ones to stop
+ * or ended sweeps: its log lines and the API's signals (api/housekeeping.c). */
+void api_sweeps_changed(app *a, int trials_created, int stops_requested, int sweeps_finished);
+
 /* Resolves a model for a caller known only by its bearer token (gRPC's metadata), with the
  * REST API's rules: admin and user tokens, a user's own models; predict/grpc.h's
  * predict_resolve_fn with app as its user. */

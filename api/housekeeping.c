@@ -69,3 +69,16 @@ int api_workers_lost(app *a, const char *token_id, const char *name, const char 
     changed = api_sweep_announce(a, &rep.st);
     return rc < 0 ? rc : changed;
 }
+
+void api_sweeps_changed(app *a, int trials_created, int stops_requested, int sweeps_finished)
+{
+    if (trials_created)
+        app_log(a, "sweeps: %d trial(s) queued", trials_created);
+    if (stops_requested)
+        app_log(a, "sweeps: %d trial(s) asked to stop (ASHA)", stops_requested);
+    if (sweeps_finished)
+        app_log(a, "sweeps: %d sweep(s) ended", sweeps_finished);
+    if (trials_created)
+        api_raise(a->queued);
+    api_raise(a->changed);
+}

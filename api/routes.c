@@ -36,6 +36,11 @@ static const http_route api_route_table[] = {
     {"GET", "/jobs/{id}/events", api_jobs_events, 0, 0, API_USERS},
     {"GET", "/jobs/{id}/artifacts", api_artifacts_list, 0, 0, API_USERS},
     {"GET", "/jobs/{id}/artifacts/{name}", api_artifacts_get, 0, 0, API_USERS},
+    /* sweeps (api/sweeps.c): their trials are jobs, GET /jobs?sweep= */
+    {"POST", "/sweeps", api_sweeps_submit, HTTP_JSON_MAX_BODY, 0, API_USERS},
+    {"GET", "/sweeps", api_sweeps_list, 0, 0, API_USERS},
+    {"GET", "/sweeps/{id}", api_sweeps_get, 0, 0, API_USERS},
+    {"POST", "/sweeps/{id}/cancel", api_sweeps_cancel, API_IGNORED_BODY, 0, API_USERS},
     /* models: succeeded jobs' models by name and version (TensorFlow Serving's model status) */
     {"GET", "/models", api_models_list, 0, 0, API_USERS},
     {"GET", "/v1/models/{name}", api_models_status, 0, 0, API_USERS},

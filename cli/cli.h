@@ -39,6 +39,8 @@ int cmd_download(int argc, char **argv);
 int cmd_workers(int argc, char **argv);
 /* trainyard devices --remote: the devices of the server's workers. */
 int cmd_devices_remote(int argc, char **argv);
+/* trainyard sweep submit|status|list|cancel: hyperparameter sweeps (cmd_sweep.c). */
+int cmd_sweep(int argc, char **argv);
 /* trainyard predict NAME|JOB_ID FILE.json|-: a trained model's predictions. */
 int cmd_predict(int argc, char **argv);
 

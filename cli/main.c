@@ -19,6 +19,7 @@ static const struct {
     {"cancel", cmd_cancel, "cancel a queued or running job: cancel ID"},
     {"download", cmd_download, "download an artifact, resumable: download ID [NAME] [-o PATH]"},
     {"predict", cmd_predict, "ask a trained model: predict NAME|JOB_ID FILE.json|-"},
+    {"sweep", cmd_sweep, "hyperparameter sweeps: sweep submit FILE | status ID | list | cancel ID"},
     {"workers", cmd_workers, "list the server's workers"},
     {"train", cmd_train, "run a training job in this process: train JOB.json --out DIR"},
     {"devices", cmd_devices,

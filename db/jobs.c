@@ -265,9 +265,18 @@ static const char *const SQL_JOB_LIST[8] = {
     SQL_JOB_LIST_("owner = ?5 AND name = ?4 AND status = ?3 AND "),
 };
 
+/* A sweep's trials: the index jobs_sweep holds them alone, so the other filters may be
+ * optional clauses here. */
+static const char SQL_JOB_LIST_SWEEP[] =
+    "SELECT " DB_JOB_COLS " FROM jobs WHERE sweep_seq = (SELECT seq FROM sweeps WHERE id = ?6)"
+    " AND (?3 IS NULL OR status = ?3) AND (?4 IS NULL OR name = ?4)"
+    " AND (?5 IS NULL OR owner = ?5) AND seq < ?1 ORDER BY seq DESC LIMIT ?2";
+
 int db_job_list(db *d, const db_job_filter *f, db_job_fn fn, void *ctx, char *err)
 {
-    const char *sql = SQL_JOB_LIST[(f->status >= 0) | (f->name ? 2 : 0) | (f->owner ? 4 : 0)];
+    const char *sql = f->sweep ? SQL_JOB_LIST_SWEEP
+                               : SQL_JOB_LIST[(f->status >= 0) | (f->name ? 2 : 0) |
+                                              (f->owner ? 4 : 0)];
     sqlite3_stmt *st = NULL;
     int rc = db_stmt(d, sql, &st, err);
     if (rc < 0)
@@ -280,6 +289,8 @@ int db_job_list(db *d, const db_job_filter *f, db_job_fn fn, void *ctx, char *er
         sqlite3_bind_text(st, 4, f->name, -1, SQLITE_STATIC);
     if (f->owner)
         sqlite3_bind_text(st, 5, f->owner, -1, SQLITE_STATIC);
+    if (f->sweep)
+        sqlite3_bind_text(st, 6, f->sweep, -1, SQLITE_STATIC);
     db_job_walk w = {fn, ctx, err};
     return db_rows(d, st, db_job_row, &w, err);
 }

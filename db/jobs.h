@@ -57,6 +57,7 @@ typedef struct db_job_filter {
     const char *owner;  /* a token id */
     int64_t before_seq; /* only jobs with seq < before_seq; 0: from the newest */
     int limit;
+    const char *sweep; /* a sweep's public id: only its trials; NULL: any job */
 } db_job_filter;
 
 /* Called per row of a listing; j and its strings are valid during the call only. A negative

@@ -97,6 +97,8 @@ typedef struct sched_new_job {
     const char *credentials; /* the dataset URL's userinfo, sealed (util/secret.h), or NULL */
     int script;              /* 1: a script job (jobs.script): leased to script workers only */
     int replicas;            /* distribution.replicas: leased to workers with as many slots */
+    int64_t sweep_seq;       /* > 0: a trial of this running sweep (db_sweep_trial_added, in
+                                the same transaction; -ECANCELED once the sweep has ended) */
 } sched_new_job;
 
 /* What one heartbeat reports; everything is borrowed and optional. */

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "db/events.h"
+#include "db/sweeps.h"
 #include "scheduler/lifecycle.h"
 
 #define SCHED_BATCH_MAX 128
@@ -112,6 +113,8 @@ static void sched_submit_one(db *d, sched_submit_req *q)
     rc = db_job_insert(d, &j, nj->idem_key, nj->body_hash, q->err);
     if (rc == 0 && nj->credentials)
         rc = db_job_set_credentials(d, j.seq, nj->credentials, q->err);
+    if (rc == 0 && nj->sweep_seq > 0)
+        rc = db_sweep_trial_added(d, nj->sweep_seq, j.seq, q->err);
     if (rc < 0)
         goto undo;
     rc = db_event_append(d, j.seq, q->now, -1, DB_QUEUED, DB_PHASE_NONE, 0, "submitted", q->err);

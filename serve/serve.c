@@ -48,6 +48,7 @@
 #include "predict/grpc.h"
 #include "predict/predict.h"
 #include "scheduler/slurm.h"
+#include "scheduler/sweep.h"
 #include "scheduler/supervisor.h"
 #include "util/datadir.h"
 #include "util/err.h"
@@ -125,6 +126,18 @@ static void serve_worker_exited(void *user, const char *name, pid_t pid, const c
 static void serve_slurm_changed(void *user, const sched_sweep_stats *st)
 {
     api_jobs_changed(user, st, "slurm");
+}
+
+/* The sweep controller (scheduler/sweep.h) made trials, asked some to stop or ended sweeps. */
+static void serve_sweeps_changed(void *user, const sweep_tick_stats *st)
+{
+    api_sweeps_changed(user, st->trials_created, st->stops_requested, st->sweeps_finished);
+}
+
+static void serve_sweeps_log(void *user, const char *line)
+{
+    (void)user;
+    log_line(line);
 }
 
 /* The Slurm executor, on its own thread (scheduler/slurm.c says why). The ranks reach serve
@@ -511,9 +524,20 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
         workers = o->executor == SERVE_EXECUTOR_SLURM ? 0 : (long)ndev;
     supervisor *sup = NULL;
     slurm_executor *slurm = NULL;
+    sweep_ctl *sweeps = NULL;
     int status = 0;
     double t0 = 0;
     if (serve_slurm_start(o, &a, url, pin, &slurm) < 0) {
+        status = 1;
+        goto out;
+    }
+    sweep_ctl_opts wo = {.db_path = a.db_path,
+                         .artifacts_dir = a.artifacts_dir,
+                         .changed = serve_sweeps_changed,
+                         .log = serve_sweeps_log,
+                         .user = &a};
+    if (sweep_ctl_start(&wo, &sweeps, err) < 0) {
+        fprintf(stderr, "trainyard serve: the sweep controller: %s\n", err);
         status = 1;
         goto out;
     }
@@ -583,6 +607,7 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     a.stopping = 1;
     log_line("stopping: no new jobs; local workers hand their jobs back, then the server closes");
 out:
+    sweep_ctl_stop(sweeps); /* its state is the database's: the next serve carries on */
     slurm_executor_stop(slurm); /* its Slurm jobs run on; the next serve polls them */
     supervisor_stop(sup, bound > 1 ? (int)(bound - 1) * 1000 : 0);
     /* gRPC first (its calls need the engine); the engine's queued requests then finish with
