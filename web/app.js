@@ -706,14 +706,15 @@
   }
 
   /* A figure with an SVG that draws several series on one pair of axes: epochs across, values
-   * up, linear or (with `canLog`, a box in the caption) log. draw(series) takes
+   * up, linear or (with `canLog`, a box in the caption) log, in a W × H viewBox that scales
+   * to the figure's width. draw(series) takes
    * [{job, metric, label, color, dashed, bold, points: [[epoch, value], ...]}]; each becomes a
    * <polyline> carrying data-job, data-metric and data-points (values drawn), and the svg
    * carries data-scale, data-y-min and data-y-max (the axis' ends), for tests and tools.
    * A value that cannot be drawn (not a number; ≤ 0 on a log axis) breaks nothing, it is left
    * out and the aria-label says how many were. */
-  function overlayChart(id, label, canLog) {
-    const W = 640, H = 300, pad = {l: 58, r: 14, t: 12, b: 40};
+  function overlayChart(id, label, canLog, W = 640, H = 300) {
+    const pad = {l: 58, r: 14, t: 12, b: 40};
     const svg = svgEl('svg', {id, class: 'overlay', viewBox: `0 0 ${W} ${H}`, role: 'img',
                               'data-scale': 'linear', 'aria-label': `${label}: no epochs yet`});
     const caption = el('figcaption', {}, el('span', {}, label));
@@ -791,6 +792,10 @@
         const [le, lv] = pts[pts.length - 1];
         said.push(`${s.label} ${fmt(lv)} at epoch ${le}`);
       }
+      if (left)
+        svg.append(svgEl('text', {class: 'note left-out', x: W - pad.r, y: pad.t + 4},
+                         `${left} value${left === 1 ? '' : 's'} ` +
+                         (log ? '≤ 0 not drawn on a log scale' : 'not drawn')));
       svg.setAttribute('aria-label', `${label}, ${scale} scale, ${said.length} curves on shared ` +
                        `axes: ${said.join('; ')}` + (left ? `; ${left} values not drawn` : ''));
     }
@@ -1012,7 +1017,8 @@
     const compareTop = el('a', {id: 'sweep-compare', hidden: true}, 'Compare the best three');
     let curves = null;
     const curvesBox = el('div', {class: 'charts one'});
-    mount(el('div', {class: 'bar'}, title, cancel), facts,
+    const failure = el('p', {id: 'sweep-error', class: 'error'});
+    mount(el('div', {class: 'bar'}, title, cancel), failure, facts,
           el('div', {class: 'bar'}, el('h2', {}, 'Leaderboard'), compareTop), board,
           el('h2', {}, 'Curves'), curvesBox);
 
@@ -1033,13 +1039,14 @@
       title.replaceChildren(s.name || '(unnamed)', ' ', badge(s.status));
       document.title = `${s.name || s.id} · sweep · trainyard`;
       cancel.disabled = TERMINAL.has(s.status);
+      failure.textContent = s.error || '';
       const t = s.trials || {};
       const rows = [
         ['Id', el('span', {class: 'mono'}, s.id)],
         ['Status', el('span', {id: 'sweep-status'}, s.status)],
         ['Metric', `${metric.name}, ${metric.mode === 'max' ? 'higher' : 'lower'} is better`],
-        ['Trials', ['created', 'running', 'succeeded', 'failed', 'cancelled', 'stopped_early']
-          .map((k) => `${t[k] ?? 0} ${k.replace('_', ' ')}`).join(', ')],
+        ['Trials', Object.entries(t).map(([k, v]) => `${v} ${k.replace('_', ' ')}`)
+          .join(', ') || '—'],
         ['Epochs run', s.epochs_total ?? '—'],
         ['Best', s.best ? el('span', {}, `${fmt(s.best.value)} at epoch ${s.best.epoch}, `,
                              el('a', {href: '#/jobs/' + encodeURIComponent(s.best.job_id)},
@@ -1066,7 +1073,7 @@
           'data-job': e.job_id, 'data-rank': e.rank, class: s.best && s.best.job_id === e.job_id
             ? 'best' : null},
           el('td', {class: 'num'}, e.rank ?? '—'),
-          el('td', {}, swatch(trialColor(e.job_id)),
+          el('td', {class: 'trial'}, swatch(trialColor(e.job_id)),
              el('a', {href: '#/jobs/' + encodeURIComponent(e.job_id)}, trialName(e.job_id))),
           el('td', {}, badge(e.status)),
           ...params.map((p) => el('td', {class: 'num mono'},
@@ -1082,7 +1089,7 @@
       compareTop.textContent = `Compare the best ${top.length}`;
 
       if (!curves) {
-        curves = overlayChart('sweep-chart', `${metric.name} of every trial`, true);
+        curves = overlayChart('sweep-chart', `${metric.name} of every trial`, true, 960, 380);
         curvesBox.append(curves.figure);
       }
       curves.draw(ranked.filter((e) => trials.has(e.job_id)).map((e) => {
@@ -1093,7 +1100,8 @@
       }));
     }
 
-    /* Colours follow the order trials were made, so a trial keeps its colour as ranks move. */
+    /* Colours follow the order trials were made (the n of "<sweep>-<n>"), so a trial keeps
+     * its colour as ranks move. */
     function trialColor(jobId) {
       const order = [...trials.values()].sort((a, b) => a.seq - b.seq);
       const i = order.findIndex((r) => r.id === jobId);
@@ -1108,21 +1116,19 @@
     scope.every(SWEEP_POLL_MS, async () => {
       if (ended) return;
       const s = await apiJson(base, {signal: scope.signal});
-      const page = await apiJson('/jobs?' + new URLSearchParams({sweep: id, limit: '500'}),
-                                 {signal: scope.signal});
       if (scope.stopped) return;
       clearError();
-      /* The list is newest first: the oldest trial is made first, sequence 0. */
-      page.jobs.filter((j) => j.sweep_id === id).reverse().forEach((j, i) => {
-        const r = trials.get(j.id) || {id: j.id, epochs: [], final: false};
-        Object.assign(r, {name: j.name, status: j.status, seq: i});
-        trials.set(j.id, r);
-      });
+      /* The leaderboard lists every trial, with or without a value yet. */
       for (const e of s.leaderboard) {
-        const r = trials.get(e.job_id) || {id: e.job_id, epochs: [], final: false,
-                                           seq: trials.size};
+        let r = trials.get(e.job_id);
+        if (!r) {
+          const n = /-(\d+)$/.exec(e.name || '');
+          r = {id: e.job_id, epochs: [], final: false,
+               seq: n ? Number(n[1]) : 1e9 + trials.size};
+          trials.set(e.job_id, r);
+        }
+        r.name = e.name;
         r.status = e.status;
-        trials.set(e.job_id, r);
       }
       /* A finished trial's curve is read once more, then kept. */
       const due = [...trials.values()].filter((r) => !r.final);

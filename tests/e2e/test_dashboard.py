@@ -407,6 +407,8 @@ def test_sweep_page_shows_the_leaderboard_and_every_trials_curve(serve, blobs, b
                  and css(browser, "#leaderboard-body tr"))
     assert [row.get_attribute("data-job") for row in rows] == [e["job_id"] for e in board]
     assert [row.get_attribute("data-rank") for row in rows] == ["1", "2", "3"]
+    assert [row.find_elements("css selector", "td.trial a")[0].text for row in rows] == \
+        [e["name"] for e in board]
     shown = [float(row.find_elements("css selector", "td[data-value]")[0]
                    .get_attribute("data-value")) for row in rows]
     assert shown == sorted(shown) and shown == [e["value"] for e in board]
