@@ -426,4 +426,22 @@ def test_sweep_page_shows_the_leaderboard_and_every_trials_curve(serve, blobs, b
     # The best three side by side, one click away.
     css(browser, "#sweep-compare")[0].click()
     until("the compare view of the best", lambda: len(series(browser, "compare-loss")) == 6)
+
+    # A running sweep (its trial waits for a GPU; with one, it runs long) is cancelled from
+    # its page.
+    waiting = dict(base, hyperparameters=dict(base["hyperparameters"], epochs=200),
+                   resources={"device": "gpu"})
+    r = svc.http.post(f"{svc.url}/sweeps", json={
+        "name": "waiting", "base": waiting, "algorithm": "grid",
+        "parameters": {"hyperparameters.learning_rate": {"type": "choice", "values": [0.01]}},
+        "metric": {"name": "val_loss", "mode": "min"}, "max_trials": 1, "max_concurrent": 1})
+    assert r.status_code == 201, r.text
+    other = r.json()["id"]
+    browser.get(f"{svc.url}/#sweep={other}")
+    until("an enabled cancel button", lambda: [
+        b for b in css(browser, "#sweep-cancel") if b.is_enabled()])[0].click()
+    until("the page to show it cancelled",
+          lambda: css(browser, "#sweep-status")[0].text == "cancelled")
+    assert svc.http.get(f"{svc.url}/sweeps/{other}").json()["status"] == "cancelled"
+    assert not css(browser, "#sweep-cancel")[0].is_enabled()
     assert console_errors(browser) == []
