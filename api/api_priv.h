@@ -60,6 +60,8 @@ int api_jobs_submit(http_req *r, void *app);
 int api_jobs_list(http_req *r, void *app);
 int api_jobs_get(http_req *r, void *app);
 int api_jobs_cancel(http_req *r, void *app);
+/* POST /jobs/{id}/stop: a graceful stop (sched_job_stop), with an optional {"reason"}. */
+int api_jobs_stop(http_req *r, void *app);
 int api_jobs_delete(http_req *r, void *app);
 /* api/sweeps.c: hyperparameter sweeps (scheduler/sweep.h runs them) */
 int api_sweeps_submit(http_req *r, void *app);

@@ -224,7 +224,7 @@ static int api_epoch_extra(const json_t *e, size_t i, const char *const *known, 
         int found = 0;
         for (size_t k = 0; known[k] && !found; k++)
             found = strcmp(key, known[k]) == 0;
-        if (found)
+        if (found || strcmp(key, "histograms") == 0) /* histograms: api_epoch_histograms */
             continue;
         snprintf(f, sizeof f, "epochs[%zu].%s", i, key);
         if (!api_metric_name_ok(key)) {
@@ -285,6 +285,136 @@ static int api_epoch_parse(const json_t *e, size_t i, db_metric *m, field_errors
     return 0;
 }
 
+/* ---- weight histograms of an epoch (db/histograms.h) ---------------------------------------- */
+
+/* 1 when s may name a tensor: 1 to DB_HISTOGRAM_TENSOR_MAX of [A-Za-z0-9_.:/-]. */
+static int api_tensor_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    return n >= 1 && n <= DB_HISTOGRAM_TENSOR_MAX &&
+           strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:/-") == n;
+}
+
+/* A finite number at key of h into *out; else an error on <f>.<key>. */
+static void api_histogram_number(const json_t *h, const char *f, const char *key, double min,
+                                 double *out, field_errors *errs)
+{
+    json_t *v = json_object_get(h, key);
+    *out = json_number_value(v);
+    if (!json_is_number(v) || !isfinite(*out) || *out < min) {
+        char g[192];
+        snprintf(g, sizeof g, "%s.%s", f, key);
+        field_errors_add(
+            errs, g, min > -INFINITY ? "must be a finite number >= %g" : "must be a finite number",
+            min);
+    }
+}
+
+/* An array of 1 to DB_HISTOGRAM_MAX_BUCKETS finite numbers >= min, ascending when asked; its
+ * size, or 0 with an error on <f>.<key>. */
+static size_t api_histogram_array(const json_t *h, const char *f, const char *key, double min,
+                                  int ascending, field_errors *errs)
+{
+    json_t *a = json_object_get(h, key), *v;
+    size_t n = json_array_size(a), i;
+    int ok = json_is_array(a) && n >= 1 && n <= DB_HISTOGRAM_MAX_BUCKETS;
+    double prev = -INFINITY;
+    json_array_foreach (a, i, v) {
+        double d = json_number_value(v);
+        ok = ok && json_is_number(v) && isfinite(d) && d >= min && (!ascending || d > prev);
+        prev = d;
+    }
+    if (ok)
+        return n;
+    char g[192];
+    snprintf(g, sizeof g, "%s.%s", f, key);
+    field_errors_add(errs, g, "must be an array of 1 to %d finite numbers%s",
+                     DB_HISTOGRAM_MAX_BUCKETS, ascending ? " in ascending order" : " >= 0");
+    return 0;
+}
+
+/* Checks histogram k of epoch entry i; its canonical JSON text into *data (NULL when invalid,
+ * with errors added); -ENOMEM. */
+static int api_histogram_parse(const json_t *h, size_t i, size_t k, const char **tensor,
+                               char **data, field_errors *errs)
+{
+    static const char *const known[] = {"tensor",      "min",    "max",    "num", "sum",
+                                        "sum_squares", "limits", "counts", NULL};
+    char f[128], prefix[160];
+    size_t before = errs->count;
+    *data = NULL;
+    snprintf(f, sizeof f, "epochs[%zu].histograms[%zu]", i, k);
+    if (!json_is_object(h)) {
+        field_errors_add(errs, f, "must be an object");
+        return 0;
+    }
+    *tensor = json_string_value(json_object_get(h, "tensor"));
+    if (!*tensor || !api_tensor_name_ok(*tensor)) {
+        snprintf(prefix, sizeof prefix, "%s.tensor", f);
+        field_errors_add(errs, prefix, "must be 1 to %d letters, digits, '_', '.', ':', '/' or '-'",
+                         DB_HISTOGRAM_TENSOR_MAX);
+    }
+    double min, max, num, sum, sq;
+    api_histogram_number(h, f, "min", -INFINITY, &min, errs);
+    api_histogram_number(h, f, "max", -INFINITY, &max, errs);
+    api_histogram_number(h, f, "num", 0, &num, errs);
+    api_histogram_number(h, f, "sum", -INFINITY, &sum, errs);
+    api_histogram_number(h, f, "sum_squares", 0, &sq, errs);
+    size_t nl = api_histogram_array(h, f, "limits", -INFINITY, 1, errs);
+    size_t nc = api_histogram_array(h, f, "counts", 0, 0, errs);
+    if (nl && nc && nl != nc) {
+        snprintf(prefix, sizeof prefix, "%s.counts", f);
+        field_errors_add(errs, prefix, "must have as many items as limits");
+    }
+    if (errs->count == before && min > max) {
+        snprintf(prefix, sizeof prefix, "%s.max", f);
+        field_errors_add(errs, prefix, "must be >= min");
+    }
+    snprintf(prefix, sizeof prefix, "%s.", f);
+    api_unknown_members(h, prefix, known, errs);
+    if (errs->count != before)
+        return 0;
+    json_t *canon = json_pack("{s:f, s:f, s:f, s:f, s:f, s:O, s:O}", "min", min, "max", max, "num",
+                              num, "sum", sum, "sum_squares", sq, "limits",
+                              json_object_get(h, "limits"), "counts", json_object_get(h, "counts"));
+    *data = canon ? json_out_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(canon);
+    return *data ? 0 : -ENOMEM;
+}
+
+/* The "histograms" of epoch entry i (epoch: its number), appended to hb; -ENOMEM. */
+static int api_epoch_histograms(const json_t *e, size_t i, int epoch, api_heartbeat *hb,
+                                field_errors *errs)
+{
+    json_t *hs = json_object_get(e, "histograms"), *h;
+    if (!hs)
+        return 0;
+    if (!json_is_array(hs) || json_array_size(hs) > DB_HISTOGRAM_MAX_TENSORS) {
+        char f[64];
+        snprintf(f, sizeof f, "epochs[%zu].histograms", i);
+        field_errors_add(errs, f, "must be an array of at most %d histograms",
+                         DB_HISTOGRAM_MAX_TENSORS);
+        return 0;
+    }
+    size_t n = json_array_size(hs), k;
+    if (n == 0)
+        return 0;
+    db_histogram *more = realloc(hb->histograms, (hb->n_histograms + n) * sizeof *more);
+    if (!more)
+        return -ENOMEM;
+    hb->histograms = more;
+    json_array_foreach (hs, k, h) {
+        const char *tensor = NULL;
+        char *data = NULL;
+        if (api_histogram_parse(h, i, k, &tensor, &data, errs) < 0)
+            return -ENOMEM;
+        if (data)
+            hb->histograms[hb->n_histograms++] =
+                (db_histogram){.epoch = epoch, .tensor = tensor, .data = data};
+    }
+    return 0;
+}
+
 int api_heartbeat_parse(const json_t *body, api_heartbeat *out, field_errors *errs)
 {
     static const char *const known[] = {"phase", "epochs", "logs", "dataset_bytes", NULL};
@@ -315,7 +445,8 @@ int api_heartbeat_parse(const json_t *body, api_heartbeat *out, field_errors *er
         json_t *e;
         hb.n_epochs = json_array_size(epochs);
         json_array_foreach (epochs, i, e) {
-            if (api_epoch_parse(e, i, &hb.epochs[i], errs) < 0) {
+            if (api_epoch_parse(e, i, &hb.epochs[i], errs) < 0 ||
+                api_epoch_histograms(e, i, hb.epochs[i].epoch, &hb, errs) < 0) {
                 api_heartbeat_free(&hb);
                 return -ENOMEM;
             }
@@ -360,6 +491,9 @@ void api_heartbeat_free(api_heartbeat *hb)
     for (size_t i = 0; hb->epochs && i < hb->n_epochs; i++)
         free((char *)hb->epochs[i].extra);
     free(hb->epochs);
+    for (size_t i = 0; i < hb->n_histograms; i++)
+        free((char *)hb->histograms[i].data);
+    free(hb->histograms);
     free(hb->logs);
     memset(hb, 0, sizeof *hb);
 }
@@ -368,7 +502,8 @@ void api_heartbeat_free(api_heartbeat *hb)
 
 int api_completion_parse(const json_t *body, int *status, const char **error, field_errors *errs)
 {
-    static const char *const known[] = {"status", "error", NULL};
+    static const char *const known[] = {"status",        "error",      "stop_reason",
+                                        "stopped_epoch", "best_epoch", NULL};
     errs->count = 0;
     const char *s = json_string_value(json_object_get(body, "status"));
     int st = s && strcmp(s, "lost") == 0 ? API_COMPLETION_LOST : db_status_parse(s);
@@ -387,6 +522,46 @@ int api_completion_parse(const json_t *body, int *status, const char **error, fi
     *status = st;
     *error = text;
     return 0;
+}
+
+int api_completion_stop_parse(const json_t *body, api_completion_stop *out, field_errors *errs)
+{
+    errs->count = 0;
+    memset(out, 0, sizeof *out);
+    json_t *v = json_object_get(body, "stop_reason");
+    if (v && !json_is_null(v) &&
+        (!json_is_string(v) || utf8_chars(json_string_value(v)) > API_STOP_REASON_CHARS))
+        field_errors_add(errs, "stop_reason", "must be a string of at most %d characters",
+                         API_STOP_REASON_CHARS);
+    else if (v && json_is_string(v))
+        out->reason = json_string_value(v);
+    static const char *const epochs[] = {"stopped_epoch", "best_epoch"};
+    int *dst[] = {&out->stopped_epoch, &out->best_epoch};
+    for (int i = 0; i < 2; i++) {
+        v = json_object_get(body, epochs[i]);
+        if (!v || json_is_null(v))
+            continue;
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1000000)
+            field_errors_add(errs, epochs[i], "must be an epoch number, 1 to 1000000");
+        else
+            *dst[i] = (int)json_integer_value(v);
+    }
+    return errs->count ? -EINVAL : 0;
+}
+
+int api_stop_request_parse(const json_t *body, const char **reason, field_errors *errs)
+{
+    static const char *const known[] = {"reason", NULL};
+    errs->count = 0;
+    json_t *v = json_object_get(body, "reason");
+    if (v && (!json_is_string(v) || !*json_string_value(v) ||
+              utf8_chars(json_string_value(v)) > API_STOP_REASON_CHARS))
+        field_errors_add(errs, "reason", "must be a string of 1 to %d characters",
+                         API_STOP_REASON_CHARS);
+    else if (v)
+        *reason = json_string_value(v);
+    api_unknown_members(body, "", known, errs);
+    return errs->count ? -EINVAL : 0;
 }
 
 /* ---- TokenRequest ----------------------------------------------------------------------- */

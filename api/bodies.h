@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "db/histograms.h"
 #include "db/metrics.h"
 #include "util/field_errors.h"
 
@@ -37,7 +38,10 @@ typedef struct api_heartbeat {
     size_t n_epochs;
     const char **logs; /* owned array of borrowed strings */
     size_t n_logs;
-    uint64_t dataset_bytes; /* dataset bytes fetched since the last heartbeat (0: none) */
+    uint64_t dataset_bytes;   /* dataset bytes fetched since the last heartbeat (0: none) */
+    db_histogram *histograms; /* owned, of every epoch; each data is owned (checked JSON text),
+                                 each tensor borrowed */
+    size_t n_histograms;
 } api_heartbeat;
 
 /* Checks a WorkerRegistration; -EINVAL with errs filled when invalid. */
@@ -49,6 +53,19 @@ void api_heartbeat_free(api_heartbeat *hb);
 /* Checks a Completion: *status is DB_SUCCEEDED, DB_FAILED or DB_CANCELLED, *error borrowed or
  * NULL; -EINVAL with errs filled when invalid. */
 int api_completion_parse(const json_t *body, int *status, const char **error, field_errors *errs);
+/* A Completion's account of a job that ended before its last epoch (early stopping, a stop
+ * request): reason borrowed from the body or NULL, epochs 0 when absent. */
+typedef struct api_completion_stop {
+    const char *reason;
+    int stopped_epoch, best_epoch;
+} api_completion_stop;
+#define API_STOP_REASON_CHARS 500 /* characters of a Completion's stop_reason */
+/* Checks the stop members of a Completion (stop_reason, stopped_epoch, best_epoch); -EINVAL with
+ * errs filled when invalid. */
+int api_completion_stop_parse(const json_t *body, api_completion_stop *out, field_errors *errs);
+/* Checks a StopRequest ({"reason"}, optional): *reason borrowed when given, else left as it
+ * is; -EINVAL with errs filled when invalid. */
+int api_stop_request_parse(const json_t *body, const char **reason, field_errors *errs);
 /* The status of a completion that says the attempt was lost where it ran (a data-parallel job's
  * ranks died): the job is retried as after a lapsed lease (sched_job_lose), error the reason. */
 #define API_COMPLETION_LOST (-2)

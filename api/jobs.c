@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "api/api_priv.h"
+#include "api/bodies.h"
 #include "api/encode.h"
 #include "db/events.h"
 #include "db/jobs.h"
@@ -406,6 +407,47 @@ int api_jobs_cancel(http_req *r, void *ctx)
     if (rc < 0)
         return api_no_job(r, rc, id);
     app_log(a, j.status == DB_CANCELLED ? "job %s cancelled" : "job %s: cancel requested", j.id);
+    api_raise(a->changed);
+    rc = api_reply_job(r, 200, &j, 0);
+    db_job_clear(&j);
+    return rc;
+}
+
+int api_jobs_stop(http_req *r, void *ctx)
+{
+    app *a = ctx;
+    const char *id = http_param(r, "id");
+    db *d = NULL;
+    int rc = api_job_mine(r, a, &d); /* the caller's job, or 404 */
+    if (rc < 0)
+        return rc;
+    /* An optional {"reason": "..."}; an empty body stops with "stopped by a user". */
+    json_t *body = NULL;
+    const char *reason = "stopped by a user";
+    size_t len = 0;
+    http_body(r, &len);
+    if (len > 0) {
+        rc = http_body_json(r, &body);
+        if (rc < 0)
+            return rc; /* answered */
+        field_errors errs;
+        if (api_stop_request_parse(body, &reason, &errs) < 0) {
+            rc = api_reply_invalid(r, "Invalid stop request", &errs);
+            json_decref(body);
+            return rc;
+        }
+    }
+    db_job j;
+    rc = db_job_get(d, id, &j, http_errbuf(r));
+    int64_t seq = j.seq;
+    if (rc == 0) {
+        db_job_clear(&j);
+        rc = sched_job_stop(d, seq, reason, a->artifacts_dir, time_wall_ms(), &j, http_errbuf(r));
+    }
+    json_decref(body);
+    if (rc < 0)
+        return api_no_job(r, rc, id);
+    app_log(a, rc == 1 ? "job %s stopped while queued" : "job %s: stop requested", j.id);
     api_raise(a->changed);
     rc = api_reply_job(r, 200, &j, 0);
     db_job_clear(&j);

@@ -31,6 +31,7 @@ static const http_route api_route_table[] = {
     {"GET", "/jobs/{id}", api_jobs_get, 0, 0, API_USERS},
     {"DELETE", "/jobs/{id}", api_jobs_delete, 0, 0, API_USERS},
     {"POST", "/jobs/{id}/cancel", api_jobs_cancel, API_IGNORED_BODY, 0, API_USERS},
+    {"POST", "/jobs/{id}/stop", api_jobs_stop, HTTP_JSON_MAX_BODY, 0, API_USERS},
     {"GET", "/jobs/{id}/metrics", api_jobs_metrics, 0, 0, API_USERS},
     {"GET", "/jobs/{id}/logs", api_jobs_logs, 0, 0, API_USERS},
     {"GET", "/jobs/{id}/events", api_jobs_events, 0, 0, API_USERS},

@@ -236,7 +236,9 @@ int api_workers_heartbeat(http_req *r, void *ctx)
                         .epochs = hb.epochs,
                         .n_epochs = hb.n_epochs,
                         .logs = hb.logs,
-                        .n_logs = hb.n_logs};
+                        .n_logs = hb.n_logs,
+                        .histograms = hb.histograms,
+                        .n_histograms = hb.n_histograms};
     sched_beat beat;
     rc = d ? sched_job_heartbeat(d, http_param(r, "id"), http_param(r, "worker"), &p,
                                  time_wall_ms(), api_lease_seconds(a), &beat, err)
@@ -253,9 +255,10 @@ int api_workers_heartbeat(http_req *r, void *ctx)
         return api_not_found(r, rc);
     if (progressed)
         api_raise(a->changed);
-    static const char *const keys[] = {"cancel", "lease_expires_at"};
-    json_t *vals[] = {json_boolean(beat.cancel), api_encode_time(beat.lease_expires_at)};
-    json_t *answer = api_encode_object(keys, vals, 2);
+    static const char *const keys[] = {"cancel", "lease_expires_at", "stop"};
+    json_t *vals[] = {json_boolean(beat.cancel), api_encode_time(beat.lease_expires_at),
+                      beat.stop[0] ? json_string(beat.stop) : NULL};
+    json_t *answer = api_encode_object(keys, vals, beat.stop[0] ? 3 : 2);
     if (!answer)
         return err_set(err, -ENOMEM, "out of memory");
     return http_reply_json(r, 200, answer);
@@ -282,7 +285,10 @@ int api_workers_complete(http_req *r, void *ctx)
     int status = 0;
     const char *error = NULL;
     field_errors errs;
+    api_completion_stop stop = {0};
     rc = api_completion_parse(body, &status, &error, &errs);
+    if (rc == 0)
+        rc = api_completion_stop_parse(body, &stop, &errs);
     if (rc == -EINVAL) {
         rc = api_reply_invalid(r, "Invalid completion", &errs);
         json_decref(body);
@@ -298,8 +304,10 @@ int api_workers_complete(http_req *r, void *ctx)
                             error ? error : "the attempt was lost where it ran", a->artifacts_dir,
                             time_wall_ms(), &to, err);
     else
-        rc = sched_job_complete(d, http_param(r, "id"), http_param(r, "worker"), status, error,
-                                a->artifacts_dir, time_wall_ms(), &j, err);
+        rc = sched_job_complete_stopped(
+            d, http_param(r, "id"), http_param(r, "worker"), status, error,
+            &(sched_stop_result){stop.reason, stop.stopped_epoch, stop.best_epoch},
+            a->artifacts_dir, time_wall_ms(), &j, err);
     if (rc == 0 && status == API_COMPLETION_LOST) {
         rc = db_job_get(d, http_param(r, "id"), &j, err);
         if (to == DB_QUEUED)

@@ -33,6 +33,7 @@ int cmd_list(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
 /* trainyard cancel ID: cancels a job. */
 int cmd_cancel(int argc, char **argv);
+int cmd_stop(int argc, char **argv);
 /* trainyard download ID [NAME] [-o PATH]: an artifact, resumed and checked. */
 int cmd_download(int argc, char **argv);
 /* trainyard workers: the server's workers. */

@@ -27,8 +27,13 @@
 #include "util/err.h"
 #include "util/sha256.h"
 
+#define DL_TFEVENTS_PREFIX "events.out.tfevents." /* the server's name (scheduler/tfevents.h) */
+#define DL_ID_MAX          80
+#define DL_NAME_MAX        300
+
 static const char download_help[] =
     "usage: trainyard download ID [NAME] [-o PATH] [options]\n"
+    "       trainyard download --tensorboard DIR ID... [options]\n"
     "\n"
     "Downloads the artifact NAME of job ID (default model.safetensors) to PATH (default NAME\n"
     "in the current directory; a directory PATH gets NAME inside it, and a PATH that ends\n"
@@ -37,8 +42,14 @@ static const char download_help[] =
     "once the SHA-256 matches the server's. A mismatch exits 1 and leaves PATH alone.\n"
     "A progress bar shows on a terminal.\n"
     "\n"
+    "With --tensorboard, downloads each job's TensorBoard event file (the artifact\n"
+    "events.out.tfevents.<time>.trainyard the server writes when a job ends) into\n"
+    "DIR/<job name>-<first 8 characters of its id>/, so that `tensorboard --logdir DIR`\n"
+    "shows the jobs as runs side by side.\n"
+    "\n"
     "options:\n"
-    "  -o, --output PATH   where to write the artifact\n";
+    "  -o, --output PATH   where to write the artifact\n"
+    "  --tensorboard DIR   the TensorBoard event files of the jobs ID... into DIR\n";
 
 typedef struct dl {
     const cli_conn *o;
@@ -196,68 +207,17 @@ static int dl_lookup(const cli_conn *o, client *c, const char *id, const char *n
     return rc;
 }
 
-int cmd_download(int argc, char **argv)
+/* Downloads artifact name of job id to target (through target.part, checked against the
+ * listing's SHA-256) and says so (--json: its document; appended to report instead when not
+ * NULL); 0 or a CLI exit status, with the reason printed. */
+static int dl_file(const cli_conn *o, client *c, const char *id, const char *name,
+                   const char *target, json_t *report)
 {
-    cli_conn o;
-    const char *id = NULL, *name = NULL, *out = NULL;
-    cli_conn_init(&o, "download");
-    for (int i = 1; i < argc; i++) {
-        const char *w = argv[i];
-        int taken = cli_common_word(&o, download_help, argc, argv, &i);
-        if (taken < 0)
-            return CLI_EXIT_USAGE;
-        if (taken == 2)
-            return 0;
-        if (taken)
-            continue;
-        if (!strcmp(w, "-o") || !strcmp(w, "--output")) {
-            if (i + 1 >= argc)
-                return cli_usage_error(&o, "a path is needed after", w);
-            out = argv[++i];
-        } else if (w[0] == '-' && w[1]) {
-            return cli_usage_error(&o, "unknown option", w);
-        } else if (!id) {
-            id = w;
-        } else if (!name) {
-            name = w;
-        } else {
-            return cli_usage_error(&o, "unexpected argument", w);
-        }
-    }
-    if (!id) {
-        fprintf(stderr, "trainyard download: say which job: its ID (try --help)\n");
-        return CLI_EXIT_USAGE;
-    }
-    if (!name)
-        name = "model.safetensors";
-    if (strchr(name, '/') || name[0] == '.') {
-        fprintf(stderr, "trainyard download: '%s' is not an artifact name\n", name);
-        return CLI_EXIT_USAGE;
-    }
-
-    char target[4096], part[4200], want[65], got[65];
-    struct stat st;
-    size_t out_len = out ? strlen(out) : 0;
-    if (out_len > 0 && out[out_len - 1] == '/' && mkdir(out, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "trainyard download: cannot make the folder %s: %s\n", out,
-                strerror(errno));
-        return 1;
-    }
-    if (!out)
-        snprintf(target, sizeof target, "%s", name);
-    else if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
-        snprintf(target, sizeof target, "%s%s%s", out, out[out_len - 1] == '/' ? "" : "/", name);
-    else
-        snprintf(target, sizeof target, "%s", out);
+    char part[4200], want[65], got[65];
     snprintf(part, sizeof part, "%s.part", target);
-
-    client *c = NULL;
-    dl d = {.o = &o, .name = name};
+    dl d = {.o = o, .name = name};
     int made_part = 0;
-    int rc = cli_conn_open(&o, &c);
-    if (rc != 0)
-        return rc;
-    rc = dl_lookup(&o, c, id, name, &d.size, want);
+    int rc = dl_lookup(o, c, id, name, &d.size, want);
     if (rc != 0)
         goto out;
     made_part = access(part, F_OK) != 0;
@@ -274,7 +234,7 @@ int cmd_download(int argc, char **argv)
     uint64_t resumed = d.have;
     for (;;) {
         if (d.have < d.size) {
-            rc = dl_get(&o, c, id, &d, part);
+            rc = dl_get(o, c, id, &d, part);
             if (rc != 0)
                 goto out;
             if (d.started_over)
@@ -321,11 +281,16 @@ int cmd_download(int argc, char **argv)
         rc = CLI_EXIT_FAILED;
         goto out;
     }
-    if (o.json) {
+    if (o->json || report) {
         json_t *doc =
             json_pack("{s:s, s:s, s:I, s:s, s:I}", "name", name, "path", target, "size",
                       (json_int_t)d.size, "sha256", got, "resumed_from", (json_int_t)resumed);
-        cli_json_print(doc);
+        if (report) {
+            json_object_set_new(doc, "job_id", json_string(id));
+            json_array_append(report, doc);
+        } else {
+            cli_json_print(doc);
+        }
         json_decref(doc);
     } else {
         char size[24];
@@ -338,6 +303,183 @@ out:
         fclose(d.f);
     if (rc != 0 && made_part && d.have == 0)
         unlink(part); /* nothing came: leave no empty file behind */
+    return rc;
+}
+
+/* ---- --tensorboard DIR ID... ----------------------------------------------------------- */
+
+/* The run folder of a job: <job name>-<first 8 of its id>, with anything but letters, digits,
+ * '.', '_' and '-' in the name made '_' (and no leading '.'), so it is one plain folder name. */
+static void dl_run_name(const char *name, const char *id, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = name; *p && n + 1 < cap && n < 128; p++) {
+        int ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                 *p == '_' || *p == '-' || (*p == '.' && n > 0);
+        out[n++] = ok ? *p : '_';
+    }
+    snprintf(out + n, cap - n, "%s%.8s", n ? "-" : "job-", id);
+}
+
+/* The job's tfevents artifact (the server names it events.out.tfevents.<time>.trainyard) into
+ * name, and the job's id and name; 0 or a CLI exit status, with the reason printed. */
+static int dl_find_tfevents(const cli_conn *o, client *c, const char *id, char *name, size_t cap,
+                            char *job_id, char *job_name)
+{
+    char path[600];
+    json_t *job = NULL, *list = NULL;
+    int rc = cli_job_path(o, id, "", path, sizeof path);
+    if (rc == 0)
+        rc = cli_get(o, c, path, &job);
+    if (rc == 0)
+        rc = cli_job_path(o, id, "/artifacts", path, sizeof path);
+    if (rc == 0)
+        rc = cli_get(o, c, path, &list);
+    if (rc != 0) {
+        json_decref(job);
+        return rc;
+    }
+    snprintf(job_id, DL_ID_MAX, "%s", cli_str(job, "id"));
+    snprintf(job_name, DL_NAME_MAX, "%s", cli_str(job, "name"));
+    json_t *a;
+    size_t i;
+    rc = CLI_EXIT_FAILED;
+    json_array_foreach (json_object_get(list, "artifacts"), i, a) {
+        const char *n = cli_str(a, "name");
+        if (strncmp(n, DL_TFEVENTS_PREFIX, strlen(DL_TFEVENTS_PREFIX)) == 0 && rc != 0) {
+            snprintf(name, cap, "%s", n);
+            rc = 0;
+        }
+    }
+    if (rc != 0)
+        fprintf(stderr,
+                "trainyard download: job %s (%s) has no TensorBoard file: the server writes "
+                "one when a job that reported an epoch ends, and it is %s\n",
+                id, job_name, cli_str(job, "status"));
+    json_decref(job);
+    json_decref(list);
+    return rc;
+}
+
+/* Downloads the tfevents artifact of each job in ids into dir/<run>/ (dl_run_name); every job
+ * is tried, the first failure's status is returned. */
+static int dl_tensorboard(cli_conn *o, const char *dir, char **ids, int n_ids)
+{
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "trainyard download: cannot make the folder %s: %s\n", dir,
+                strerror(errno));
+        return CLI_EXIT_FAILED;
+    }
+    client *c = NULL;
+    int rc = cli_conn_open(o, &c), first = 0;
+    if (rc != 0)
+        return rc;
+    json_t *report = o->json ? json_array() : NULL;
+    for (int i = 0; i < n_ids; i++) {
+        char name[256], job_id[DL_ID_MAX], job_name[DL_NAME_MAX], run[200], folder[4096],
+            target[4400];
+        rc = dl_find_tfevents(o, c, ids[i], name, sizeof name, job_id, job_name);
+        if (rc == 0) {
+            dl_run_name(job_name, job_id, run, sizeof run);
+            snprintf(folder, sizeof folder, "%s/%s", dir, run);
+            snprintf(target, sizeof target, "%s/%s", folder, name);
+            if (mkdir(folder, 0755) != 0 && errno != EEXIST) {
+                fprintf(stderr, "trainyard download: cannot make the folder %s: %s\n", folder,
+                        strerror(errno));
+                rc = CLI_EXIT_FAILED;
+            }
+        }
+        if (rc == 0)
+            rc = dl_file(o, c, job_id, name, target, report);
+        if (rc != 0 && first == 0)
+            first = rc;
+    }
+    if (report) {
+        cli_json_print(report);
+        json_decref(report);
+    } else if (first == 0) {
+        printf("view them side by side: tensorboard --logdir %s\n", dir);
+    }
+    client_free(c);
+    return first;
+}
+
+int cmd_download(int argc, char **argv)
+{
+    cli_conn o;
+    const char *id = NULL, *name = NULL, *out = NULL, *tb_dir = NULL;
+    /* The words that are not options, gathered at the front of argv (each moves to an index
+     * at or before its own, so none is overwritten before it is read). */
+    char **words = argv + 1;
+    int n_words = 0;
+    cli_conn_init(&o, "download");
+    for (int i = 1; i < argc; i++) {
+        const char *w = argv[i];
+        int taken = cli_common_word(&o, download_help, argc, argv, &i);
+        if (taken < 0)
+            return CLI_EXIT_USAGE;
+        if (taken == 2)
+            return 0;
+        if (taken)
+            continue;
+        if (!strcmp(w, "-o") || !strcmp(w, "--output")) {
+            if (i + 1 >= argc)
+                return cli_usage_error(&o, "a path is needed after", w);
+            out = argv[++i];
+        } else if (!strcmp(w, "--tensorboard")) {
+            if (i + 1 >= argc)
+                return cli_usage_error(&o, "a folder is needed after", w);
+            tb_dir = argv[++i];
+        } else if (w[0] == '-' && w[1]) {
+            return cli_usage_error(&o, "unknown option", w);
+        } else {
+            words[n_words++] = argv[i];
+        }
+    }
+    if (tb_dir) {
+        if (n_words == 0) {
+            fprintf(stderr, "trainyard download: say which jobs: their IDs (try --help)\n");
+            return CLI_EXIT_USAGE;
+        }
+        if (out)
+            return cli_usage_error(&o, "--tensorboard names the folder; leave out", "--output");
+        return dl_tensorboard(&o, tb_dir, words, n_words);
+    }
+    if (n_words > 2)
+        return cli_usage_error(&o, "unexpected argument", words[2]);
+    id = n_words > 0 ? words[0] : NULL;
+    name = n_words > 1 ? words[1] : NULL;
+    if (!id) {
+        fprintf(stderr, "trainyard download: say which job: its ID (try --help)\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (!name)
+        name = "model.safetensors";
+    if (strchr(name, '/') || name[0] == '.') {
+        fprintf(stderr, "trainyard download: '%s' is not an artifact name\n", name);
+        return CLI_EXIT_USAGE;
+    }
+
+    char target[4096];
+    struct stat st;
+    size_t out_len = out ? strlen(out) : 0;
+    if (out_len > 0 && out[out_len - 1] == '/' && mkdir(out, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "trainyard download: cannot make the folder %s: %s\n", out,
+                strerror(errno));
+        return 1;
+    }
+    if (!out)
+        snprintf(target, sizeof target, "%s", name);
+    else if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(target, sizeof target, "%s%s%s", out, out[out_len - 1] == '/' ? "" : "/", name);
+    else
+        snprintf(target, sizeof target, "%s", out);
+
+    client *c = NULL;
+    int rc = cli_conn_open(&o, &c);
+    if (rc != 0)
+        return rc;
+    rc = dl_file(&o, c, id, name, target, NULL);
     client_free(c);
     return rc;
 }

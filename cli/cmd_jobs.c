@@ -1,5 +1,6 @@
-/* cmd_jobs: `trainyard submit|status|list|logs|cancel` — thin clients of the public job API
- * (POST /train, GET /jobs, GET /jobs/{id}, GET /jobs/{id}/logs, POST /jobs/{id}/cancel).
+/* cmd_jobs: `trainyard submit|status|list|logs|cancel|stop` — thin clients of the public job API
+ * (POST /train, GET /jobs, GET /jobs/{id}, GET /jobs/{id}/logs, POST /jobs/{id}/cancel,
+ * POST /jobs/{id}/stop).
  *
  * Each command parses its words with job_args_parse (the connection flags of cli_client.h plus
  * the few flags it names), makes one client, and prints either text for a person or, with
@@ -27,6 +28,7 @@ typedef struct job_args {
     int npos;
     int follow;
     const char *status, *name, *key, *cursor, *code;
+    const char *reason; /* stop --reason */
     long limit;
 } job_args;
 
@@ -63,6 +65,7 @@ static int job_args_parse(int argc, char **argv, const char *help, const char *a
                             : !strcmp(w, "--idempotency-key") ? &a->key
                             : !strcmp(w, "--cursor")          ? &a->cursor
                             : !strcmp(w, "--code")            ? &a->code
+                            : !strcmp(w, "--reason")          ? &a->reason
                                                               : NULL;
         const char *limit = NULL;
         if (!strcmp(w, "--limit"))
@@ -269,7 +272,11 @@ static void status_print(const json_t *job, const json_t *metrics)
     printf("name:      %s\n", cli_str(job, "name"));
     printf("status:    %s%s%s%s%s\n", cli_str(job, "status"), phase ? " (" : "", phase ? phase : "",
            phase ? ")" : "",
-           json_is_true(json_object_get(job, "cancel_requested")) ? ", cancel requested" : "");
+           json_is_true(json_object_get(job, "cancel_requested"))   ? ", cancel requested"
+           : json_is_string(json_object_get(job, "stop_requested")) ? ", stop requested"
+                                                                    : "");
+    if (json_is_string(json_object_get(job, "stop_reason")))
+        printf("stopped:   %s\n", cli_str(job, "stop_reason"));
     printf("attempt:   %lld of %lld\n",
            (long long)json_integer_value(json_object_get(job, "attempt")),
            (long long)json_integer_value(json_object_get(job, "max_attempts")));
@@ -519,6 +526,53 @@ int cmd_cancel(int argc, char **argv)
         printf("job %s: cancel requested; it stops within a second\n", cli_str(job, "id"));
     }
 out:
+    json_decref(job);
+    client_free(c);
+    return rc;
+}
+
+/* ---- stop -------------------------------------------------------------------------------- */
+
+static const char stop_help[] =
+    "usage: trainyard stop ID [--reason TEXT] [options]\n"
+    "\n"
+    "Stops a running job gracefully (POST /jobs/{id}/stop): its worker finishes the epoch it is\n"
+    "in, saves the model and the job succeeds with stop_reason set to TEXT (default \"stopped by\n"
+    "a user\"). A queued job has no epoch to finish and is cancelled at once. A job that already\n"
+    "finished cannot be stopped (exit status 1). `trainyard cancel` ends a job without its\n"
+    "model instead. With --json, prints the job as the server answered.\n"
+    "\n"
+    "options:\n"
+    "  --reason TEXT   the job's stop_reason (1 to 500 characters)\n";
+
+int cmd_stop(int argc, char **argv)
+{
+    job_args a;
+    client *c;
+    char path[600], err[ERR_LEN];
+    json_t *job = NULL, *body = NULL;
+    long status = 0;
+    int rc = job_start(argc, argv, stop_help, " --reason ", 1, 1, &a, &c);
+    if (rc != 0 || !c)
+        return rc;
+    rc = cli_job_path(&a.conn, a.pos[0], "/stop", path, sizeof path);
+    if (rc != 0)
+        goto out;
+    body = a.reason ? json_pack("{s:s}", "reason", a.reason) : json_object();
+    rc = client_post_json(c, path, body, &status, &job, err);
+    if (rc < 0) {
+        rc = cli_no_answer(&a.conn, rc, err);
+    } else if (status != 200 || !json_is_object(job)) {
+        rc = cli_refused(&a.conn, status, job);
+    } else if (a.conn.json) {
+        cli_json_print(job);
+    } else if (!strcmp(cli_str(job, "status"), "cancelled")) {
+        printf("job %s was queued: cancelled\n", cli_str(job, "id"));
+    } else {
+        printf("job %s: stop requested; it ends after the epoch it is in\n", cli_str(job, "id"));
+    }
+out:
+    json_decref(body);
     json_decref(job);
     client_free(c);
     return rc;

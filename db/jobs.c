@@ -17,8 +17,10 @@
     "seq, id, name, status, phase, attempt, max_attempts, priority, device_kind, "                 \
     "max_runtime_seconds, document, created_at, started_at, finished_at, attempt_started_at, "     \
     "runtime_ms, error, device, worker_id, lease_expires_at, cancel_requested, log_lines, "        \
-    "owner, script, replicas, slurm_job_id, for_worker" /* body_hash follows it in                 \
-                                                           SQL_JOB_GET_KEY: column 27 */
+    "owner, script, replicas, slurm_job_id, for_worker, stop_requested, stop_reason, "             \
+    "stopped_epoch, best_epoch, keep, sweep_seq, "                                                 \
+    "(SELECT id FROM sweeps WHERE sweeps.seq = jobs.sweep_seq)" /* body_hash follows it in         \
+                                                                   SQL_JOB_GET_KEY: column 34 */
 
 static const char *const db_status_names[DB_N_STATUS] = {"queued", "running", "succeeded", "failed",
                                                          "cancelled"};
@@ -127,6 +129,13 @@ static int db_job_read(sqlite3_stmt *st, db_job *out, char *err)
     j.replicas = sqlite3_column_int(st, 24);
     db_col_copy(st, 25, j.slurm_job_id, sizeof j.slurm_job_id);
     db_col_copy(st, 26, j.for_worker, sizeof j.for_worker);
+    db_col_copy(st, 27, j.stop_requested, sizeof j.stop_requested);
+    db_col_copy(st, 28, j.stop_reason, sizeof j.stop_reason);
+    j.stopped_epoch = sqlite3_column_int(st, 29);
+    j.best_epoch = sqlite3_column_int(st, 30);
+    j.keep = sqlite3_column_int(st, 31);
+    j.sweep_seq = db_col_int(st, 32);
+    db_col_copy(st, 33, j.sweep_id, sizeof j.sweep_id);
     if (db_col_dup(st, 10, &j.document) < 0 || db_col_dup(st, 16, &j.error) < 0) {
         db_job_clear(&j);
         return err_set(err, -ENOMEM, "out of memory");
@@ -155,8 +164,8 @@ static int db_job_one(db *d, sqlite3_stmt *st, db_job *out, char *err)
 static const char SQL_JOB_INSERT[] =
     "INSERT INTO jobs (id, name, status, attempt, max_attempts, priority, device_kind,"
     " max_runtime_seconds, document, idempotency_key, body_hash, created_at, owner, script,"
-    " replicas)"
-    " VALUES (?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    " replicas, keep, sweep_seq)"
+    " VALUES (?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 int db_job_insert(db *d, db_job *j, const char *idem_key, const char *body_hash, char *err)
 {
@@ -177,6 +186,11 @@ int db_job_insert(db *d, db_job *j, const char *idem_key, const char *body_hash,
     db_bind_opt_text(st, 11, j->owner);
     sqlite3_bind_int(st, 12, j->script != 0);
     sqlite3_bind_int(st, 13, j->replicas > 1 ? j->replicas : 1);
+    sqlite3_bind_int(st, 14, j->keep != 0);
+    if (j->sweep_seq > 0)
+        sqlite3_bind_int64(st, 15, j->sweep_seq);
+    else
+        sqlite3_bind_null(st, 15);
     int src = sqlite3_step(st);
     if (src != SQLITE_DONE)
         rc = db_fail(d, src, err);
@@ -224,7 +238,7 @@ int db_job_get_by_key(db *d, const char *idem_key, db_job *out, char body_hash[6
     sqlite3_bind_text(st, 1, idem_key, -1, SQLITE_STATIC);
     rc = db_job_one(d, st, out, err);
     if (rc == 0)
-        db_col_copy(st, 27, body_hash, 65);
+        db_col_copy(st, 34, body_hash, 65);
     db_stmt_done(st);
     return rc;
 }
@@ -518,6 +532,44 @@ int db_job_set_cancel_requested(db *d, int64_t seq, char *err)
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, seq);
+    return db_write(d, st, err);
+}
+
+static const char SQL_JOB_STOP_REQ[] =
+    "UPDATE jobs SET stop_requested = ?2 WHERE seq = ?1 AND status = 'running'"
+    " AND stop_requested IS NULL";
+
+int db_job_set_stop_requested(db *d, int64_t seq, const char *reason, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_STOP_REQ, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, seq);
+    sqlite3_bind_text(st, 2, reason, -1, SQLITE_STATIC);
+    return db_write(d, st, err);
+}
+
+static const char SQL_JOB_STOP_RESULT[] =
+    "UPDATE jobs SET stop_reason = ?2, stopped_epoch = ?3, best_epoch = ?4 WHERE seq = ?1";
+
+int db_job_set_stop_result(db *d, int64_t seq, const char *reason, int stopped_epoch,
+                           int best_epoch, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_STOP_RESULT, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, seq);
+    db_bind_opt_text(st, 2, reason && *reason ? reason : NULL);
+    if (stopped_epoch > 0)
+        sqlite3_bind_int(st, 3, stopped_epoch);
+    else
+        sqlite3_bind_null(st, 3);
+    if (best_epoch > 0)
+        sqlite3_bind_int(st, 4, best_epoch);
+    else
+        sqlite3_bind_null(st, 4);
     return db_write(d, st, err);
 }
 

@@ -17,6 +17,7 @@
 
 #define DB_NAME_MAX   512 /* bytes of a job or worker name (128 characters of UTF-8) */
 #define DB_DEVICE_MAX 256 /* bytes of a device name */
+#define DB_STOP_MAX   512 /* bytes of a stop request's or stop reason's words */
 
 enum db_status { DB_QUEUED, DB_RUNNING, DB_SUCCEEDED, DB_FAILED, DB_CANCELLED, DB_N_STATUS };
 enum db_phase { DB_PHASE_NONE, DB_PHASE_DOWNLOADING, DB_PHASE_TRAINING, DB_PHASE_UPLOADING };
@@ -48,6 +49,16 @@ typedef struct db_job {
                                        worker with at least as many slots */
     char slurm_job_id[32];          /* the Slurm job that holds it now; "" for none */
     char for_worker[DB_ID_LEN + 1]; /* only this worker may lease it; "" for any */
+
+    /* v8 (experiments) */
+    char stop_requested[DB_STOP_MAX]; /* a graceful stop asked of the running job (its
+                                         words); "" for none */
+    char stop_reason[DB_STOP_MAX];    /* why it ended before its last epoch; "" for none */
+    int stopped_epoch;                /* the epoch it ended after when it stopped early; 0 */
+    int best_epoch;                   /* the epoch whose model was kept (restore_best); 0 */
+    int keep;                         /* 1: retention never removes it */
+    int64_t sweep_seq;                /* the sweep it is a trial of; 0 for none */
+    char sweep_id[DB_ID_LEN + 1];     /* that sweep's public id; "" for none (read only) */
 } db_job;
 
 /* Filters of db_job_list; status -1, name NULL and owner NULL match every job. */
@@ -133,6 +144,13 @@ int db_job_set_finished(db *d, int64_t seq, const char *worker_id, int status, c
 int db_job_set_cancelled(db *d, int64_t seq, int64_t now, char *err);
 /* running: cancel_requested = 1. */
 int db_job_set_cancel_requested(db *d, int64_t seq, char *err);
+/* running, no stop requested yet: stop_requested = reason (copied). Returns rows changed (0: not
+ * running, or a stop was already requested, whose words stay). */
+int db_job_set_stop_requested(db *d, int64_t seq, const char *reason, char *err);
+/* Records how job seq ended early: reason ("" or NULL: none), the epoch it stopped after and the
+ * epoch whose model it kept (each <= 0: none). */
+int db_job_set_stop_result(db *d, int64_t seq, const char *reason, int stopped_epoch,
+                           int best_epoch, char *err);
 /* Deletes a terminal job and, by cascade, its events, metrics, logs and artifact rows. */
 int db_job_delete(db *d, int64_t seq, char *err);
 /* The epoch of job seq's stored checkpoint into *out (0: none); -ENOENT for no such job. */

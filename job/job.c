@@ -913,6 +913,11 @@ int job_from_json(const json_t *doc, job_spec **out, field_errors *errs)
                                         "code",
                                         "code_url",
                                         "code_sha256",
+                                        "early_stopping",
+                                        "init_from",
+                                        "tensorboard",
+                                        "notify",
+                                        "keep",
                                         NULL};
     field_errors scratch;
     if (!errs)
@@ -958,6 +963,7 @@ int job_from_json(const json_t *doc, job_spec **out, field_errors *errs)
     job_get_int32(&v, doc, "max_runtime_seconds", "", 1, 2592000, &s->max_runtime_seconds);
     job_get_int32(&v, doc, "priority", "", -100, 100, &s->priority);
     job_get_bool(&v, doc, "delete_checkpoint", "", &s->delete_checkpoint);
+    job_v_experiment(&v, doc, s); /* job_experiment.c: after the rest, which monitor reads */
     if (v.rc < 0) {
         rc = v.rc;
         goto out;
@@ -1148,6 +1154,7 @@ json_t *job_doc_finish(json_t *doc, const job_spec *s, int bad)
     job_put(doc, "max_runtime_seconds", json_integer(s->max_runtime_seconds), &bad);
     job_put(doc, "priority", json_integer(s->priority), &bad);
     job_put(doc, "delete_checkpoint", json_boolean(s->delete_checkpoint), &bad);
+    job_experiment_to_json(doc, s, &bad);
     if (bad) {
         json_decref(doc);
         return NULL;
@@ -1159,6 +1166,7 @@ void job_free(job_spec *spec)
 {
     if (!spec)
         return;
+    job_experiment_free(spec);
     free(spec->script);
     free(spec->code);
     free(spec->code_url);

@@ -245,6 +245,11 @@ void job_free(job_spec *spec);
 const char *job_activation_name(int act);
 /* "dense", "conv2d", ... for an enum job_layer_type value; NULL for any other. */
 const char *job_layer_type_name(int type);
+/* "succeeded", "failed", "cancelled", "running" for one enum job_event_bit; NULL otherwise. */
+const char *job_event_name(int bit);
+/* A spec's notify entries as the document writes them, [] when none (new reference; NULL when
+ * out of memory). */
+json_t *job_notify_to_json(const job_spec *spec);
 /* "csv", "cifar10", ... for an enum job_format value; NULL for any other. */
 const char *job_format_name(int format);
 /* 1 when hidden layer i of a spec that job_parse() accepted outputs a spatial map (h × w × c):

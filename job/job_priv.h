@@ -95,4 +95,12 @@ void job_v_model(job_vctx *v, const json_t *doc, job_spec *s);
 /* The resolved "model" object (new reference; NULL with *bad set on failure). */
 json_t *job_model_to_json(const job_spec *s, int *bad);
 
+/* The experiment sections (job_experiment.c): early_stopping, init_from, tensorboard, notify and
+ * keep, checked after everything else. */
+void job_v_experiment(job_vctx *v, const json_t *doc, job_spec *s);
+/* Puts those sections that say something into a resolved document (flags *bad on failure). */
+void job_experiment_to_json(json_t *doc, const job_spec *s, int *bad);
+/* Releases what they own. */
+void job_experiment_free(job_spec *s);
+
 #endif

@@ -23,6 +23,7 @@
 #include "db/workers.h"
 #include "job/job.h"
 #include "util/datadir.h"
+#include "util/timeutil.h"
 
 #define SCHED_SEEN_EVERY_MS 1000 /* an idle lease poll records the visit at most this often */
 #define SCHED_LEASE_EXPIRED "lease expired"
@@ -231,6 +232,14 @@ int sched_job_complete(db *d, const char *job_id, const char *worker_id, int sta
                        const char *error, const char *artifacts_dir, int64_t now, db_job *out,
                        char *err)
 {
+    return sched_job_complete_stopped(d, job_id, worker_id, status, error, NULL, artifacts_dir, now,
+                                      out, err);
+}
+
+int sched_job_complete_stopped(db *d, const char *job_id, const char *worker_id, int status,
+                               const char *error, const sched_stop_result *stop,
+                               const char *artifacts_dir, int64_t now, db_job *out, char *err)
+{
     if (!db_status_terminal(status))
         return err_set(err, -EINVAL, "status must be succeeded, failed or cancelled");
     if (status == DB_SUCCEEDED)
@@ -245,6 +254,12 @@ int sched_job_complete(db *d, const char *job_id, const char *worker_id, int sta
                           "completing", err);
     if (rc < 0)
         goto out;
+    if (stop && (stop->reason || stop->stopped_epoch > 0 || stop->best_epoch > 0)) {
+        rc = db_job_set_stop_result(d, j.seq, stop->reason, stop->stopped_epoch, stop->best_epoch,
+                                    err);
+        if (rc < 0)
+            goto out;
+    }
     if (status == DB_SUCCEEDED) { /* the model, when it made one, is published with it */
         rc = db_model_publish(d, j.seq, now, NULL, err);
         if (rc < 0)
@@ -259,6 +274,70 @@ out:
     db_rollback(d);
     db_job_clear(&j);
     return rc;
+}
+
+/* ---- stop ------------------------------------------------------------------------------- */
+
+int sched_job_stop(db *d, int64_t seq, const char *reason, const char *artifacts_dir, int64_t now,
+                   db_job *out, char *err)
+{
+    if (!reason || !*reason)
+        reason = "stop requested";
+    char words[DB_STOP_MAX];
+    snprintf(words, sizeof words, "%s", reason); /* longer words are cut, not refused */
+    db_job j;
+    int rc = db_begin(d, err);
+    if (rc < 0)
+        return rc;
+    rc = db_job_get_seq(d, seq, &j, err);
+    if (rc < 0) {
+        db_rollback(d);
+        return rc;
+    }
+    int cancelled = 0;
+    if (db_status_terminal(j.status)) {
+        rc = err_set(err, -EBUSY, "job %s already %s; there is nothing to stop", j.id,
+                     db_status_name(j.status));
+    } else if (j.status == DB_QUEUED) {
+        /* No epoch has run in this attempt, so there is nothing to finish: it ends now. */
+        char why[DB_STOP_MAX + 64];
+        snprintf(why, sizeof why, "stopped while queued: %s", words);
+        rc = sched_expect_one(db_job_set_cancelled(d, j.seq, now, err), "stopping", err);
+        if (rc == 0)
+            rc = db_job_set_stop_result(d, j.seq, words, 0, 0, err);
+        if (rc >= 0)
+            rc = db_event_append(d, j.seq, now, DB_QUEUED, DB_CANCELLED, DB_PHASE_NONE, j.attempt,
+                                 why, err);
+        cancelled = 1;
+    } else if (!j.stop_requested[0]) {
+        char why[DB_STOP_MAX + 64];
+        snprintf(why, sizeof why, "stop requested: %s", words);
+        rc = sched_expect_one(db_job_set_stop_requested(d, j.seq, words, err), "stopping", err);
+        if (rc == 0)
+            rc = db_event_append(d, j.seq, now, DB_RUNNING, DB_RUNNING, j.phase, j.attempt, why,
+                                 err);
+    }
+    if (rc < 0) {
+        db_rollback(d);
+        db_job_clear(&j);
+        return rc;
+    }
+    db_job after;
+    rc = sched_job_commit_reread(d, &j, &after, err);
+    if (rc < 0)
+        return rc;
+    if (cancelled)
+        sched_checkpoint_settle(d, artifacts_dir, &after, now); /* a requeued job's */
+    if (out)
+        *out = after;
+    else
+        db_job_clear(&after);
+    return cancelled;
+}
+
+int sched_job_request_stop(db *d, int64_t seq, const char *reason, char *err)
+{
+    return sched_job_stop(d, seq, reason, NULL, time_wall_ms(), NULL, err);
 }
 
 /* ---- cancel ----------------------------------------------------------------------------- */

@@ -18,6 +18,9 @@
  *                          local worker process die; release: asked by a stopping worker)
  *
  *   running ── cancel ──▶ running with cancel_requested (the worker stops on its next heartbeat)
+ *   running ── stop ──▶ running with stop_requested (the worker finishes the epoch, saves the
+ *                       model and completes succeeded with stop_reason); queued ── stop ──▶
+ *                       cancelled
  *   running ── heartbeat ─▶ running (lease extended, phase, metrics, logs)
  *   entering succeeded | failed | cancelled: the checkpoint is deleted, or kept as an artifact
  *   succeeded | failed | cancelled ── delete ──▶ (gone, with its rows and artifact files)
@@ -34,6 +37,7 @@
  * | running → running (checkpoint stored)    | sched_checkpoint_store  |
  * | running → succeeded / failed / cancelled | sched_job_complete      |
  * | queued → cancelled; running: request     | sched_job_cancel        |
+ * | queued → cancelled; running: stop request | sched_job_stop          |
  * | running → queued / failed / cancelled    | sched_job_expire (**)   |
  * | running → queued / failed / cancelled    | sched_worker_lost (**)  |
  * |   at once: the worker's process died     |                         |
@@ -81,6 +85,7 @@
 
 #include "db/artifacts.h"
 #include "db/db.h"
+#include "db/histograms.h"
 #include "db/jobs.h"
 #include "db/metrics.h"
 
@@ -108,11 +113,14 @@ typedef struct sched_progress {
     size_t n_epochs;
     const char *const *logs;
     size_t n_logs;
+    const db_histogram *histograms; /* weight histograms of those epochs (db/histograms.h) */
+    size_t n_histograms;
 } sched_progress;
 
 /* The answer to a heartbeat. */
 typedef struct sched_beat {
-    int cancel; /* 1: the job's cancellation was requested, stop it */
+    int cancel;             /* 1: the job's cancellation was requested, stop it */
+    char stop[DB_STOP_MAX]; /* a graceful stop's words: finish the epoch, save, succeed; "" */
     int64_t lease_expires_at;
 } sched_beat;
 
@@ -133,6 +141,27 @@ int sched_job_heartbeat(db *d, const char *job_id, const char *worker_id, const 
 int sched_job_complete(db *d, const char *job_id, const char *worker_id, int status,
                        const char *error, const char *artifacts_dir, int64_t now, db_job *out,
                        char *err);
+/* How a job that ended before its last epoch ended (the completion's stop_reason, stopped_epoch,
+ * best_epoch): NULL reason and epochs <= 0 for none. Borrowed. */
+typedef struct sched_stop_result {
+    const char *reason;
+    int stopped_epoch, best_epoch;
+} sched_stop_result;
+/* sched_job_complete that also records stop (may be NULL) in the job's row. */
+int sched_job_complete_stopped(db *d, const char *job_id, const char *worker_id, int status,
+                               const char *error, const sched_stop_result *stop,
+                               const char *artifacts_dir, int64_t now, db_job *out, char *err);
+/* A graceful stop of job seq (POST /jobs/{id}/stop, a sweep's ASHA rung): running: records
+ * reason (cut to DB_STOP_MAX - 1 bytes; NULL or "": "stop requested") as stop_requested, which
+ * the next heartbeat's answer carries; the worker finishes the epoch it is in, saves the model
+ * and completes succeeded with stop_reason. A second request keeps the first one's words.
+ * Queued (no epoch of this attempt has run, so there is nothing to finish): cancelled at once,
+ * with reason as its stop_reason, and its checkpoint settled. Returns 0 (running: requested), 1
+ * (queued: cancelled), -EBUSY for a finished job, -ENOENT. *out (may be NULL) is the job after. */
+int sched_job_stop(db *d, int64_t seq, const char *reason, const char *artifacts_dir, int64_t now,
+                   db_job *out, char *err);
+/* sched_job_stop without the job back, at the wall clock's now, for the sweep controller. */
+int sched_job_request_stop(db *d, int64_t seq, const char *reason, char *err);
 /* Cancels a queued job at once, or requests a running job's cancellation (again is a no-op);
  * -EBUSY for a finished job. *out is the job afterwards. */
 int sched_job_cancel(db *d, const char *job_id, const char *artifacts_dir, int64_t now, db_job *out,
@@ -182,7 +211,8 @@ int sched_artifact_add(db *d, const char *job_id, const char *worker_id, const c
 /* After job j reached a terminal state: deletes its checkpoint (datadir_job_checkpoint), or, when
  * j's document says "delete_checkpoint": false, moves it to the artifact SCHED_CHECKPOINT_KEPT
  * (SCHED_CHECKPOINT_KEPT_SCRIPT for a script job) and
- * records it. artifacts_dir NULL does nothing. */
+ * records it. First it writes the job's TensorBoard file (scheduler/tfevents.h), the hook every
+ * terminal transition shares. artifacts_dir NULL does nothing. */
 int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, int64_t now);
 
 /* The artifact a kept checkpoint becomes: what `trainyard train --resume` reads. */

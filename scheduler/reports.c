@@ -35,6 +35,7 @@
 #include "db/events.h"
 #include "db/logs.h"
 #include "db/workers.h"
+#include "scheduler/tfevents.h"
 #include "util/datadir.h"
 #include "util/names.h"
 #include "util/sha256.h"
@@ -63,6 +64,11 @@ int sched_job_heartbeat(db *d, const char *job_id, const char *worker_id, const 
         if (rc < 0)
             goto out;
     }
+    for (size_t i = 0; i < p->n_histograms; i++) {
+        rc = db_histogram_put(d, j.seq, &p->histograms[i], err);
+        if (rc < 0)
+            goto out;
+    }
     if (p->phase != DB_PHASE_NONE && p->phase != j.phase) {
         char reason[64];
         snprintf(reason, sizeof reason, "phase %s", db_phase_name(p->phase));
@@ -79,6 +85,7 @@ int sched_job_heartbeat(db *d, const char *job_id, const char *worker_id, const 
     rc = db_commit(d, err);
     if (rc == 0) {
         out->cancel = j.cancel_requested;
+        snprintf(out->stop, sizeof out->stop, "%s", j.stop_requested);
         out->lease_expires_at = lease_until;
     }
     db_job_clear(&j);
@@ -361,6 +368,7 @@ int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, i
     memset(&a, 0, sizeof a);
     memset(&cur, 0, sizeof cur);
     final[0] = '\0';
+    sched_tfevents_settle(d, artifacts_dir, j, now); /* the job's TensorBoard file (tfevents.h) */
     if (!artifacts_dir || datadir_job_checkpoint(artifacts_dir, j->id, path) < 0 ||
         sched_digest_path(artifacts_dir, j->id, digest) < 0 || access(path, F_OK) != 0)
         return 0;

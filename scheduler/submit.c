@@ -69,6 +69,7 @@ static int sched_job_new(const sched_new_job *nj, int64_t now, db_job *j, char *
     j->max_runtime_seconds = nj->max_runtime_seconds;
     j->script = nj->script != 0;
     j->replicas = nj->replicas > 1 ? nj->replicas : 1;
+    j->sweep_seq = nj->sweep_seq > 0 ? nj->sweep_seq : 0;
     j->created_at = now;
     snprintf(j->owner, sizeof j->owner, "%s", nj->owner ? nj->owner : "");
     j->document = strdup(nj->document);

@@ -15,9 +15,6 @@
 #include "util/json_out.h"
 #include "util/timeutil.h"
 
-/* scheduler/lifecycle.h's graceful stop (H1's branch); declared here until that is merged. */
-int sched_job_request_stop(db *d, int64_t seq, const char *reason, char *err);
-
 /* ---- reading a sweep's trials ------------------------------------------------------------ */
 
 typedef struct sweep_read {
@@ -517,20 +514,4 @@ void sweep_ctl_stop(sweep_ctl *c)
     free(c->db_path);
     free(c->artifacts_dir);
     free(c);
-}
-
-/* Until the graceful stop (scheduler/lifecycle.c's sched_job_request_stop) is merged: the
- * request written the same way, with no event. lifecycle.c's definition replaces this one. */
-__attribute__((weak)) int sched_job_request_stop(db *d, int64_t seq, const char *reason, char *err)
-{
-    static const char sql[] = "UPDATE jobs SET stop_requested = ?2 WHERE seq = ?1"
-                              " AND status = 'running' AND stop_requested IS NULL";
-    sqlite3_stmt *st = NULL;
-    int rc = db_stmt(d, sql, &st, err);
-    if (rc < 0)
-        return rc;
-    sqlite3_bind_int64(st, 1, seq);
-    sqlite3_bind_text(st, 2, reason, -1, SQLITE_STATIC);
-    rc = db_write(d, st, err);
-    return rc < 0 ? rc : 0;
 }

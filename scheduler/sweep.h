@@ -42,7 +42,7 @@
 #include "db/sweeps.h"
 #include "scheduler/sweep_spec.h"
 
-#define SWEEP_CTL_INTERVAL_MS 200
+#define SWEEP_CTL_INTERVAL_MS 100
 #define SWEEP_TICK_MAX        64 /* running sweeps one pass looks at */
 
 /* What a pass changed. */

@@ -588,11 +588,11 @@ static int sweep_spec_parse_upto(const json_t *doc, int all, sweep_spec **out, f
         static const char *const mkeys[] = {"name", "mode", NULL};
         sweep_known(metric, mkeys, "metric", errs);
         size_t ok = mname ? strspn(mname, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                          "0123456789_./-")
+                                          "0123456789_.:/-")
                           : 0;
         if (!mname || !*mname || ok != strlen(mname) || strlen(mname) >= SWEEP_METRIC_MAX)
             field_errors_add(errs, "metric.name",
-                             "must be a metric's name: 1 to 63 of A-Z a-z 0-9 _ . / -");
+                             "must be a metric's name: 1 to 63 of A-Z a-z 0-9 _ . : / -");
         else
             snprintf(s->metric, sizeof s->metric, "%s", mname);
         if (json_object_get(metric, "mode") &&

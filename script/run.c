@@ -226,6 +226,10 @@ static void metrics_line(runner *r, const char *line, size_t len)
                 why = whybuf;
                 break;
             }
+            if (strcmp(k, "histograms") == 0) { /* the heartbeat's weight histograms */
+                why = "the name \"histograms\" is reserved";
+                break;
+            }
             if (!json_is_number(v) && !json_is_null(v)) {
                 snprintf(whybuf, sizeof whybuf, "the value of \"%.64s\" is not a number or null",
                          k);
@@ -575,6 +579,8 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
         rc = env_setf(&env, "TRAINYARD_CHECKPOINT_DIR", base, "/checkpoint");
     if (rc == 0)
         rc = env_setf(&env, "TRAINYARD_METRICS", base, "/metrics.jsonl");
+    if (rc == 0) /* absent until the worker asks the script to end (early stopping, a stop) */
+        rc = env_setf(&env, "TRAINYARD_STOP_FILE", base, "/stop");
     if (rc == 0)
         rc = env_setf(&env, "HOME", base, "/home");
     if (rc == 0)

@@ -161,6 +161,20 @@ static void beat_send_checkpoint(beat *b, const char *sending, const char *pendi
     json_decref(reply);
 }
 
+/* A heartbeat takes epochs while they hold at most this many weight histograms (and at least
+ * one epoch): about 2.5 MB of 30-bucket histograms, well below the server's cap on a body. */
+#define AGENT_HISTOGRAMS_PER_BEAT 2048
+
+/* The weight histograms the queued epochs carry (worker/histogram.h). */
+static size_t beat_histograms(const json_t *epochs)
+{
+    size_t n = 0, i;
+    json_t *e;
+    json_array_foreach (epochs, i, e)
+        n += json_array_size(json_object_get(e, "histograms"));
+    return n;
+}
+
 /* Sends what is queued; on a network failure the items go back to the front of the queue and
  * it returns 1 (retry after a backoff), else 0. */
 static int beat_send(beat *b)
@@ -176,8 +190,11 @@ static int beat_send(beat *b)
     /* And at most AGENT_EPOCHS_PER_BEAT epochs, the oldest: epochs of a few milliseconds pile
      * up past it while a heartbeat waits on a slow server, and a larger one is refused. */
     b->epochs = json_array();
-    while (json_array_size(sent_epochs) > AGENT_EPOCHS_PER_BEAT) {
+    size_t hists = beat_histograms(sent_epochs);
+    while (json_array_size(sent_epochs) > AGENT_EPOCHS_PER_BEAT ||
+           (json_array_size(sent_epochs) > 1 && hists > AGENT_HISTOGRAMS_PER_BEAT)) {
         size_t last = json_array_size(sent_epochs) - 1;
+        hists -= json_array_size(json_object_get(json_array_get(sent_epochs, last), "histograms"));
         json_array_insert(b->epochs, 0, json_array_get(sent_epochs, last));
         json_array_remove(sent_epochs, last);
     }
@@ -209,6 +226,14 @@ static int beat_send(beat *b)
     if (rc == 0 && status == 200) {
         if (json_is_true(json_object_get(reply, "cancel")))
             b->cancel = 1;
+        const char *stop = json_string_value(json_object_get(reply, "stop"));
+        if (stop && !b->stop_asked) {
+            pthread_mutex_lock(&b->mu);
+            snprintf(b->stop_words, sizeof b->stop_words, "%s", stop);
+            pthread_mutex_unlock(&b->mu);
+            b->stop_asked = 1;
+            agent_say("the server asks to stop after this epoch: %s", stop);
+        }
         if (ckpt)
             beat_send_checkpoint(b, sending, pending, ckpt_epoch);
     } else if (rc == 0 && (status == 404 || status == 409)) {
@@ -358,6 +383,8 @@ static int hook_epoch(void *user, const trainer_epoch *e)
                           "val_loss", num_or_null(e->val_loss), "accuracy",
                           num_or_null(e->accuracy), "val_accuracy", num_or_null(e->val_accuracy),
                           "seconds", e->seconds, "samples_per_second", e->samples_per_second);
+    if (e->histograms)
+        json_object_set(m, "histograms", e->histograms);
     agent_queue_epoch(b, m);
     json_decref(m);
     return b->cancel || b->lost || *b->o->stop;
@@ -369,6 +396,22 @@ static int hook_stop(void *user)
 {
     beat *b = user;
     return b->cancel || b->lost || *b->o->stop > 1;
+}
+
+int agent_stop_asked(beat *b, char *why, size_t cap)
+{
+    if (!b->stop_asked)
+        return 0;
+    pthread_mutex_lock(&b->mu);
+    snprintf(why, cap, "%s", b->stop_words);
+    pthread_mutex_unlock(&b->mu);
+    return 1;
+}
+
+/* After an epoch: a graceful stop the server asked for ends training as if it were the last. */
+static int hook_finish(void *user, char *why, size_t cap)
+{
+    return agent_stop_asked(user, why, cap);
 }
 
 /* Copies src to dst; -errno on failure. */
@@ -508,14 +551,27 @@ static void report(const agent_opts *o, client *c, const char *prefix, const cha
     }
 }
 
-static void complete(const agent_opts *o, client *c, const char *prefix, const char *status_word,
-                     const char *error)
+/* The completion; res (may be NULL) adds how a job that ended early ended. */
+static void complete_with(const agent_opts *o, client *c, const char *prefix,
+                          const char *status_word, const char *error, const trainer_result *res)
 {
     json_t *body = json_pack("{s:s}", "status", status_word);
     if (error)
         json_object_set_new(body, "error", json_text(error, 4096));
+    if (res && res->stop_reason[0])
+        json_object_set_new(body, "stop_reason", json_text(res->stop_reason, 2000));
+    if (res && res->stopped_epoch > 0)
+        json_object_set_new(body, "stopped_epoch", json_integer(res->stopped_epoch));
+    if (res && res->best_epoch > 0)
+        json_object_set_new(body, "best_epoch", json_integer(res->best_epoch));
     report(o, c, prefix, "complete", body);
     json_decref(body);
+}
+
+static void complete(const agent_opts *o, client *c, const char *prefix, const char *status_word,
+                     const char *error)
+{
+    complete_with(o, c, prefix, status_word, error, NULL);
 }
 
 /* When the lease names a checkpoint, downloads it to dir/checkpoint.resume (path into out) and
@@ -646,7 +702,7 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
     int exit_code = 0;
     char tail[2048] = "";
     if (rc == 0 && script) {
-        rc = agent_script_run(o, c, &b, lease, job, dir, &exit_code, &res.stopped, tail,
+        rc = agent_script_run(o, c, &b, lease, job, dir, &exit_code, &res.stopped, &res, tail,
                               sizeof tail, err);
     } else if (rc == 0) {
         trainer_opts topts = {.out_dir = dir,
@@ -666,6 +722,7 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
                                .on_phase = agent_hook_phase,
                                .on_epoch = hook_epoch,
                                .should_stop = hook_stop,
+                               .should_finish = hook_finish,
                                .on_checkpoint = hook_checkpoint,
                                .on_dataset = agent_hook_dataset};
         rc = trainer_run(job, ctx, k, &topts, &hooks, &res, err);
@@ -710,7 +767,8 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
                       err);
             report(o, c, prefix, "release", NULL);
         } else {
-            complete(o, c, prefix, rc == 0 ? "succeeded" : "failed", rc == 0 ? NULL : err);
+            complete_with(o, c, prefix, rc == 0 ? "succeeded" : "failed", rc == 0 ? NULL : err,
+                          rc == 0 ? &res : NULL);
         }
     }
     client_set_abort(c, o->stop);

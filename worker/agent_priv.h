@@ -14,6 +14,7 @@
 #include "client/client.h"
 #include "job/job.h"
 #include "worker/agent.h"
+#include "worker/trainer.h"
 
 #define AGENT_CKPT_PENDING "checkpoint.pending" /* the newest copy not yet sent */
 #define AGENT_CKPT_SENDING "checkpoint.sending" /* the copy the heartbeat thread uploads */
@@ -37,6 +38,8 @@ typedef struct beat {
     uint64_t dataset_bytes; /* fetched, not yet reported (GET /metrics counts them) */
     int urgent, done;
     volatile int cancel, lost; /* read by the job's thread without the lock: flags only */
+    volatile int stop_asked;   /* the server asked for a graceful stop (heartbeat "stop") */
+    char stop_words[512];      /* its words, under mu */
     const agent_opts *o;
 } beat;
 
@@ -60,6 +63,8 @@ void agent_hook_phase(void *user, int phase);
 void agent_hook_dataset(void *user, uint64_t bytes);
 /* Queues one epoch's metrics (a new reference is taken) and wakes the heartbeat thread. */
 void agent_queue_epoch(beat *b, json_t *epoch);
+/* Takes a graceful stop the server asked for: 1 with its words in why[cap], else 0. */
+int agent_stop_asked(beat *b, char *why, size_t cap);
 /* Uploads file as the artifact name, retried while the server is away; a refusal is -EIO, or
  * -ENOSPC for 507 (the server's disk is full), with a sentence in err. */
 int agent_upload(const agent_opts *o, client *c, const char *prefix, const char *name,
@@ -68,10 +73,12 @@ int agent_upload(const agent_opts *o, client *c, const char *prefix, const char 
 /* A script job (script_job.c): fetches its code, dataset and checkpoint into dir, runs the
  * script under the worker's sandbox and reports through b. Returns 0 when the script ran to an
  * end (*exit_code, *stopped: the run was ended by cancel, a lost lease or the worker's stop), or
- * -errno when the job could not start (err says why: code, dataset, venv, sandbox). */
+ * -errno when the job could not start (err says why: code, dataset, venv, sandbox). A graceful
+ * end (early stopping on its metrics, the server's stop) fills end's stop_reason and
+ * stopped_epoch and counts as an exit 0. */
 int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *lease,
-                     const job_spec *job, const char *dir, int *exit_code, int *stopped, char *tail,
-                     size_t tail_cap, char *err);
+                     const job_spec *job, const char *dir, int *exit_code, int *stopped,
+                     trainer_result *end, char *tail, size_t tail_cap, char *err);
 /* After a script that exited 0: uploads every file of dir/output (a folder as NAME.tar.gz),
  * then job.json, metrics.csv (every epoch the server holds, all attempts) and train.log. */
 int agent_script_upload(const agent_opts *o, client *c, const char *prefix, const job_spec *job,

@@ -17,13 +17,13 @@
 
 struct checkpoint {
     safetensors_file *file;
-    json_t *job, *dataset, *metrics;
+    json_t *job, *dataset, *metrics, *early_stopping;
     checkpoint_state s;
 };
 
 int checkpoint_write(const char *path, const checkpoint_state *s, char *err)
 {
-    safetensors_tensor t[6];
+    safetensors_tensor t[8];
     size_t nt = 0;
     const char *names[] = {"params", "moment1", "moment2"};
     const float *data[] = {s->params, s->moment1, s->moment2};
@@ -41,6 +41,14 @@ int checkpoint_write(const char *path, const checkpoint_state *s, char *err)
         t[nt] = (safetensors_tensor){.name = "std", .ndim = 1, .data = s->std};
         t[nt++].shape[0] = (int64_t)s->cols;
     }
+    if (s->best_params) {
+        t[nt] = (safetensors_tensor){.name = "best_params", .ndim = 1, .data = s->best_params};
+        t[nt++].shape[0] = (int64_t)s->n_params;
+    }
+    if (s->best_params && s->best_stats && s->n_stats) {
+        t[nt] = (safetensors_tensor){.name = "best_stats", .ndim = 1, .data = s->best_stats};
+        t[nt++].shape[0] = (int64_t)s->n_stats;
+    }
     char version[16], epoch[24], step[24], n_params[24];
     snprintf(version, sizeof version, "%d", CHECKPOINT_VERSION);
     snprintf(epoch, sizeof epoch, "%d", s->epoch);
@@ -49,8 +57,9 @@ int checkpoint_write(const char *path, const checkpoint_state *s, char *err)
     const size_t flags = JSON_COMPACT | JSON_SORT_KEYS;
     char *job = json_out_dumps(s->job, flags), *dataset = json_out_dumps(s->dataset, flags),
          *metrics = json_out_dumps(s->metrics, flags);
+    char *es = s->early_stopping ? json_out_dumps(s->early_stopping, flags) : NULL;
     int rc = 0;
-    if (!job || !dataset || !metrics) {
+    if (!job || !dataset || !metrics || (s->early_stopping && !es)) {
         rc = err_set(err, -ENOMEM, "out of memory writing the checkpoint metadata");
         goto out;
     }
@@ -62,9 +71,11 @@ int checkpoint_write(const char *path, const checkpoint_state *s, char *err)
         {"trainyard.job", job},
         {"trainyard.dataset", dataset},
         {"trainyard.metrics", metrics},
+        {"trainyard.early_stopping", es},
     };
-    rc = safetensors_write(path, t, nt, meta, sizeof meta / sizeof meta[0], err);
+    rc = safetensors_write(path, t, nt, meta, sizeof meta / sizeof meta[0] - !es, err);
 out:
+    free(es);
     free(job);
     free(dataset);
     free(metrics);
@@ -209,6 +220,26 @@ int checkpoint_read(const char *path, checkpoint **out, char *err)
         }
     }
     s->cols = (size_t)cols;
+    if (safetensors_meta_get(f, "trainyard.early_stopping")) {
+        rc = meta_json(f, "trainyard.early_stopping", JSON_OBJECT, &c->early_stopping, why);
+        if (rc < 0)
+            goto bad;
+        s->early_stopping = c->early_stopping;
+    }
+    if (safetensors_find(f, "best_params")) {
+        s->best_params = state_tensor(f, "best_params", n_params, why);
+        if (!s->best_params) {
+            rc = -EINVAL;
+            goto bad;
+        }
+        if (s->n_stats) {
+            s->best_stats = state_tensor(f, "best_stats", (int64_t)s->n_stats, why);
+            if (!s->best_stats) {
+                rc = -EINVAL;
+                goto bad;
+            }
+        }
+    }
     s->job = c->job;
     s->dataset = c->dataset;
     s->metrics = c->metrics;
@@ -286,5 +317,6 @@ void checkpoint_free(checkpoint *c)
     json_decref(c->job);
     json_decref(c->dataset);
     json_decref(c->metrics);
+    json_decref(c->early_stopping);
     free(c);
 }

@@ -17,6 +17,11 @@
  *             "trainyard.metrics"     [{"epoch", "loss", "val_loss", "accuracy", "val_accuracy",
  *                                     "seconds", "samples_per_second"}, ...] one per finished
  *                                     epoch, in order (null where a metric does not apply)
+ *             "trainyard.early_stopping"  (jobs with early_stopping) {"best", "best_epoch",
+ *                                     "wait", "stopped_epoch"}: early_stop.h's state after
+ *                                     epoch; with restore_best the tensors "best_params" (F32
+ *                                     [n_params]) and "best_stats" (F32 [n_stats], when the
+ *                                     model has statistics) hold the best epoch's weights
  *
  * Nothing else is needed to continue bit for bit: the shuffle of epoch e is derived from
  * (seed, e) and the dropout masks from (seed, step), and the data pipeline is seeded.
@@ -51,6 +56,10 @@ typedef struct checkpoint_state {
     const json_t *job;                       /* the resolved job document */
     const json_t *dataset;                   /* {"rows", "cols", "sha256", "classes"} */
     const json_t *metrics;                   /* one object per finished epoch */
+    const json_t *early_stopping;            /* {"best", "best_epoch", "wait", "stopped_epoch"}, or
+                                                NULL */
+    const float *best_params, *best_stats;   /* restore_best's weights (n_params, n_stats), or
+                                                NULL */
 } checkpoint_state;
 
 typedef struct checkpoint checkpoint;

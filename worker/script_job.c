@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@
 #include "util/sha256.h"
 #include "util/timeutil.h"
 #include "worker/agent_priv.h"
+#include "worker/early_stop.h"
 #include "worker/fetch.h"
 #include "worker/pymodule.h"
 #include "worker/trainer.h"
@@ -39,13 +41,26 @@
 #define SCRIPT_MAX_CODE_BYTES (256ull << 20) /* a code_url download */
 #define SCRIPT_PRIVATE        AGENT_SCRIPT_PRIVATE
 #define SCRIPT_ARTIFACTS      SCRIPT_PRIVATE "/artifacts"
-#define SCRIPT_MAX_ARTIFACTS  1000 /* the server's cap per job */
+#define SCRIPT_MAX_ARTIFACTS  1000   /* the server's cap per job */
+#define SCRIPT_STOP_FILE      "stop" /* $TRAINYARD_STOP_FILE (script/run.c) */
 
 /* What the run's hooks need besides the heartbeat. */
 typedef struct script_ctx {
     beat *b;
     FILE *log;     /* .trainyard/artifacts/train.log: this attempt's lines */
     double last_t; /* when the script started, then its last epoch (time_mono) */
+    /* A graceful end (early stopping on the script's metrics, or the server's stop): the
+     * reason is written to <job>/stop ($TRAINYARD_STOP_FILE) for the script to see; one that
+     * reports a further epoch after the one it was asked in ends as a cancelled one would
+     * (SIGTERM), and the job still succeeds with what output/ holds. */
+    const job_spec *job;
+    const char *dir;
+    early_stop es;
+    int last_epoch;     /* the largest epoch the script reported */
+    int asked_after;    /* the epoch after which the end was asked (0: not asked) */
+    int ending;         /* the script was asked to end */
+    int forced;         /* it went on past asked_after + 1: ended with SIGTERM */
+    trainer_result end; /* stop_reason, stopped_epoch for the completion */
 } script_ctx;
 
 static int mkdir_p(const char *path, char *err)
@@ -357,11 +372,53 @@ static void cuda_visible(const ocl_device *dev, int device, char *out, size_t ca
     snprintf(out, cap, "%d", device);
 }
 
+/* Asks the script to end after the epoch it is in: why goes into <job>/stop. */
+static void script_ask_end(script_ctx *x, const char *why)
+{
+    if (x->ending)
+        return;
+    x->ending = 1;
+    x->asked_after = x->last_epoch;
+    snprintf(x->end.stop_reason, sizeof x->end.stop_reason, "%s", why);
+    char path[4200], err[ERR_LEN];
+    snprintf(path, sizeof path, "%s/" SCRIPT_STOP_FILE, x->dir);
+    if (writefile(path, why, strlen(why), err) < 0)
+        say_job(x, "cannot write %s: %s", path, err);
+    say_job(x, "%s: asking %s to end after epoch %d (it sees $TRAINYARD_STOP_FILE)", why,
+            x->job->script, x->last_epoch + (x->b->stop_asked ? 1 : 0));
+}
+
+/* Early stopping on the script's own metrics (any name it reports). */
+static void script_judge(script_ctx *x, const json_t *epoch)
+{
+    const job_early_stopping *cfg = &x->job->early_stopping;
+    int e = (int)json_integer_value(json_object_get(epoch, "epoch"));
+    if (e > x->last_epoch)
+        x->last_epoch = e;
+    if (x->ending) {
+        if (e > x->asked_after + 1 && !x->forced) {
+            x->forced = 1;
+            say_job(x, "%s went on past epoch %d: ending it", x->job->script, x->asked_after + 1);
+        }
+        return;
+    }
+    if (!cfg->enabled)
+        return;
+    const json_t *v = json_object_get(epoch, cfg->monitor);
+    double value = json_is_number(v) ? json_number_value(v) : NAN;
+    if (early_stop_update(&x->es, cfg, e, value) & EARLY_STOP_STOP) {
+        char why[TRAINER_STOP_REASON];
+        early_stop_reason(&x->es, cfg, why, sizeof why);
+        script_ask_end(x, why);
+    }
+}
+
 /* An epoch the script reported; without "seconds" of its own it gets the time since the
  * previous one (or since the start), as a built-in job's epochs have. */
 static void hook_script_metrics(void *user, json_t *epoch)
 {
     script_ctx *x = user;
+    script_judge(x, epoch);
     double now = time_mono();
     json_t *e = json_object_get(epoch, "seconds") ? json_incref(epoch) : json_deep_copy(epoch);
     if (e && !json_object_get(e, "seconds"))
@@ -393,7 +450,10 @@ static void hook_script_checkpoint(void *user, const char *tar_gz, int epoch)
 static int hook_script_stop(void *user)
 {
     script_ctx *x = user;
-    return x->b->cancel || x->b->lost || *x->b->o->stop;
+    char why[512];
+    if (!x->ending && agent_stop_asked(x->b, why, sizeof why))
+        script_ask_end(x, why);
+    return x->b->cancel || x->b->lost || *x->b->o->stop || x->forced;
 }
 
 int agent_script_cache_dir(const agent_opts *o, char *out, size_t cap)
@@ -598,8 +658,8 @@ static int make_env(const agent_opts *o, const json_t *lease, const job_spec *jo
 }
 
 int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *lease,
-                     const job_spec *job, const char *dir, int *exit_code, int *stopped, char *tail,
-                     size_t tail_cap, char *err)
+                     const job_spec *job, const char *dir, int *exit_code, int *stopped,
+                     trainer_result *end, char *tail, size_t tail_cap, char *err)
 {
     static const char *const subdirs[] = {
         "", "/" SCRIPT_PRIVATE, "/" SCRIPT_ARTIFACTS, "/code", "/data", "/checkpoint"};
@@ -613,7 +673,8 @@ int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *leas
     if (rc < 0)
         return rc;
     snprintf(path, sizeof path, "%s/" SCRIPT_ARTIFACTS "/train.log", dir);
-    script_ctx ctx = {.b = b, .log = fopen(path, "w")}, *x = &ctx;
+    script_ctx ctx = {.b = b, .log = fopen(path, "w"), .job = job, .dir = dir}, *x = &ctx;
+    early_stop_init(&ctx.es, &job->early_stopping);
     script_env env = {.hp = NULL};
     bundle_info info = {0};
     agent_hook_phase(b, TRAINER_PHASE_DOWNLOADING);
@@ -651,6 +712,15 @@ int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *leas
         *exit_code = res.exit_code >= 0 ? res.exit_code : -res.signal;
         *stopped = res.stopped;
         snprintf(tail, tail_cap, "%s", res.tail);
+        int cancelled = b->cancel || b->lost || *o->stop;
+        if (x->ending && !cancelled && (*exit_code == 0 || x->forced)) {
+            /* a graceful end: the job succeeds with what output/ holds */
+            *exit_code = 0;
+            *stopped = 0;
+            res.stopped = 0;
+            x->end.stopped_epoch = x->last_epoch; /* a script's own count of epochs is its own */
+            *end = x->end;
+        }
         if (!res.stopped && *exit_code == 0) {
             agent_hook_phase(b, TRAINER_PHASE_SAVING);
             rc = collect_output(x, dir, err);

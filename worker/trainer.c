@@ -29,9 +29,11 @@
 #include "util/timeutil.h"
 #include "worker/checkpoint.h"
 #include "worker/dataset.h"
+#include "worker/early_stop.h"
 #include "worker/export.h"
 #include "worker/export_onnx.h"
 #include "worker/fetch.h"
+#include "worker/histogram.h"
 #include "worker/imagedata.h"
 #include "worker/kbuild.h"
 #include "worker/model.h"
@@ -63,10 +65,13 @@ typedef struct run {
     int start;          /* epochs finished before this run (from the checkpoint) */
     double last_ckpt;   /* time_mono() of the last checkpoint, or of the start of training */
     cl_mem xtr, ytr, xva, yva, idx, vidx;
-    cl_mem xb[2], yb[2];    /* batch buffers; images alternate between the two (prefetch) */
-    kern *own_k;            /* the kern trainer_run built (k NULL from the caller), or NULL */
-    double build_s;         /* time building it, data loading excluded */
-    const trainer_group *g; /* the data-parallel ranks, or NULL when training alone */
+    cl_mem xb[2], yb[2];     /* batch buffers; images alternate between the two (prefetch) */
+    kern *own_k;             /* the kern trainer_run built (k NULL from the caller), or NULL */
+    double build_s;          /* time building it, data loading excluded */
+    const trainer_group *g;  /* the data-parallel ranks, or NULL when training alone */
+    early_stop es;           /* job->early_stopping's state (early_stop.h) */
+    float *best_p, *best_st; /* restore_best: the best epoch's parameters and statistics (as
+                                model_read_params reads them), or NULL before one */
 } run;
 
 /* Rank 0 of a group, or a run alone: the one that fetches, reports and writes. */
@@ -869,6 +874,110 @@ static trainer_epoch epoch_from_json(const json_t *j, int epochs)
     return e;
 }
 
+/* ---- early stopping (job->early_stopping; early_stop.h) ----------------------------------- */
+
+static json_t *early_stop_json(const early_stop *es)
+{
+    /* best is ±inf before any judged epoch: JSON has no infinity, so null stands for it */
+    return json_pack("{s:o, s:i, s:i, s:i}", "best",
+                     isfinite(es->best) ? json_real(es->best) : json_null(), "best_epoch",
+                     es->best_epoch, "wait", es->wait, "stopped_epoch", es->stopped_epoch);
+}
+
+/* The monitored metric of epoch e (NAN when this job does not report it). */
+static double monitored(const trainer_epoch *e, const char *name)
+{
+    if (!strcmp(name, "loss"))
+        return e->loss;
+    if (!strcmp(name, "val_loss"))
+        return e->val_loss;
+    if (!strcmp(name, "accuracy"))
+        return e->accuracy;
+    if (!strcmp(name, "val_accuracy"))
+        return e->val_accuracy;
+    return NAN;
+}
+
+/* restore_best: keeps a host copy of the weights of the epoch that just improved. */
+static int keep_best(run *r, char *err)
+{
+    float *p = NULL, *st = NULL;
+    int rc = model_read_params(r->m, &p, &st, err);
+    if (rc < 0)
+        return rc;
+    free(r->best_p);
+    free(r->best_st);
+    r->best_p = p;
+    r->best_st = st;
+    return 0;
+}
+
+/* Puts the kept best weights back into the model (its optimizer state and step stay: nothing
+ * trains after this). */
+static int restore_best(run *r, char *err)
+{
+    float *p = NULL, *m1 = NULL, *m2 = NULL, *st = NULL;
+    int rc = model_state_save(r->m, &p, &m1, &m2, &st, err);
+    if (rc == 0)
+        rc = model_state_load(r->m, r->best_p, m1, m2, r->best_st ? r->best_st : st, r->m->step,
+                              err);
+    free(p);
+    free(m1);
+    free(m2);
+    free(st);
+    return rc;
+}
+
+/* On resume: the early-stopping state and best weights the checkpoint carried, so the resumed
+ * run decides as the uninterrupted one would have. */
+static int resume_early_stop(run *r, const checkpoint_state *s, char *err)
+{
+    const job_early_stopping *cfg = &r->job->early_stopping;
+    if (!cfg->enabled || !s->early_stopping)
+        return 0;
+    const json_t *best = json_object_get(s->early_stopping, "best");
+    if (json_is_number(best))
+        r->es.best = json_number_value(best);
+    r->es.best_epoch = (int)json_integer_value(json_object_get(s->early_stopping, "best_epoch"));
+    r->es.wait = (int)json_integer_value(json_object_get(s->early_stopping, "wait"));
+    r->es.stopped_epoch =
+        (int)json_integer_value(json_object_get(s->early_stopping, "stopped_epoch"));
+    if (cfg->restore_best && s->best_params) {
+        size_t np = r->m->n_params, ns = r->m->n_stats;
+        r->best_p = malloc(np * sizeof *r->best_p);
+        r->best_st = ns ? malloc(ns * sizeof *r->best_st) : NULL;
+        if (!r->best_p || (ns && !r->best_st))
+            return err_set(err, -ENOMEM, "out of memory");
+        memcpy(r->best_p, s->best_params, np * sizeof *r->best_p);
+        if (ns && s->best_stats)
+            memcpy(r->best_st, s->best_stats, ns * sizeof *r->best_st);
+        else if (ns)
+            return err_set(err, -EINVAL, "the checkpoint's best weights lack their statistics");
+    }
+    say(r, "early stopping: best %s %.6g at epoch %d, %d epoch(s) without improvement",
+        cfg->monitor, r->es.best, r->es.best_epoch, r->es.wait);
+    return 0;
+}
+
+/* After epoch e: judges it for early stopping; 1 when training should end after it (why in
+ * res->stop_reason), 0 to go on, or a negative code. */
+static int judge_epoch(run *r, const trainer_epoch *e, trainer_result *res, char *err)
+{
+    const job_early_stopping *cfg = &r->job->early_stopping;
+    if (!cfg->enabled)
+        return 0;
+    int d = early_stop_update(&r->es, cfg, e->epoch, monitored(e, cfg->monitor));
+    if ((d & EARLY_STOP_IMPROVED) && cfg->restore_best && lead(r)) {
+        int rc = keep_best(r, err);
+        if (rc < 0)
+            return rc;
+    }
+    if (!(d & EARLY_STOP_STOP))
+        return 0;
+    early_stop_reason(&r->es, cfg, res->stop_reason, sizeof res->stop_reason);
+    return 1;
+}
+
 /* Writes the training state after epoch into out_dir/checkpoint.safetensors. */
 static int save_checkpoint(run *r, int epoch, trainer_result *res, char *err)
 {
@@ -881,14 +990,20 @@ static int save_checkpoint(run *r, int epoch, trainer_result *res, char *err)
                           .mean = r->mean,
                           .std = r->std,
                           .job = r->job_json,
-                          .metrics = r->history};
+                          .metrics = r->history,
+                          .best_params = r->best_p,
+                          .best_stats = r->best_st};
+    json_t *es = r->job->early_stopping.enabled ? early_stop_json(&r->es) : NULL;
+    s.early_stopping = es;
     float *p = NULL, *m1 = NULL, *m2 = NULL, *st = NULL;
     char path[4096];
     int rc = path_join(path, sizeof path, r->opts->out_dir, CHECKPOINT_FILE, err);
     if (rc == 0)
         rc = model_state_save(r->m, &p, &m1, &m2, &st, err);
-    if (rc < 0)
+    if (rc < 0) {
+        json_decref(es);
         return rc;
+    }
     json_t *data = dataset_json(r);
     s.params = p;
     s.moment1 = m1;
@@ -897,6 +1012,7 @@ static int save_checkpoint(run *r, int epoch, trainer_result *res, char *err)
     s.dataset = data;
     rc = checkpoint_write(path, &s, err);
     json_decref(data);
+    json_decref(es);
     free(p);
     free(m1);
     free(m2);
@@ -940,7 +1056,7 @@ static int resume_model(run *r, trainer_result *res, char *err)
     r->start = res->epochs_done = res->resumed_after = s->epoch;
     say(r, "resuming after epoch %d of %d (optimizer step %lld)", s->epoch, r->job->epochs,
         (long long)s->step);
-    return 0;
+    return resume_early_stop(r, s, err);
 }
 
 static void metrics_row(run *r, const trainer_epoch *e)
@@ -1064,22 +1180,46 @@ static int train_all(run *r, trainer_result *res, char *err)
             rc = err_set(err, -ENOMEM, "out of memory");
             break;
         }
+        if (r->job->tb_histograms && lead(r) &&
+            (rc = histogram_model(r->m, &e.histograms, err)) < 0)
+            break;
         int stop = r->hooks && r->hooks->on_epoch && r->hooks->on_epoch(r->hooks->user, &e);
+        json_decref(e.histograms); /* worker/histogram.h: for on_epoch only */
         stop = stop || stop_requested(r);
+        /* A graceful end after this epoch: early stopping, or a stop request (should_finish). */
+        int finish = stop ? 0 : judge_epoch(r, &e, res, err);
+        if (finish < 0) {
+            rc = finish;
+            break;
+        }
+        if (!stop && !finish && lead(r) && r->hooks && r->hooks->should_finish)
+            finish = r->hooks->should_finish(r->hooks->user, res->stop_reason,
+                                             sizeof res->stop_reason) != 0;
         if (r->g) {
             rc = group_flag(r, &stop, err); /* the ranks stop after the same epoch */
+            if (rc == 0)
+                rc = group_flag(r, &finish, err);
             if (rc < 0)
                 break;
         }
         double every = r->opts->checkpoint_seconds;
         if (lead(r) && every >= 0 &&
-            (stop || epoch == r->job->epochs || time_mono() - r->last_ckpt >= every)) {
+            (stop || finish || epoch == r->job->epochs || time_mono() - r->last_ckpt >= every)) {
             rc = save_checkpoint(r, epoch, res, err);
             if (rc < 0)
                 break;
         }
         if (stop) {
             res->stopped = 1;
+            break;
+        }
+        if (finish) {
+            if (epoch < r->job->epochs) {
+                res->stopped_epoch = epoch;
+                say(r, "%s: ending after epoch %d of %d", res->stop_reason, epoch, r->job->epochs);
+            } else {
+                res->stop_reason[0] = 0; /* it ran every epoch anyway */
+            }
             break;
         }
     }
@@ -1222,6 +1362,7 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
     int rc = 0;
     r.job_json = job_to_json(job);
     r.history = json_array();
+    early_stop_init(&r.es, &job->early_stopping);
     if (!r.job_json || !r.history)
         rc = err_set(err, -ENOMEM, "out of memory");
     /* Before anything is written or fetched: a wrong checkpoint fails at once. */
@@ -1274,6 +1415,14 @@ int trainer_run(const job_spec *job, ocl_ctx *c, kern *k, const trainer_opts *op
         rc = group_start(&r, &out, err);
     if (rc == 0)
         rc = train_all(&r, &out, err);
+    if (rc == 0 && !out.stopped && lead(&r) && job->early_stopping.restore_best && r.best_p) {
+        out.best_epoch = r.es.best_epoch;
+        if (r.es.best_epoch != out.epochs_done) {
+            say(&r, "early stopping: the model is epoch %d's (best %s %.6g)", r.es.best_epoch,
+                job->early_stopping.monitor, r.es.best);
+            rc = restore_best(&r, err);
+        }
+    }
     if (rc == 0 && !out.stopped && lead(&r)) {
         phase(&r, TRAINER_PHASE_SAVING);
         rc = write_model(&r, err);
@@ -1311,6 +1460,8 @@ out:
     }
     imagedata_free(r.img);
     checkpoint_free(r.resume);
+    free(r.best_p);
+    free(r.best_st);
     json_decref(r.job_json);
     json_decref(r.history);
     if (r.log)

@@ -30,6 +30,7 @@
 #define TRAINYARD_WORKER_TRAINER_H
 
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/kernels.h"
@@ -43,6 +44,8 @@ typedef struct trainer_epoch {
     double val_loss, val_accuracy; /* NAN without a validation split */
     double seconds;                /* wall time of the epoch, validation included */
     double samples_per_second;     /* training rows per second */
+    json_t *histograms; /* the weight histograms (worker/histogram.h) when the job asked for
+                           them ("tensorboard"), during on_epoch only; else NULL */
 } trainer_epoch;
 
 /* Where a run is. The trainer only writes files (the artifacts into its output folder); a
@@ -63,6 +66,10 @@ typedef struct trainer_hooks {
     int (*on_epoch)(void *user, const trainer_epoch *e);
     /* Polled between steps; nonzero stops training at once (no artifacts). May be NULL. */
     int (*should_stop)(void *user);
+    /* After each epoch (after on_epoch): nonzero ends training after that epoch as if it were
+     * the last (a graceful stop: the model is written, the run succeeds) and writes why into
+     * why[cap] (trainer_result.stop_reason). May be NULL. */
+    int (*should_finish)(void *user, char *why, size_t cap);
     /* After a checkpoint after epoch was written to path (overwritten by the next one: copy it
      * to keep it). Called on the training thread, after on_epoch of that epoch. May be NULL. */
     void (*on_checkpoint)(void *user, const char *path, int epoch);
@@ -111,9 +118,16 @@ typedef struct trainer_opts {
                                    [rows, outputs] here; NULL: none */
 } trainer_opts;
 
+#define TRAINER_STOP_REASON 512 /* bytes of trainer_result.stop_reason */
+
 typedef struct trainer_result {
     int epochs_done;
-    int stopped;         /* 1 when a hook stopped training */
+    int stopped; /* 1 when a hook stopped training */
+    /* A run that ended before its last epoch but succeeded: early stopping (job->early_stopping)
+     * or should_finish. stop_reason "" and stopped_epoch 0 when it ran every epoch. */
+    char stop_reason[TRAINER_STOP_REASON];
+    int stopped_epoch;
+    int best_epoch;      /* early_stopping.restore_best: the epoch whose weights the model holds */
     int resumed_after;   /* epochs restored from resume_from (0 when starting afresh) */
     int checkpoints;     /* checkpoints written */
     double checkpoint_s; /* time spent writing them */

@@ -15,7 +15,8 @@ report() appends one JSON line to $TRAINYARD_METRICS, which the worker reads as 
 metrics land in the job's metrics API, its event stream, the dashboard and metrics.csv. Outside
 trainyard (no $TRAINYARD_METRICS) the line goes to stderr instead, and the folder helpers fall
 back to ./output and ./checkpoint, so the same script runs by hand. KerasCallback() reports
-every epoch of `model.fit`.
+every epoch of `model.fit`. stop_requested() says when the worker asks the script to end
+early (the job's early_stopping, or a stop request): save the output and exit 0.
 
 For users, a client of the API (what `trainyard submit` does):
 
@@ -51,7 +52,7 @@ import urllib.request
 
 __version__ = "0.1.0"
 __all__ = ["report", "output_dir", "checkpoint_dir", "dataset_path", "hyperparameters",
-           "KerasCallback", "Client", "Job", "ApiError", "JobFailed"]
+           "stop_requested", "KerasCallback", "Client", "Job", "ApiError", "JobFailed"]
 
 # ---------------------------------------------------------------------------------------------
 # For scripts
@@ -100,6 +101,8 @@ def report(epoch=None, **metrics):
         raise ValueError(f"trainyard.report: at most {_MAX_METRICS} metrics, not {len(metrics)}")
     line = {"epoch": int(epoch)}
     for name, value in metrics.items():
+        if name == "histograms":  # the heartbeat's weight histograms (docs/API.md)
+            raise ValueError("trainyard.report: the name 'histograms' is reserved")
         if not _METRIC_NAME.match(name):
             raise ValueError(f"trainyard.report: {name!r} is not a metric name (1 to 64 of "
                              "letters, digits and _ . : / -, starting with a letter)")
@@ -153,12 +156,28 @@ def hyperparameters():
     return value
 
 
+def stop_requested():
+    """Why the worker asks the script to end after the epoch it is in (the job's early_stopping
+    triggered on the reported metrics, or someone stopped the job: POST /jobs/{id}/stop), or
+    None. A script that sees it saves its output and exits 0: the job succeeds with that
+    stop_reason. The worker writes the reason to $TRAINYARD_STOP_FILE; None outside trainyard."""
+    path = _env("TRAINYARD_STOP_FILE")
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read() or "stop requested"
+    except FileNotFoundError:
+        return None
+
+
 _keras_callback_class = None
 
 
 def KerasCallback(*args, **kwargs):
     """A keras.callbacks.Callback that reports each epoch of `model.fit` (epoch + 1, with every
-    value in logs). keras is imported on the first call, not with this module."""
+    value in logs) and ends the fit when the worker asks (stop_requested()). keras is imported
+    on the first call, not with this module."""
     global _keras_callback_class
     if _keras_callback_class is None:
         try:
@@ -169,6 +188,8 @@ def KerasCallback(*args, **kwargs):
         class _TrainyardCallback(keras.callbacks.Callback):
             def on_epoch_end(self, epoch, logs=None):
                 report(epoch=epoch + 1, **dict(logs or {}))
+                if stop_requested() is not None:
+                    self.model.stop_training = True
 
         _TrainyardCallback.__name__ = _TrainyardCallback.__qualname__ = "KerasCallback"
         _keras_callback_class = _TrainyardCallback

@@ -67,6 +67,7 @@ def test_the_guide_runs(serve, tmp_path):
     assert '"name":"checkpoint.safetensors"' in out  # "delete_checkpoint": false kept it
     assert "event: " in out and "epoch 1 done" in out
     assert '"status":"cancelled"' in out
+    assert '"stop_reason":"not needed any more"' in out  # a stopped queued job
     # Models: the succeeded iris job is version 1 of iris.
     assert '{"model_version_status":[{"version":"1","state":"AVAILABLE"' in out
     assert '"latest":1' in out
@@ -89,6 +90,9 @@ def test_the_guide_runs(serve, tmp_path):
     job = [j for j in svc.http.get(f"{svc.url}/jobs").json()["jobs"] if j["name"] == "my-mlp"]
     assert len(job) == 1 and job[0]["status"] == "succeeded", job
     assert job[0]["document"]["hyperparameters"] == {"epochs": 2, "units": 64}
+    # Sweeps: four trials queued at once, listed by ?sweep=, cancelled with the sweep; a 400.
+    assert "running 4 iris-search-1" in out and "cancelled 4" in out
+    assert '"field":"parameters[\\"hyperparameters.learning_rate\\"].min"' in out
 
 
 def test_the_operations_guide_backup_runs_on_a_live_service(serve, tmp_path):

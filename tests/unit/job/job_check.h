@@ -139,6 +139,24 @@ static inline void check_specs_equal(const job_spec *a, const job_spec *b)
     CHECK_INT(a->max_attempts, b->max_attempts);
     CHECK_INT(a->max_runtime_seconds, b->max_runtime_seconds);
     CHECK_INT(a->priority, b->priority);
+    const job_early_stopping *ea = &a->early_stopping, *eb = &b->early_stopping;
+    CHECK_INT(ea->enabled, eb->enabled);
+    CHECK_STR(ea->monitor, eb->monitor);
+    CHECK_INT(ea->mode, eb->mode);
+    CHECK_INT(ea->patience, eb->patience);
+    CHECK(ea->min_delta == eb->min_delta);
+    CHECK_INT(ea->has_baseline, eb->has_baseline);
+    CHECK(ea->baseline == eb->baseline);
+    CHECK_INT(ea->start_from_epoch, eb->start_from_epoch);
+    CHECK_INT(ea->restore_best, eb->restore_best);
+    CHECK_OPT_STR(a->init_from, b->init_from);
+    CHECK_INT(a->tb_histograms, b->tb_histograms);
+    CHECK_INT(a->n_notify, b->n_notify);
+    for (size_t i = 0; i < a->n_notify && i < b->n_notify; i++) {
+        CHECK_STR(a->notify[i].url, b->notify[i].url);
+        CHECK_INT(a->notify[i].events, b->notify[i].events);
+    }
+    CHECK_INT(a->keep, b->keep);
 }
 
 /* Spec → JSON text → spec: equal specs, and the second dump is the same text as the first. */

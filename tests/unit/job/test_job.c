@@ -514,6 +514,134 @@ static void test_url_credentials(void)
     CHECK(at >= 0 && !strstr(errs.items[at].message, "secret"));
 }
 
+/* The experiment sections: early_stopping (Keras's defaults, "auto" resolved, the monitor checked
+ * against what the job reports), init_from, tensorboard, notify and keep; round trips included. */
+static void test_experiment(void)
+{
+    job_spec *s = parse_ok(DOC(""));
+    if (s) {
+        CHECK_INT(s->early_stopping.enabled, 0);
+        CHECK(s->init_from == NULL);
+        CHECK_INT(s->n_notify, 0);
+        CHECK_INT(s->keep, 0);
+        CHECK_INT(s->tb_histograms, 0);
+    }
+    job_free(s);
+
+#define HPV     "\"hyperparameters\": {\"validation_split\": 0.2}"
+#define VDOC(x) "{\"dataset_url\": \"https://data.example/d.csv\", " HPV x "}"
+    s = parse_ok(VDOC(", \"early_stopping\": {}"));
+    if (s) {
+        CHECK_INT(s->early_stopping.enabled, 1);
+        CHECK_STR(s->early_stopping.monitor, "val_loss");
+        CHECK_INT(s->early_stopping.mode, JOB_ES_MIN);
+        CHECK_INT(s->early_stopping.patience, 0);
+        CHECK_INT(s->early_stopping.restore_best, 0);
+    }
+    job_free(s);
+    s = parse_ok(VDOC(", \"early_stopping\": {\"monitor\": \"val_accuracy\", \"patience\": 5,"
+                      " \"min_delta\": 0.01, \"baseline\": 0.5, \"start_from_epoch\": 2,"
+                      " \"restore_best\": true}"));
+    if (s) {
+        CHECK_INT(s->early_stopping.mode, JOB_ES_MAX); /* auto: an accuracy grows */
+        CHECK_INT(s->early_stopping.patience, 5);
+        CHECK(s->early_stopping.min_delta == 0.01);
+        CHECK_INT(s->early_stopping.has_baseline, 1);
+        CHECK(s->early_stopping.baseline == 0.5);
+        CHECK_INT(s->early_stopping.start_from_epoch, 2);
+        CHECK_INT(s->early_stopping.restore_best, 1);
+    }
+    job_free(s);
+    s = parse_ok(DOC(", \"early_stopping\": {\"monitor\": \"loss\", \"mode\": \"max\"}"));
+    if (s)
+        CHECK_INT(s->early_stopping.mode, JOB_ES_MAX);
+    job_free(s);
+    EXPECT_ERROR(DOC(", \"early_stopping\": {}"), "early_stopping.monitor", "validation_split");
+    EXPECT_ERROR(DOC(", \"early_stopping\": {\"monitor\": \"f1\"}"), "early_stopping.monitor",
+                 "\"val_accuracy\"");
+    EXPECT_ERROR(DOC(", \"task\": \"regression\", \"early_stopping\": {\"monitor\": \"accuracy\"}"),
+                 "early_stopping.monitor", "classification");
+    EXPECT_ERROR(VDOC(", \"early_stopping\": {\"patience\": -1}"), "early_stopping.patience", "");
+    EXPECT_ERROR(VDOC(", \"early_stopping\": {\"min_delta\": -0.1}"), "early_stopping.min_delta",
+                 "");
+    EXPECT_ERROR(VDOC(", \"early_stopping\": {\"mode\": \"up\"}"), "early_stopping.mode", "");
+    EXPECT_ERROR(VDOC(", \"early_stopping\": {\"patients\": 3}"), "early_stopping.patients",
+                 "unknown");
+    EXPECT_ERROR(VDOC(", \"early_stopping\": 5"), "early_stopping", "");
+    /* A script reports metrics of its own: any name is taken; restore_best is not. */
+    const char *script = "{\"training_script\": \"train.py\", \"code\": \"sha256:"
+                         "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"";
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s, \"early_stopping\": {\"monitor\": \"f1\", \"patience\": 2}}",
+             script);
+    s = parse_ok(buf);
+    if (s) {
+        CHECK_STR(s->early_stopping.monitor, "f1");
+        CHECK_INT(s->early_stopping.mode, JOB_ES_MIN);
+    }
+    job_free(s);
+    round_trip(buf);
+    snprintf(buf, sizeof buf, "%s, \"early_stopping\": {\"restore_best\": true}}", script);
+    EXPECT_ERROR(buf, "early_stopping.restore_best", "built-in");
+    snprintf(buf, sizeof buf, "%s, \"init_from\": \"0123456789abcdef0123456789abcdef\"}", script);
+    EXPECT_ERROR(buf, "init_from", "built-in");
+    snprintf(buf, sizeof buf, "%s, \"tensorboard\": {\"histograms\": true}}", script);
+    EXPECT_ERROR(buf, "tensorboard.histograms", "built-in");
+
+    s = parse_ok(DOC(", \"init_from\": \"0123456789abcdef0123456789abcdef\","
+                     " \"tensorboard\": {\"histograms\": true}, \"keep\": true"));
+    if (s) {
+        CHECK_STR(s->init_from, "0123456789abcdef0123456789abcdef");
+        CHECK_INT(s->tb_histograms, 1);
+        CHECK_INT(s->keep, 1);
+    }
+    job_free(s);
+    EXPECT_ERROR(DOC(", \"init_from\": \"0123456789ABCDEF0123456789abcdef\""), "init_from", "hex");
+    EXPECT_ERROR(DOC(", \"init_from\": 7"), "init_from", "");
+    EXPECT_ERROR(DOC(", \"tensorboard\": {\"scalars\": true}"), "tensorboard.scalars", "unknown");
+    EXPECT_ERROR(DOC(", \"keep\": \"yes\""), "keep", "");
+
+    s = parse_ok(
+        DOC(", \"notify\": [{\"url\": \"https://hooks.example/a\"},"
+            " {\"url\": \"http://h.example:81/b?x=1\", \"events\": [\"failed\", \"running\"]}]"));
+    if (s) {
+        CHECK_INT(s->n_notify, 2);
+        CHECK_STR(s->notify[0].url, "https://hooks.example/a");
+        CHECK_INT(s->notify[0].events,
+                  JOB_EVENT_SUCCEEDED | JOB_EVENT_FAILED | JOB_EVENT_CANCELLED);
+        CHECK_INT(s->notify[1].events, JOB_EVENT_FAILED | JOB_EVENT_RUNNING);
+        json_t *list = job_notify_to_json(s);
+        char *text = json_dumps(list, JSON_COMPACT);
+        CHECK_STR(text, "[{\"url\":\"https://hooks.example/a\",\"events\":[\"succeeded\","
+                        "\"failed\",\"cancelled\"]},{\"url\":\"http://h.example:81/b?x=1\","
+                        "\"events\":[\"failed\",\"running\"]}]");
+        free(text);
+        json_decref(list);
+    }
+    job_free(s);
+    EXPECT_ERROR(DOC(", \"notify\": [{\"url\": \"ftp://h/x\"}]"), "notify[0].url", "http");
+    EXPECT_ERROR(DOC(", \"notify\": [{\"url\": \"https://u:p@h/x\"}]"), "notify[0].url",
+                 "credentials");
+    EXPECT_ERROR(DOC(", \"notify\": [{\"events\": [\"failed\"]}]"), "notify[0].url", "required");
+    EXPECT_ERROR(DOC(", \"notify\": [{\"url\": \"https://h/\", \"events\": [\"done\"]}]"),
+                 "notify[0].events[0]", "");
+    EXPECT_ERROR(DOC(", \"notify\": [{\"url\": \"https://h/\", \"events\": []}]"),
+                 "notify[0].events", "");
+    EXPECT_ERROR(DOC(", \"notify\": [{\"url\": \"https://h/\","
+                     " \"events\": [\"failed\", \"failed\"]}]"),
+                 "notify[0].events[1]", "twice");
+    EXPECT_ERROR(DOC(", \"notify\": {\"url\": \"https://h/\"}"), "notify", "array");
+    EXPECT_ERROR(DOC(", \"notify\": [{},{},{},{},{},{},{},{},{}]"), "notify", "at most 8");
+
+    round_trip(VDOC(", \"early_stopping\": {\"monitor\": \"val_accuracy\", \"patience\": 5,"
+                    " \"min_delta\": 0.01, \"baseline\": 0.5, \"restore_best\": true},"
+                    " \"init_from\": \"0123456789abcdef0123456789abcdef\","
+                    " \"tensorboard\": {\"histograms\": true}, \"keep\": true,"
+                    " \"notify\": [{\"url\": \"https://h/x\", \"events\": [\"succeeded\"]}]"));
+#undef VDOC
+#undef HPV
+}
+
 int main(void)
 {
     test_minimal_defaults();
@@ -527,5 +655,6 @@ int main(void)
     test_round_trip();
     test_activation_names();
     test_url_credentials();
+    test_experiment();
     return check_exit();
 }

@@ -224,7 +224,7 @@ static void test_happy_path(void)
     const char *logs[] = {"epoch 1", "epoch 2"};
     sched_progress p = {
         .phase = DB_PHASE_TRAINING, .epochs = m, .n_epochs = 2, .logs = logs, .n_logs = 2};
-    sched_beat beat = {-1, 0};
+    sched_beat beat = {.cancel = -1};
     CHECK_INT(sched_job_heartbeat(d, id, w, &p, T0 + 1000, LEASE, &beat, err), 0);
     CHECK_INT(beat.cancel, 0);
     CHECK_INT(beat.lease_expires_at, T0 + 1000 + LEASE * 1000);

@@ -1,0 +1,36 @@
+/* db/histograms: the histograms table (schema v8) — per (job, epoch, tensor) one histogram of a
+ * weight tensor's values, for the tfevents artifact of a job that asked for them ("tensorboard":
+ * {"histograms": true}).
+ *
+ * data is the JSON text of the histogram as the worker reported it and the API checked it
+ * (api/bodies.c): {"min", "max", "num", "sum", "sum_squares", "limits": [...], "counts": [...]}.
+ * A resumed attempt that reports an epoch again replaces its rows (INSERT OR REPLACE); rows of
+ * epochs a requeue dropped from metrics stay until the job is deleted, and the tfevents writer
+ * (scheduler/tfevents.c) skips every epoch without a metrics row. */
+#ifndef TRAINYARD_DB_HISTOGRAMS_H
+#define TRAINYARD_DB_HISTOGRAMS_H
+
+#include <stdint.h>
+
+#include "db/db.h"
+
+/* Bounds the API holds reports to (per epoch entry, per histogram). */
+#define DB_HISTOGRAM_TENSOR_MAX  128 /* characters of a tensor name */
+#define DB_HISTOGRAM_MAX_TENSORS 256 /* histograms in one epoch */
+#define DB_HISTOGRAM_MAX_BUCKETS 256 /* buckets in one histogram */
+
+typedef struct db_histogram {
+    int epoch;
+    const char *tensor; /* borrowed (when read, valid during the callback) */
+    const char *data;   /* JSON text, borrowed likewise */
+} db_histogram;
+
+/* Called per row; h is valid during the call only. A negative return stops the walk. */
+typedef int (*db_histogram_fn)(void *ctx, const db_histogram *h);
+
+/* Stores h for job_seq, replacing the row of the same epoch and tensor. */
+int db_histogram_put(db *d, int64_t job_seq, const db_histogram *h, char *err);
+/* Every histogram of job_seq by epoch, then tensor. */
+int db_histogram_list(db *d, int64_t job_seq, db_histogram_fn fn, void *ctx, char *err);
+
+#endif
