@@ -313,7 +313,7 @@
                              'aria-label': `Pick ${j.name || j.id} to compare`});
     return el('tr', {'data-id': j.id, 'data-status': j.status},
               el('td', {}, box),
-              el('td', {}, el('a', {href}, j.name || '(unnamed)'),
+              el('td', {class: 'name'}, el('a', {href}, j.name || '(unnamed)'),
                  j.sweep_id ? el('a', {href: '#sweep=' + encodeURIComponent(j.sweep_id),
                                        class: 'tag', title: 'The sweep this trial belongs to'},
                                  'sweep') : null),
