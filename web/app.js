@@ -1,7 +1,10 @@
 /* trainyard's dashboard: one page, hash routes, no framework, nothing from another origin.
  *
- * Routes: #/jobs (the jobs table, polled), #/jobs/{id} (one job: its state, curves, logs,
- * artifacts, cancel), #/workers (workers and devices, polled).
+ * Routes: #/jobs (the jobs table, polled; boxes pick jobs to compare), #/jobs/{id} (one job:
+ * its state, curves, logs, artifacts, cancel), #compare=ID,ID,... (picked jobs side by side:
+ * curves overlaid on shared axes, hyperparameters with the differences marked), #/sweeps (the
+ * sweeps, polled), #sweep=ID (one sweep: leaderboard and every trial's curve), #/workers
+ * (workers and devices, polled). The compare and sweep routes are links a person can share.
  *
  * The token is asked once and kept in sessionStorage; every call sends it as a Bearer header,
  * never in a URL. EventSource cannot send headers, so the event stream and the log follow are
@@ -18,6 +21,9 @@
   const JOBS_POLL_MS = 1500;
   const WORKERS_POLL_MS = 3000;
   const MAX_LOG_CHARS = 2000000; /* the log view keeps the tail past this */
+  const PICKED_KEY = 'trainyard.picked'; /* the jobs picked for #compare, in sessionStorage */
+  const MAX_PICKED = 12;
+  const SWEEP_POLL_MS = 2000;
 
   const $ = (id) => document.getElementById(id);
 
@@ -60,6 +66,17 @@
   class AuthError extends Error {}
 
   function token() { return sessionStorage.getItem(TOKEN_KEY); }
+
+  function picked() {
+    try {
+      const ids = JSON.parse(sessionStorage.getItem(PICKED_KEY));
+      return Array.isArray(ids) ? ids.filter((x) => typeof x === 'string') : [];
+    } catch (e) {
+      return [];
+    }
+  }
+
+  function setPicked(ids) { sessionStorage.setItem(PICKED_KEY, JSON.stringify(ids)); }
 
   /* The sentence of a problem+json answer, else the status line. */
   async function problemText(res) {
@@ -183,7 +200,16 @@
     const scope = newScope();
     current = scope;
     let section = 'jobs';
-    if (parts[0] === 'jobs' && parts.length === 2) {
+    const compare = /^compare=(.*)$/.exec(hash), sweep = /^sweep=(.+)$/.exec(hash);
+    if (compare) {
+      compareView(scope, compare[1].split(',').map(decodeURIComponent).filter(Boolean));
+    } else if (sweep) {
+      section = 'sweeps';
+      sweepView(scope, decodeURIComponent(sweep[1]));
+    } else if (parts[0] === 'sweeps') {
+      section = 'sweeps';
+      sweepsView(scope);
+    } else if (parts[0] === 'jobs' && parts.length === 2) {
       jobView(scope, parts[1]);
     } else if (parts[0] === 'workers') {
       section = 'workers';
@@ -214,14 +240,50 @@
     const note = el('p', {class: 'note', id: 'jobs-note', 'aria-live': 'polite'});
     const table = el('table', {id: 'jobs-table', class: 'grid'},
                      el('caption', {class: 'sr-only'}, 'Jobs, newest first'),
-                     el('thead', {}, el('tr', {}, ...['Name', 'Status', 'Phase', 'Attempt',
-                                                      'Device', 'Created', 'Finished', 'Id']
-                       .map((h) => el('th', {scope: 'col'}, h)))),
+                     el('thead', {}, el('tr', {},
+                       el('th', {scope: 'col'}, el('span', {class: 'sr-only'}, 'Compare')),
+                       ...['Name', 'Status', 'Phase', 'Attempt', 'Device', 'Created', 'Finished',
+                           'Id'].map((h) => el('th', {scope: 'col'}, h)))),
                      body);
+    const compare = el('button', {id: 'compare', type: 'button'});
+    const clear = el('button', {id: 'compare-clear', type: 'button', class: 'link'},
+                     'Clear picks');
     mount(el('div', {class: 'bar'}, el('h1', {}, 'Jobs'),
-             el('label', {for: 'status-filter'}, 'Status ', filter)),
+             el('div', {class: 'actions'}, compare, clear,
+                el('label', {for: 'status-filter'}, 'Status ', filter))),
           table, note);
     filter.addEventListener('change', () => poll().catch(scopeError));
+
+    /* The picks outlive a poll's new rows, a status filter and a visit to a job's page. */
+    function showPicks() {
+      const n = picked().length;
+      compare.textContent = n ? `Compare ${n} picked` : 'Compare';
+      compare.disabled = n < 2;
+      compare.title = n < 2 ? 'Pick two or more jobs with the boxes in the table' : '';
+      clear.hidden = n === 0;
+    }
+    showPicks();
+    body.addEventListener('change', (ev) => {
+      const box = ev.target;
+      if (!box.dataset || !box.dataset.pick) return;
+      const ids = picked().filter((x) => x !== box.dataset.pick);
+      if (box.checked) ids.push(box.dataset.pick);
+      if (ids.length > MAX_PICKED) {
+        box.checked = false;
+        $('view-error').textContent = `At most ${MAX_PICKED} jobs can be compared at once.`;
+        return;
+      }
+      setPicked(ids);
+      showPicks();
+    });
+    compare.addEventListener('click', () => {
+      location.hash = 'compare=' + picked().map(encodeURIComponent).join(',');
+    });
+    clear.addEventListener('click', () => {
+      setPicked([]);
+      body.querySelectorAll('input[data-pick]').forEach((b) => { b.checked = false; });
+      showPicks();
+    });
 
     async function poll() {
       const q = new URLSearchParams({limit: '100'});
@@ -229,17 +291,32 @@
       const page = await apiJson('/jobs?' + q, {signal: scope.signal});
       if (scope.stopped) return;
       clearError();
-      body.replaceChildren(...page.jobs.map(jobRow));
+      /* New rows every poll: keep the keyboard's place on a pick box. */
+      const focused = document.activeElement && document.activeElement.dataset
+        ? document.activeElement.dataset.pick : null;
+      const picks = new Set(picked());
+      body.replaceChildren(...page.jobs.map((j) => jobRow(j, picks)));
+      if (focused) {
+        const again = [...body.querySelectorAll('input[data-pick]')].find(
+          (b) => b.dataset.pick === focused);
+        if (again) again.focus();
+      }
       note.textContent = page.jobs.length === 0 ? 'No jobs yet.'
         : page.next_cursor ? `The newest ${page.jobs.length} are shown.` : '';
     }
     scope.every(JOBS_POLL_MS, poll);
   }
 
-  function jobRow(j) {
+  function jobRow(j, picks) {
     const href = '#/jobs/' + encodeURIComponent(j.id);
+    const box = el('input', {type: 'checkbox', 'data-pick': j.id, checked: picks.has(j.id),
+                             'aria-label': `Pick ${j.name || j.id} to compare`});
     return el('tr', {'data-id': j.id, 'data-status': j.status},
-              el('td', {}, el('a', {href}, j.name || '(unnamed)')),
+              el('td', {}, box),
+              el('td', {class: 'name'}, el('a', {href}, j.name || '(unnamed)'),
+                 j.sweep_id ? el('a', {href: '#sweep=' + encodeURIComponent(j.sweep_id),
+                                       class: 'tag', title: 'The sweep this trial belongs to'},
+                                 'sweep') : null),
               el('td', {}, badge(j.status)),
               el('td', {}, j.phase || '—'),
               el('td', {class: 'num'}, `${j.attempt}/${j.max_attempts}`),
@@ -302,6 +379,14 @@
         ['Started', when(j.started_at)],
         ['Finished', when(j.finished_at)],
       ];
+      if (j.sweep_id)
+        rows.push(['Sweep', el('a', {id: 'job-sweep', class: 'mono',
+                                     href: '#sweep=' + encodeURIComponent(j.sweep_id)},
+                               j.sweep_id)]);
+      if (j.stop_reason)
+        rows.push(['Stopped early', j.stop_reason +
+                   (j.stopped_epoch ? ` after epoch ${j.stopped_epoch}` : '')]);
+      if (j.best_epoch) rows.push(['Best epoch', j.best_epoch]);
       if (j.error) rows.push(['Error', el('span', {class: 'error'}, j.error)]);
       facts.replaceChildren(...rows.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
       cancel.disabled = TERMINAL.has(j.status) || j.cancel_requested;
@@ -553,6 +638,510 @@
 
     draw([]);
     return {figure, draw};
+  }
+
+  /* ---- overlaid curves (compare, sweep) ------------------------------------------------- */
+
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+
+  function svgEl(tag, attrs, ...children) {
+    const e = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs || {}))
+      if (v !== null && v !== undefined && v !== false) e.setAttribute(k, String(v));
+    for (const c of children) e.append(c instanceof Node ? c : String(c));
+    return e;
+  }
+
+  /* One colour per job: a fixed set that reads on light and dark backgrounds, then hues a
+   * golden angle apart. Set as SVG attributes or through CSSOM, which the CSP allows (a style
+   * attribute in markup it would not). */
+  const PALETTE = ['#1f77d0', '#e0720b', '#2a9d3f', '#d0342c', '#8c56c8', '#12a0a0', '#b8860b',
+                   '#d63384', '#6b8e23', '#5c6bc0'];
+  function color(i) {
+    return i < PALETTE.length ? PALETTE[i] : `hsl(${Math.round(i * 137.508) % 360} 65% 50%)`;
+  }
+
+  function swatch(c, dashed) {
+    const s = el('span', {class: 'swatch' + (dashed ? ' dashed' : ''), 'aria-hidden': 'true'});
+    s.style.borderColor = c;
+    return s;
+  }
+
+  function fmt(v) {
+    if (typeof v !== 'number') return v === undefined ? '—' : v === null ? 'null' : String(v);
+    return Number.isInteger(v) ? String(v) : String(+v.toPrecision(4));
+  }
+
+  /* Ticks for [lo, hi]: about five at 1, 2, 2.5 or 5 times a power of ten (linear), or the
+   * powers of ten themselves with 2..9 between them as unlabelled lines (log). */
+  function linearTicks(lo, hi) {
+    if (hi - lo < 1e-12) {
+      const d = Math.abs(lo) * 0.1 || 0.5;
+      lo -= d; hi += d;
+    }
+    const raw = (hi - lo) / 5, mag = 10 ** Math.floor(Math.log10(raw));
+    const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((x) => x >= raw);
+    const a = Math.floor(lo / step) * step, b = Math.ceil(hi / step) * step;
+    const major = [];
+    for (let i = 0; a + i * step <= b + step / 2; i++) major.push(+(a + i * step).toPrecision(12));
+    return {lo: a, hi: b, major, minor: []};
+  }
+
+  /* A power of ten as people write it: 0.001 … 10000, else 1e-5. */
+  function decade(v) {
+    const k = Math.round(Math.log10(v));
+    return k >= -3 && k <= 4 ? String(+(10 ** k).toPrecision(1)) : `1e${k}`;
+  }
+
+  function logTicks(lo, hi) {
+    const a = Math.floor(Math.log10(lo));
+    const b = Math.max(Math.ceil(Math.log10(hi)), a + 1);
+    const every = Math.ceil((b - a) / 8);
+    const major = [], minor = [];
+    for (let k = a; k <= b; k++) {
+      if ((k - a) % every === 0) major.push(+(10 ** k).toPrecision(12));
+      if (k < b && every === 1) for (let m = 2; m < 10; m++) minor.push(m * 10 ** k);
+    }
+    return {lo: 10 ** a, hi: 10 ** b, major, minor};
+  }
+
+  /* A figure with an SVG that draws several series on one pair of axes: epochs across, values
+   * up, linear or (with `canLog`, a box in the caption) log, in a W × H viewBox that scales
+   * to the figure's width. draw(series) takes
+   * [{job, metric, label, color, dashed, bold, points: [[epoch, value], ...]}]; each becomes a
+   * <polyline> carrying data-job, data-metric and data-points (values drawn), and the svg
+   * carries data-scale, data-y-min and data-y-max (the axis' ends), for tests and tools.
+   * A value that cannot be drawn (not a number; ≤ 0 on a log axis) breaks nothing, it is left
+   * out and the aria-label says how many were. */
+  function overlayChart(id, label, canLog, W = 640, H = 300) {
+    const pad = {l: 58, r: 14, t: 12, b: 40};
+    const svg = svgEl('svg', {id, class: 'overlay', viewBox: `0 0 ${W} ${H}`, role: 'img',
+                              'data-scale': 'linear', 'aria-label': `${label}: no epochs yet`});
+    const caption = el('figcaption', {}, el('span', {}, label));
+    let scale = 'linear', last = [];
+    if (canLog) {
+      const box = el('input', {type: 'checkbox', id: id + '-log'});
+      caption.append(el('label', {class: 'toggle', for: id + '-log'}, box, ' Log scale'));
+      box.addEventListener('change', () => {
+        scale = box.checked ? 'log' : 'linear';
+        draw(last);
+      });
+    }
+    const figure = el('figure', {class: 'chart'}, caption, svg);
+
+    function draw(series) {
+      last = series;
+      const log = scale === 'log';
+      const usable = (v) => typeof v === 'number' && isFinite(v) && (!log || v > 0);
+      let lo = Infinity, hi = -Infinity, x1 = 2, left = 0;
+      for (const s of series)
+        for (const [e, v] of s.points) {
+          if (!usable(v)) { left++; continue; }
+          lo = Math.min(lo, v); hi = Math.max(hi, v); x1 = Math.max(x1, e);
+        }
+      svg.replaceChildren();
+      svg.dataset.scale = scale;
+      if (lo > hi) {
+        svg.dataset.yMin = svg.dataset.yMax = '';
+        svg.append(svgEl('text', {x: pad.l, y: H / 2, class: 'note'},
+                         series.some((s) => s.points.length) ? 'nothing to draw on this axis'
+                           : 'waiting for the first epoch'));
+        svg.setAttribute('aria-label', `${label}: no values`);
+        return;
+      }
+      const t = log ? logTicks(lo, hi) : linearTicks(lo, hi);
+      svg.dataset.yMin = String(t.lo);
+      svg.dataset.yMax = String(t.hi);
+      const f = log ? Math.log10 : (v) => v;
+      const x0 = 1;
+      const px = (e) => pad.l + (e - x0) / (x1 - x0) * (W - pad.l - pad.r);
+      const py = (v) => pad.t + (f(t.hi) - f(v)) / (f(t.hi) - f(t.lo)) * (H - pad.t - pad.b);
+      const r2 = (n) => Math.round(n * 100) / 100;
+      for (const v of t.minor)
+        svg.append(svgEl('line', {class: 'grid minor', x1: pad.l, x2: W - pad.r,
+                                  y1: r2(py(v)), y2: r2(py(v))}));
+      for (const v of t.major) {
+        svg.append(svgEl('line', {class: 'grid', x1: pad.l, x2: W - pad.r,
+                                  y1: r2(py(v)), y2: r2(py(v))}));
+        svg.append(svgEl('text', {class: 'tick y', x: pad.l - 6, y: r2(py(v))},
+                         log ? decade(v) : tick(v)));
+      }
+      const step = Math.max(1, Math.ceil((x1 - x0) / 10));
+      for (let e = x0; e <= x1; e += step)
+        svg.append(svgEl('text', {class: 'tick x', x: r2(px(e)), y: H - pad.b + 16}, e));
+      svg.append(svgEl('text', {class: 'axis-label', x: (pad.l + W - pad.r) / 2, y: H - 6},
+                       'epoch'));
+      svg.append(svgEl('path', {class: 'axis',
+                                d: `M${pad.l} ${pad.t}V${H - pad.b}H${W - pad.r}`}));
+      const said = [];
+      for (const s of series) {
+        const pts = s.points.filter(([, v]) => usable(v));
+        if (pts.length === 0) continue;
+        const line = svgEl('polyline', {
+          class: 'series', fill: 'none', stroke: s.color, 'stroke-width': s.bold ? 3.5 : 2,
+          'stroke-dasharray': s.dashed ? '7 4' : null, 'data-job': s.job,
+          'data-metric': s.metric, 'data-points': pts.length,
+          points: pts.map(([e, v]) => `${r2(px(e))},${r2(py(v))}`).join(' ')},
+        svgEl('title', {}, s.label));
+        svg.append(line);
+        if (pts.length <= 60)
+          for (const [e, v] of pts)
+            svg.append(svgEl('circle', {class: 'dot', cx: r2(px(e)), cy: r2(py(v)), r: 2.5,
+                                        fill: s.color},
+                             svgEl('title', {}, `${s.label}, epoch ${e}: ${fmt(v)}`)));
+        const [le, lv] = pts[pts.length - 1];
+        said.push(`${s.label} ${fmt(lv)} at epoch ${le}`);
+      }
+      if (left)
+        svg.append(svgEl('text', {class: 'note left-out', x: W - pad.r, y: pad.t + 4},
+                         `${left} value${left === 1 ? '' : 's'} ` +
+                         (log ? '≤ 0 not drawn on a log scale' : 'not drawn')));
+      svg.setAttribute('aria-label', `${label}, ${scale} scale, ${said.length} curves on shared ` +
+                       `axes: ${said.join('; ')}` + (left ? `; ${left} values not drawn` : ''));
+    }
+
+    draw([]);
+    return {figure, draw};
+  }
+
+  /* A job document's leaves by path: "hyperparameters.learning_rate", "model.layers[0].units".
+   * An empty object or list is a leaf of its own, so it still shows. */
+  function flatten(v, prefix, out) {
+    if (Array.isArray(v)) {
+      if (v.length === 0 && prefix) out.set(prefix, []);
+      v.forEach((x, i) => flatten(x, `${prefix}[${i}]`, out));
+    } else if (v !== null && typeof v === 'object') {
+      const keys = Object.keys(v);
+      if (keys.length === 0 && prefix) out.set(prefix, {});
+      for (const k of keys) flatten(v[k], prefix ? `${prefix}.${k}` : k, out);
+    } else {
+      out.set(prefix, v);
+    }
+    return out;
+  }
+
+  const show = (v) => v === undefined ? '—' : typeof v === 'string' ? v : JSON.stringify(v);
+
+  /* Fetches each of ids with fn, at most `width` at a time (a sweep can have many trials). */
+  async function eachLimited(ids, width, fn) {
+    const queue = [...ids];
+    const run = async () => { while (queue.length) await fn(queue.shift()); };
+    await Promise.all(Array.from({length: Math.min(width, queue.length)}, run));
+  }
+
+  /* ---- #compare=ID,ID,... ---------------------------------------------------------------- */
+
+  function compareView(scope, ids) {
+    document.title = 'Compare · trainyard';
+    ids = [...new Set(ids)].slice(0, MAX_PICKED);
+    const loss = overlayChart('compare-loss', 'Loss', true);
+    const acc = overlayChart('compare-accuracy', 'Accuracy', false);
+    const charts = el('div', {class: 'charts'}, loss.figure, acc.figure);
+    const legend = el('ul', {id: 'compare-legend', class: 'legend jobs',
+                             'aria-label': 'Jobs and their colours'});
+    const summary = el('table', {id: 'compare-summary', class: 'grid'});
+    const hp = el('table', {id: 'hp-table', class: 'grid hp'});
+    const onlyDiff = el('input', {type: 'checkbox', id: 'hp-only-diff'});
+    const hpNote = el('p', {class: 'note', id: 'hp-note'});
+    const n = ids.length;
+    mount(el('div', {class: 'bar'}, el('h1', {}, `Compare ${n} job${n === 1 ? '' : 's'}`),
+             el('a', {href: '#/jobs'}, 'Back to the jobs')),
+          legend,
+          el('p', {class: 'note'}, 'Solid lines: training; dashed: validation.'),
+          el('h2', {}, 'Curves'), charts,
+          el('h2', {}, 'Summary'), summary,
+          el('div', {class: 'bar'}, el('h2', {}, 'Job documents'),
+             el('label', {for: 'hp-only-diff'}, onlyDiff, ' Only rows that differ')),
+          hpNote, hp);
+    onlyDiff.addEventListener('change', () => hp.classList.toggle('only-diff', onlyDiff.checked));
+    if (ids.length === 0) {
+      $('view-error').textContent = 'No jobs to compare: pick them in the jobs table.';
+      return;
+    }
+
+    const runs = new Map(ids.map((id, i) => [id, {id, color: color(i), job: null, epochs: []}]));
+    const extra = new Map(); /* base name → chart, for metrics of a script's own names */
+
+    async function load(r) {
+      const base = '/jobs/' + encodeURIComponent(r.id);
+      try {
+        const [job, m] = await Promise.all([apiJson(base, {signal: scope.signal}),
+                                            apiJson(base + '/metrics', {signal: scope.signal})]);
+        r.job = job;
+        r.epochs = m.epochs;
+      } catch (e) {
+        if (e instanceof AuthError || scope.stopped) throw e;
+        r.error = String(e.message || e);
+      }
+    }
+
+    const name = (r) => r.job ? r.job.name || r.id.slice(0, 12) : r.id.slice(0, 12);
+    const series = (keys) => [...runs.values()].flatMap((r) => keys.map((k, i) => ({
+      job: r.id, metric: k, label: `${name(r)} ${k}`, color: r.color, dashed: i === 1,
+      points: r.epochs.map((m) => [m.epoch, m[k]])})));
+
+    function render() {
+      const list = [...runs.values()];
+      legend.replaceChildren(...list.map((r) => el('li', {'data-job': r.id},
+        swatch(r.color), el('a', {href: '#/jobs/' + encodeURIComponent(r.id)}, name(r)), ' ',
+        r.job ? badge(r.job.status) : el('span', {class: 'error'}, r.error || 'loading'))));
+      loss.draw(series(['loss', 'val_loss']));
+      const accSeries = series(['accuracy', 'val_accuracy']);
+      acc.figure.hidden = !accSeries.some((s) => s.points.some(([, v]) => typeof v === 'number'));
+      acc.draw(accSeries);
+      for (const r of list)
+        for (const m of r.epochs)
+          for (const key of Object.keys(m)) {
+            if (KNOWN_METRICS.has(key)) continue;
+            const b = key.startsWith('val_') ? key.slice(4) : key;
+            if (!extra.has(b)) {
+              const c = overlayChart(`compare-metric-${extra.size + 1}`, b, true);
+              c.figure.dataset.metric = b;
+              extra.set(b, c);
+              charts.append(c.figure);
+            }
+          }
+      for (const [b, c] of extra) c.draw(series([b, 'val_' + b]));
+
+      const head = el('tr', {}, el('th', {scope: 'col'}, ''), ...list.map((r) =>
+        el('th', {scope: 'col', 'data-job': r.id}, swatch(r.color), name(r))));
+      const last = (r, k) => {
+        for (let i = r.epochs.length - 1; i >= 0; i--)
+          if (typeof r.epochs[i][k] === 'number') return r.epochs[i][k];
+        return undefined;
+      };
+      const best = (r) => {
+        let b = null;
+        for (const m of r.epochs)
+          if (typeof m.val_loss === 'number' && (!b || m.val_loss < b.val_loss)) b = m;
+        return b ? `${fmt(b.val_loss)} (epoch ${b.epoch})` : '—';
+      };
+      const facts = [
+        ['Status', (r) => r.job ? badge(r.job.status) : '—'],
+        ['Epochs', (r) => String(r.epochs.length)],
+        ['Last loss', (r) => fmt(last(r, 'loss'))],
+        ['Last val_loss', (r) => fmt(last(r, 'val_loss'))],
+        ['Best val_loss', best],
+        ['Last val_accuracy', (r) => fmt(last(r, 'val_accuracy'))],
+        ['Stopped early', (r) => r.job && r.job.stop_reason ? r.job.stop_reason : '—'],
+      ];
+      summary.replaceChildren(el('caption', {class: 'sr-only'}, 'Summary of each job'),
+        el('thead', {}, head.cloneNode(true)),
+        el('tbody', {}, ...facts.map(([k, fn]) => el('tr', {},
+          el('th', {scope: 'row'}, k), ...list.map((r) => el('td', {}, fn(r)))))));
+
+      /* Every leaf of every resolved document, in the order they first appear. */
+      const flat = list.map((r) => flatten(r.job ? r.job.document : {}, '', new Map()));
+      const keys = [];
+      const seen = new Set();
+      for (const f of flat)
+        for (const k of f.keys()) if (!seen.has(k)) { seen.add(k); keys.push(k); }
+      let differ = 0;
+      const rows = keys.map((k) => {
+        const vals = flat.map((f) => f.has(k) ? f.get(k) : undefined);
+        const as = (v) => v === undefined ? '\u0000' : JSON.stringify(v); /* missing ≠ null */
+        const d = new Set(vals.map(as)).size > 1;
+        if (d) differ++;
+        return el('tr', {'data-key': k, 'data-differs': d ? 'true' : 'false',
+                         class: d ? 'differs' : null},
+                  el('th', {scope: 'row', class: 'mono'}, k,
+                     d ? el('span', {class: 'mark', title: 'differs'}, ' ≠') : null,
+                     d ? el('span', {class: 'sr-only'}, ' (differs)') : null),
+                  ...vals.map((v) => el('td', {class: 'mono'}, show(v))));
+      });
+      hp.replaceChildren(el('caption', {class: 'sr-only'},
+                            'Every field of the resolved job documents; differing rows marked'),
+                         el('thead', {}, head), el('tbody', {id: 'hp-body'}, ...rows));
+      hpNote.textContent = `${differ} of ${keys.length} fields differ.`;
+    }
+
+    let first = true;
+    scope.every(SWEEP_POLL_MS, async () => {
+      /* A finished job's curves are final: only the others are read again. */
+      const due = [...runs.values()].filter((r) => first || (r.job && !TERMINAL.has(r.job.status)));
+      if (due.length === 0) return;
+      first = false;
+      await Promise.all(due.map(load));
+      if (scope.stopped) return;
+      const bad = [...runs.values()].filter((r) => r.error);
+      $('view-error').textContent = bad.map((r) => `${r.id}: ${r.error}`).join('; ');
+      render();
+    });
+  }
+
+  /* ---- #/sweeps ------------------------------------------------------------------------- */
+
+  function sweepsView(scope) {
+    document.title = 'Sweeps · trainyard';
+    const body = el('tbody', {id: 'sweeps-body'});
+    mount(el('h1', {}, 'Sweeps'),
+          el('table', {id: 'sweeps-table', class: 'grid'},
+             el('caption', {class: 'sr-only'}, 'Sweeps, newest first'),
+             el('thead', {}, el('tr', {}, ...['Name', 'Status', 'Trials', 'Metric', 'Best',
+                                              'Epochs', 'Created', 'Finished', 'Id']
+               .map((h) => el('th', {scope: 'col'}, h)))),
+             body));
+    scope.every(WORKERS_POLL_MS, async () => {
+      const page = await apiJson('/sweeps?limit=100', {signal: scope.signal});
+      if (scope.stopped) return;
+      clearError();
+      const list = page.sweeps || [];
+      body.replaceChildren(...(list.length ? list.map((s) => {
+        const href = '#sweep=' + encodeURIComponent(s.id);
+        const t = s.trials || {};
+        const metric = (s.document && s.document.metric) || {};
+        return el('tr', {'data-id': s.id, 'data-status': s.status},
+                  el('td', {}, el('a', {href}, s.name || '(unnamed)')),
+                  el('td', {}, badge(s.status)),
+                  el('td', {class: 'num'}, `${t.succeeded ?? 0} of ${t.created ?? 0}`),
+                  el('td', {}, metric.name ? `${metric.name} (${metric.mode || 'min'})` : '—'),
+                  el('td', {class: 'num'}, s.best ? fmt(s.best.value) : '—'),
+                  el('td', {class: 'num'}, s.epochs_total ?? '—'),
+                  el('td', {}, when(s.created_at)), el('td', {}, when(s.finished_at)),
+                  el('td', {class: 'mono'}, el('a', {href}, s.id.slice(0, 12))));
+      }) : [el('tr', {}, el('td', {colspan: 9, class: 'note'},
+                            'No sweeps yet: trainyard sweep submit starts one.'))]));
+    });
+  }
+
+  /* ---- #sweep=ID ----------------------------------------------------------------------- */
+
+  function sweepView(scope, id) {
+    document.title = 'Sweep · trainyard';
+    const base = '/sweeps/' + encodeURIComponent(id);
+    const title = el('h1', {id: 'sweep-title'}, 'Sweep');
+    const cancel = el('button', {id: 'sweep-cancel', type: 'button', class: 'danger',
+                                 disabled: true}, 'Cancel sweep');
+    const facts = el('dl', {id: 'sweep-facts', class: 'facts', 'aria-live': 'polite'});
+    const board = el('table', {id: 'leaderboard', class: 'grid'});
+    const compareTop = el('a', {id: 'sweep-compare', hidden: true}, 'Compare the best three');
+    let curves = null;
+    const curvesBox = el('div', {class: 'charts one'});
+    const failure = el('p', {id: 'sweep-error', class: 'error'});
+    mount(el('div', {class: 'bar'}, title, cancel), failure, facts,
+          el('div', {class: 'bar'}, el('h2', {}, 'Leaderboard'), compareTop), board,
+          el('h2', {}, 'Curves'), curvesBox);
+
+    let sweep = null;
+    const trials = new Map(); /* job id → {id, name, status, created, epochs, final} */
+    cancel.addEventListener('click', async () => {
+      cancel.disabled = true;
+      try {
+        showSweep(await apiJson(base + '/cancel', {method: 'POST', signal: scope.signal}));
+      } catch (e) {
+        if (!(e instanceof AuthError)) { scopeError(e); cancel.disabled = false; }
+      }
+    });
+
+    function showSweep(s) {
+      sweep = s;
+      const metric = (s.document && s.document.metric) || {name: 'val_loss', mode: 'min'};
+      title.replaceChildren(s.name || '(unnamed)', ' ', badge(s.status));
+      document.title = `${s.name || s.id} · sweep · trainyard`;
+      cancel.disabled = TERMINAL.has(s.status);
+      failure.textContent = s.error || '';
+      const t = s.trials || {};
+      const rows = [
+        ['Id', el('span', {class: 'mono'}, s.id)],
+        ['Status', el('span', {id: 'sweep-status'}, s.status)],
+        ['Metric', `${metric.name}, ${metric.mode === 'max' ? 'higher' : 'lower'} is better`],
+        ['Trials', Object.entries(t).map(([k, v]) => `${v} ${k.replace('_', ' ')}`)
+          .join(', ') || '—'],
+        ['Epochs run', s.epochs_total ?? '—'],
+        ['Best', s.best ? el('span', {}, `${fmt(s.best.value)} at epoch ${s.best.epoch}, `,
+                             el('a', {href: '#/jobs/' + encodeURIComponent(s.best.job_id)},
+                                trialName(s.best.job_id)))
+          : '—'],
+        ['Created', when(s.created_at)],
+        ['Finished', when(s.finished_at)],
+      ];
+      facts.replaceChildren(...rows.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
+
+      /* One column per searched parameter, in the order the sweep document gives them. */
+      const params = Object.keys((s.document && s.document.parameters) || {});
+      for (const e of s.leaderboard)
+        for (const k of Object.keys(e.parameters || {})) if (!params.includes(k)) params.push(k);
+      const ranked = s.leaderboard;
+      board.replaceChildren(
+        el('caption', {class: 'sr-only'}, `Trials, best ${metric.name} first`),
+        el('thead', {}, el('tr', {},
+          ...['Rank', 'Trial', 'Status'].map((h) => el('th', {scope: 'col'}, h)),
+          ...params.map((p) => el('th', {scope: 'col', class: 'mono'}, p)),
+          ...[metric.name, 'Epoch', 'Epochs run', 'Stop reason'].map(
+            (h) => el('th', {scope: 'col'}, h)))),
+        el('tbody', {id: 'leaderboard-body'}, ...ranked.map((e) => el('tr', {
+          'data-job': e.job_id, 'data-rank': e.rank, class: s.best && s.best.job_id === e.job_id
+            ? 'best' : null},
+          el('td', {class: 'num'}, e.rank ?? '—'),
+          el('td', {class: 'trial'}, swatch(trialColor(e.job_id)),
+             el('a', {href: '#/jobs/' + encodeURIComponent(e.job_id)}, trialName(e.job_id))),
+          el('td', {}, badge(e.status)),
+          ...params.map((p) => el('td', {class: 'num mono'},
+                                  fmt((e.parameters || {})[p]))),
+          el('td', {class: 'num', 'data-value': e.value ?? ''},
+             e.value === null || e.value === undefined ? '—' : fmt(e.value)),
+          el('td', {class: 'num'}, e.epoch ?? '—'),
+          el('td', {class: 'num'}, e.epochs_run ?? '—'),
+          el('td', {}, e.stop_reason || '—')))));
+      const top = ranked.filter((e) => e.value !== null && e.value !== undefined).slice(0, 3);
+      compareTop.hidden = top.length < 2;
+      compareTop.href = '#compare=' + top.map((e) => encodeURIComponent(e.job_id)).join(',');
+      compareTop.textContent = `Compare the best ${top.length}`;
+
+      if (!curves) {
+        curves = overlayChart('sweep-chart', `${metric.name} of every trial`, true, 960, 380);
+        curvesBox.append(curves.figure);
+      }
+      curves.draw(ranked.filter((e) => trials.has(e.job_id)).map((e) => {
+        const r = trials.get(e.job_id);
+        return {job: e.job_id, metric: metric.name, label: r.name, color: trialColor(e.job_id),
+                bold: s.best && s.best.job_id === e.job_id,
+                points: r.epochs.map((m) => [m.epoch, m[metric.name]])};
+      }));
+    }
+
+    /* Colours follow the order trials were made (the n of "<sweep>-<n>"), so a trial keeps
+     * its colour as ranks move. */
+    function trialColor(jobId) {
+      const order = [...trials.values()].sort((a, b) => a.seq - b.seq);
+      const i = order.findIndex((r) => r.id === jobId);
+      return color(i < 0 ? order.length : i);
+    }
+    function trialName(jobId) {
+      const r = trials.get(jobId);
+      return r && r.name ? r.name : jobId.slice(0, 12);
+    }
+
+    let ended = false;
+    scope.every(SWEEP_POLL_MS, async () => {
+      if (ended) return;
+      const s = await apiJson(base, {signal: scope.signal});
+      if (scope.stopped) return;
+      clearError();
+      /* The leaderboard lists every trial, with or without a value yet. */
+      for (const e of s.leaderboard) {
+        let r = trials.get(e.job_id);
+        if (!r) {
+          const n = /-(\d+)$/.exec(e.name || '');
+          r = {id: e.job_id, epochs: [], final: false,
+               seq: n ? Number(n[1]) : 1e9 + trials.size};
+          trials.set(e.job_id, r);
+        }
+        r.name = e.name;
+        r.status = e.status;
+      }
+      /* A finished trial's curve is read once more, then kept. */
+      const due = [...trials.values()].filter((r) => !r.final);
+      await eachLimited(due, 4, async (r) => {
+        const m = await apiJson(`/jobs/${encodeURIComponent(r.id)}/metrics`,
+                                {signal: scope.signal});
+        r.epochs = m.epochs;
+        if (TERMINAL.has(r.status)) r.final = true;
+      });
+      if (scope.stopped) return;
+      showSweep(s);
+      if (TERMINAL.has(s.status) && [...trials.values()].every((r) => r.final)) ended = true;
+    });
   }
 
   /* ---- #/workers ------------------------------------------------------------------------- */

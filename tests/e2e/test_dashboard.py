@@ -6,6 +6,7 @@ button, the workers page; and, with plain requests, the static files' headers (C
 Needs Debian's chromium, chromium-driver and python3-selenium (.ci/run installs them); without
 them the browser tests skip and say so."""
 import hashlib
+import math
 import pathlib
 import re
 import shutil
@@ -88,6 +89,7 @@ def browser(tmp_path):
         opts.add_argument(arg)
     downloads = tmp_path / "downloads"
     downloads.mkdir()
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # for console_errors()
     opts.add_experimental_option("prefs", {"download.default_directory": str(downloads),
                                            "download.prompt_for_download": False})
     driver = webdriver.Chrome(service=DriverService(executable_path=driver_path), options=opts)
@@ -126,6 +128,11 @@ def sign_in(driver, svc, token):
                                              if e.is_displayed()])[0]
     field.send_keys(token)
     css(driver, "#login-form button")[0].click()
+
+
+def console_errors(driver):
+    """The page's console errors so far (a CSP refusal, an exception, a failed fetch)."""
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
 def points(driver, chart):
@@ -264,3 +271,177 @@ def test_a_script_jobs_own_metrics_get_curves(serve, browser):
         assert canvas.get_attribute("data-points") == "3"
     assert "val_top5 0.7" in figures["top5"].find_elements(
         "css selector", "canvas")[0].get_attribute("aria-label")
+
+    # Compare draws them too, on an axis of their own per name.
+    browser.get(f"{svc.url}/#compare={job['id']}")
+    top5 = until("the compare view's top5 curves", lambda: css(
+        browser, 'figure[data-metric="top5"] polyline.series'))
+    assert {p.get_attribute("data-metric") for p in top5} == {"top5", "val_top5"}
+    assert all(p.get_attribute("data-points") == "3" for p in top5)
+    assert console_errors(browser) == []
+
+
+# ---- side by side and sweeps --------------------------------------------------------------------
+
+def series(driver, chart):
+    """{(job, metric): polyline} of an overlay chart (one <polyline> per job and metric)."""
+    return {(p.get_attribute("data-job"), p.get_attribute("data-metric")): p
+            for p in css(driver, f"#{chart} polyline.series")}
+
+
+def ticks(driver, chart):
+    return [t.text for t in css(driver, f"#{chart} text.tick.y")]
+
+
+def test_compare_overlays_curves_and_marks_what_differs(serve, blobs, browser):
+    """Two jobs picked in the table open #compare: their loss and accuracy curves on one pair of
+    axes each, a log scale for loss, and the documents' leaves with the differences marked."""
+    svc = serve("--workers", "1")
+    slow = job_doc(blobs, epochs=3, name="lr-small")
+    fast = job_doc(blobs, epochs=3, name="lr-big")
+    fast["hyperparameters"]["learning_rate"] = 0.05
+    fast["model"]["layers"][0]["activation"] = "tanh"
+    a, b = (submit(svc, d).json()["id"] for d in (slow, fast))
+    for j in (a, b):
+        assert wait_for(svc, j, TERMINAL)["status"] == "succeeded"
+    metrics = {j: svc.http.get(f"{svc.url}/jobs/{j}/metrics").json()["epochs"] for j in (a, b)}
+
+    sign_in(browser, svc, svc.admin_token)
+    until("both jobs in the table", lambda: len(css(browser, "#jobs-body tr[data-id]")) == 2)
+    assert not css(browser, "#compare")[0].is_enabled()  # one pick is not a comparison
+    for j in (a, b):
+        until("a pick box", lambda: css(browser, f'input[data-pick="{j}"]'))[0].click()
+    # The picks survive the table's next polls.
+    time.sleep(1.6)
+    assert all(css(browser, f'input[data-pick="{j}"]')[0].is_selected() for j in (a, b))
+    css(browser, "#compare")[0].click()
+    until("the compare route", lambda: "#compare=" in browser.current_url)
+    assert set(browser.current_url.split("#compare=")[1].split(",")) == {a, b}
+
+    lines = until("four loss curves", lambda: len(series(browser, "compare-loss")) == 4
+                  and series(browser, "compare-loss"))
+    assert set(lines) == {(j, m) for j in (a, b) for m in ("loss", "val_loss")}
+    assert all(p.get_attribute("data-points") == "3" for p in lines.values())
+    # One pair of axes holds both jobs: its range covers every value of each.
+    chart = css(browser, "#compare-loss")[0]
+    values = [e[k] for j in (a, b) for e in metrics[j] for k in ("loss", "val_loss")]
+    assert float(chart.get_attribute("data-y-min")) <= min(values)
+    assert float(chart.get_attribute("data-y-max")) >= max(values)
+    # Each job has its own colour, the same for its two curves, and a legend entry.
+    colors = {j: {lines[(j, m)].get_attribute("stroke") for m in ("loss", "val_loss")}
+              for j in (a, b)}
+    assert len(colors[a]) == len(colors[b]) == 1 and colors[a] != colors[b]
+    legend = css(browser, "#compare-legend li")
+    assert [li.get_attribute("data-job") for li in legend] == [a, b]
+    assert "lr-small" in legend[0].text and "lr-big" in legend[1].text
+    acc = series(browser, "compare-accuracy")
+    assert set(acc) == {(j, m) for j in (a, b) for m in ("accuracy", "val_accuracy")}
+
+    # The log toggle redraws the loss axis with powers of ten.
+    before_ticks = ticks(browser, "compare-loss")
+    before_points = lines[(a, "loss")].get_attribute("points")
+    css(browser, "label[for=compare-loss-log]")[0].click()
+    until("the log scale", lambda: chart.get_attribute("data-scale") == "log")
+    after = ticks(browser, "compare-loss")
+    assert after != before_ticks
+    assert all(float(t) > 0 and abs(math.log10(float(t)) - round(math.log10(float(t)))) < 1e-9
+               for t in after), after
+    assert series(browser, "compare-loss")[(a, "loss")].get_attribute("points") != before_points
+    css(browser, "label[for=compare-loss-log]")[0].click()
+    until("linear again", lambda: chart.get_attribute("data-scale") == "linear")
+    assert ticks(browser, "compare-loss") == before_ticks
+
+    # The documents' leaves: what differs is marked, what is equal is not.
+    rows = {r.get_attribute("data-key"): r for r in css(browser, "#hp-body tr")}
+    for key in ("hyperparameters.learning_rate", "model.layers[0].activation", "name"):
+        assert rows[key].get_attribute("data-differs") == "true", key
+        assert "differs" in rows[key].get_attribute("class")
+    for key in ("hyperparameters.batch_size", "hyperparameters.epochs", "model.layers[0].units",
+                "dataset_url"):
+        assert rows[key].get_attribute("data-differs") == "false", key
+        assert "differs" not in (rows[key].get_attribute("class") or "")
+    cells = [td.text for td in rows["hyperparameters.learning_rate"].find_elements(
+        "css selector", "td")]
+    assert cells == ["0.01", "0.05"]
+    css(browser, "label[for=hp-only-diff]")[0].click()
+    until("equal rows hidden", lambda: not rows["hyperparameters.batch_size"].is_displayed())
+    assert rows["hyperparameters.learning_rate"].is_displayed()
+
+    # The route is a link: opened afresh, it draws the same.
+    browser.get(f"{svc.url}/#compare={b},{a}")
+    browser.refresh()
+    until("the curves again", lambda: len(series(browser, "compare-loss")) == 4)
+    assert [li.get_attribute("data-job") for li in css(browser, "#compare-legend li")] == [b, a]
+    assert console_errors(browser) == []
+
+
+def test_sweep_page_shows_the_leaderboard_and_every_trials_curve(serve, blobs, browser):
+    """A small grid sweep, finished: the sweeps list links to its page, whose leaderboard is in
+    the API's order (best first) and whose chart has one curve of the sweep's metric per trial,
+    as long as the trial ran."""
+    svc = serve("--workers", "1")
+    base = job_doc(blobs, epochs=3, name="base")
+    r = svc.http.post(f"{svc.url}/sweeps", json={
+        "name": "lr", "base": base, "algorithm": "grid",
+        "parameters": {"hyperparameters.learning_rate": {"type": "choice",
+                                                         "values": [0.001, 0.01, 0.1]}},
+        "metric": {"name": "val_loss", "mode": "min"}, "max_trials": 3, "max_concurrent": 1})
+    assert r.status_code == 201, r.text
+    sweep_id = r.json()["id"]
+    deadline = time.time() + 60
+    while (sweep := svc.http.get(f"{svc.url}/sweeps/{sweep_id}").json())["status"] == "running":
+        assert time.time() < deadline, sweep
+        time.sleep(0.1)
+    assert sweep["status"] == "succeeded", sweep
+    board = sweep["leaderboard"]
+    assert len(board) == 3
+
+    sign_in(browser, svc, svc.admin_token)
+    until("the jobs table", lambda: css(browser, "#jobs-table"))
+    css(browser, 'a[data-nav="sweeps"]')[0].click()
+    link = until("the sweep in the list", lambda: css(
+        browser, f'#sweeps-body tr[data-id="{sweep_id}"] a'))
+    link[0].click()
+    until("the sweep route", lambda: browser.current_url.endswith(f"#sweep={sweep_id}"))
+    rows = until("three leaderboard rows", lambda: len(css(browser, "#leaderboard-body tr")) == 3
+                 and css(browser, "#leaderboard-body tr"))
+    assert [row.get_attribute("data-job") for row in rows] == [e["job_id"] for e in board]
+    assert [row.get_attribute("data-rank") for row in rows] == ["1", "2", "3"]
+    assert [row.find_elements("css selector", "td.trial a")[0].text for row in rows] == \
+        [e["name"] for e in board]
+    shown = [float(row.find_elements("css selector", "td[data-value]")[0]
+                   .get_attribute("data-value")) for row in rows]
+    assert shown == sorted(shown) and shown == [e["value"] for e in board]
+    assert "best" in rows[0].get_attribute("class")
+    assert "learning_rate" in css(browser, "#leaderboard thead")[0].text
+    assert until("the status", lambda: css(browser, "#sweep-status")[0].text) == "succeeded"
+
+    curves = until("one curve per trial", lambda: len(series(browser, "sweep-chart")) == 3
+                   and series(browser, "sweep-chart"))
+    assert set(curves) == {(e["job_id"], "val_loss") for e in board}
+    for e in board:
+        assert curves[(e["job_id"], "val_loss")].get_attribute("data-points") == \
+            str(e["epochs_run"])
+    assert len({p.get_attribute("stroke") for p in curves.values()}) == 3
+    # The best three side by side, one click away.
+    css(browser, "#sweep-compare")[0].click()
+    until("the compare view of the best", lambda: len(series(browser, "compare-loss")) == 6)
+
+    # A running sweep (its trial waits for a GPU; with one, it runs long) is cancelled from
+    # its page.
+    waiting = dict(base, hyperparameters=dict(base["hyperparameters"], epochs=200),
+                   resources={"device": "gpu"})
+    r = svc.http.post(f"{svc.url}/sweeps", json={
+        "name": "waiting", "base": waiting, "algorithm": "grid",
+        "parameters": {"hyperparameters.learning_rate": {"type": "choice", "values": [0.01]}},
+        "metric": {"name": "val_loss", "mode": "min"}, "max_trials": 1, "max_concurrent": 1})
+    assert r.status_code == 201, r.text
+    other = r.json()["id"]
+    browser.get(f"{svc.url}/#sweep={other}")
+    until("an enabled cancel button", lambda: [
+        b for b in css(browser, "#sweep-cancel") if b.is_enabled()])[0].click()
+    until("the page to show it cancelled",
+          lambda: css(browser, "#sweep-status")[0].text == "cancelled")
+    assert svc.http.get(f"{svc.url}/sweeps/{other}").json()["status"] == "cancelled"
+    assert not css(browser, "#sweep-cancel")[0].is_enabled()
+    assert console_errors(browser) == []
