@@ -135,6 +135,9 @@ void api_raise(http_signal *sig);
 int api_reply_invalid(http_req *r, const char *title, const field_errors *errs);
 /* 400 problem+json for one bad parameter or header. */
 int api_reply_bad_param(http_req *r, const char *field, const char *message);
+/* Answers 200 with a page of a listing: {key: list, "next_cursor": the cursor after last_seq
+ * when more is set, else null}. Takes list (also on failure). */
+int api_reply_page(http_req *r, const char *key, json_t *list, int more, int64_t last_seq);
 /* The thread's database into *d and the {id} job into *out; -EIO, or -ENOENT with a sentence
  * (also for a job the caller may not see, api_may_see). */
 int api_job_find(http_req *r, app *a, db **d, db_job *out);

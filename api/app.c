@@ -87,6 +87,22 @@ int api_reply_bad_param(http_req *r, const char *field, const char *message)
     return http_reply_problem(r, 400, "Invalid parameter", detail, &e, 1);
 }
 
+int api_reply_page(http_req *r, const char *key, json_t *list, int more, int64_t last_seq)
+{
+    json_t *next = json_null();
+    if (more) {
+        char c[API_CURSOR_MAX + 1];
+        api_encode_cursor(last_seq, c);
+        next = json_string(c);
+    }
+    const char *const keys[] = {key, "next_cursor"};
+    json_t *vals[] = {list, next};
+    json_t *body = api_encode_object(keys, vals, 2);
+    if (!body)
+        return err_set(http_errbuf(r), -ENOMEM, "out of memory");
+    return http_reply_json(r, 200, body);
+}
+
 int api_no_job(http_req *r, int rc, const char *id)
 {
     if (rc == -ENOENT)

@@ -322,19 +322,7 @@ int api_sweeps_list(http_req *r, void *ctx)
         json_decref(page.list);
         return rc;
     }
-    json_t *next = json_null();
-    if (page.more) {
-        char c[API_CURSOR_MAX + 1];
-        api_encode_cursor(page.last_seq, c);
-        json_decref(next);
-        next = json_string(c);
-    }
-    static const char *const keys[] = {"sweeps", "next_cursor"};
-    json_t *vals[] = {page.list, next};
-    json_t *body = api_encode_object(keys, vals, 2);
-    if (!body)
-        return err_set(err, -ENOMEM, "out of memory");
-    return http_reply_json(r, 200, body);
+    return api_reply_page(r, "sweeps", page.list, page.more, page.last_seq);
 }
 
 /* ---- one sweep -------------------------------------------------------------------------- */

@@ -508,35 +508,44 @@ static const char cancel_help[] =
     "the next heartbeat). A job that already finished cannot be cancelled (exit status 1).\n"
     "With --json, prints the job as the server answered.\n";
 
-int cmd_cancel(int argc, char **argv)
+/* cancel and stop: POST /jobs/{id}<suffix> (with {"reason"} when --reason was given), then one
+ * line that says whether the job ended at once (cancelled) or was asked to end (requested). */
+static int job_post_action(int argc, char **argv, const char *help, const char *flags,
+                           const char *suffix, const char *cancelled, const char *requested)
 {
     job_args a;
     client *c;
     char path[600], err[ERR_LEN];
-    json_t *job = NULL;
+    json_t *job = NULL, *body = NULL;
     long status = 0;
-    int rc = job_start(argc, argv, cancel_help, " ", 1, 1, &a, &c);
+    int rc = job_start(argc, argv, help, flags, 1, 1, &a, &c);
     if (rc != 0 || !c)
         return rc;
-    rc = cli_job_path(&a.conn, a.pos[0], "/cancel", path, sizeof path);
+    rc = cli_job_path(&a.conn, a.pos[0], suffix, path, sizeof path);
     if (rc != 0)
         goto out;
-    rc = client_post_json(c, path, NULL, &status, &job, err);
-    if (rc < 0) {
+    body = a.reason ? json_pack("{s:s}", "reason", a.reason) : NULL;
+    rc = client_post_json(c, path, body, &status, &job, err);
+    if (rc < 0)
         rc = cli_no_answer(&a.conn, rc, err);
-    } else if (status != 200 || !json_is_object(job)) {
+    else if (status != 200 || !json_is_object(job))
         rc = cli_refused(&a.conn, status, job);
-    } else if (a.conn.json) {
+    else if (a.conn.json)
         cli_json_print(job);
-    } else if (!strcmp(cli_str(job, "status"), "cancelled")) {
-        printf("job %s cancelled\n", cli_str(job, "id"));
-    } else {
-        printf("job %s: cancel requested; it stops within a second\n", cli_str(job, "id"));
-    }
+    else
+        printf("job %s%s\n", cli_str(job, "id"),
+               strcmp(cli_str(job, "status"), "cancelled") == 0 ? cancelled : requested);
 out:
+    json_decref(body);
     json_decref(job);
     client_free(c);
     return rc;
+}
+
+int cmd_cancel(int argc, char **argv)
+{
+    return job_post_action(argc, argv, cancel_help, " ", "/cancel", " cancelled",
+                           ": cancel requested; it stops within a second");
 }
 
 /* ---- stop -------------------------------------------------------------------------------- */
@@ -555,33 +564,6 @@ static const char stop_help[] =
 
 int cmd_stop(int argc, char **argv)
 {
-    job_args a;
-    client *c;
-    char path[600], err[ERR_LEN];
-    json_t *job = NULL, *body = NULL;
-    long status = 0;
-    int rc = job_start(argc, argv, stop_help, " --reason ", 1, 1, &a, &c);
-    if (rc != 0 || !c)
-        return rc;
-    rc = cli_job_path(&a.conn, a.pos[0], "/stop", path, sizeof path);
-    if (rc != 0)
-        goto out;
-    body = a.reason ? json_pack("{s:s}", "reason", a.reason) : json_object();
-    rc = client_post_json(c, path, body, &status, &job, err);
-    if (rc < 0) {
-        rc = cli_no_answer(&a.conn, rc, err);
-    } else if (status != 200 || !json_is_object(job)) {
-        rc = cli_refused(&a.conn, status, job);
-    } else if (a.conn.json) {
-        cli_json_print(job);
-    } else if (!strcmp(cli_str(job, "status"), "cancelled")) {
-        printf("job %s was queued: cancelled\n", cli_str(job, "id"));
-    } else {
-        printf("job %s: stop requested; it ends after the epoch it is in\n", cli_str(job, "id"));
-    }
-out:
-    json_decref(body);
-    json_decref(job);
-    client_free(c);
-    return rc;
+    return job_post_action(argc, argv, stop_help, " --reason ", "/stop", " was queued: cancelled",
+                           ": stop requested; it ends after the epoch it is in");
 }
