@@ -4,13 +4,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/cli_client.h"
 #include "util/err.h"
 
 static const char sweep_help[] =
-    "usage: trainyard sweep submit FILE | status ID | list [--limit N] | cancel ID [options]\n"
+    "usage: trainyard sweep submit FILE | status ID [--wait] | list [--limit N] | cancel ID\n"
+    "       [options]\n"
     "\n"
     "Hyperparameter sweeps: the server runs trials of a base job with sampled parameters\n"
     "(random: log_uniform, uniform, int_uniform, choice; or a grid of choices), at most\n"
@@ -18,7 +20,7 @@ static const char sweep_help[] =
     "trials by the best value of a metric each reached.\n"
     "\n"
     "  submit FILE   send a sweep document (a file, or - for stdin); prints the sweep's id\n"
-    "  status ID     the sweep and its leaderboard, best first\n"
+    "  status ID     the sweep and its leaderboard, best first (--wait: once it has ended)\n"
     "  list          sweeps, newest first (--limit N, default 50)\n"
     "  cancel ID     cancel the sweep: its queued trials are cancelled, running ones asked to\n"
     "\n"
@@ -26,7 +28,9 @@ static const char sweep_help[] =
     "trial alone) and `download` work on them.\n"
     "\n"
     "options:\n"
-    "  --limit N     list: how many sweeps (1 to 500)\n";
+    "  --limit N     list: how many sweeps (1 to 500)\n"
+    "  --wait        status: poll until the sweep ends, a line on stderr as trials end; exit\n"
+    "                status 1 when it failed or was cancelled\n";
 
 /* "0.0123" or "-" for a JSON number or null. */
 static void sweep_num(const json_t *v, char out[32])
@@ -145,6 +149,47 @@ static int sweep_list(cli_conn *o, client *c, long limit)
     return 0;
 }
 
+/* status: GET path, printed; with wait, polled every second until the sweep has ended, with a
+ * line on stderr each time another trial ends. Exit status 1 for a sweep that failed or was
+ * cancelled, once it has ended. */
+static int sweep_status(cli_conn *o, client *c, const char *path, int wait)
+{
+    json_t *s = NULL;
+    long long ended_before = -1;
+    for (;;) {
+        int rc = cli_get(o, c, path, &s);
+        if (rc != 0)
+            return rc;
+        const char *status = cli_str(s, "status");
+        int running = strcmp(status, "running") == 0;
+        if (!wait || !running)
+            break;
+        const json_t *t = json_object_get(s, "trials");
+        long long ended = 0;
+        static const char *const done[] = {"succeeded", "failed", "cancelled"};
+        for (size_t i = 0; i < 3; i++)
+            ended += json_integer_value(json_object_get(t, done[i]));
+        if (ended != ended_before && !o->json)
+            fprintf(stderr, "sweep %s: %lld of %lld trials ended\n", cli_str(s, "id"), ended,
+                    (long long)json_integer_value(
+                        json_object_get(json_object_get(s, "document"), "max_trials")));
+        ended_before = ended;
+        json_decref(s);
+        s = NULL;
+        for (int i = 0; i < 10 && !cli_interrupted; i++)
+            usleep(100000);
+        if (cli_interrupted)
+            return cli_no_answer(o, -EINTR, "");
+    }
+    if (o->json)
+        cli_json_print(s);
+    else
+        sweep_print(s);
+    int rc = wait && strcmp(cli_str(s, "status"), "succeeded") != 0 ? CLI_EXIT_FAILED : 0;
+    json_decref(s);
+    return rc;
+}
+
 int cmd_sweep(int argc, char **argv)
 {
     cli_conn o;
@@ -152,6 +197,7 @@ int cmd_sweep(int argc, char **argv)
     const char *pos[2] = {NULL, NULL};
     int npos = 0;
     long limit = 50;
+    int wait = 0;
     for (int i = 1; i < argc; i++) {
         int w = cli_common_word(&o, sweep_help, argc, argv, &i);
         if (w == 2)
@@ -160,7 +206,9 @@ int cmd_sweep(int argc, char **argv)
             return CLI_EXIT_USAGE;
         if (w == 1)
             continue;
-        if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
+        if (!strcmp(argv[i], "--wait")) {
+            wait = 1;
+        } else if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
             char *end = NULL;
             limit = strtol(argv[++i], &end, 10);
             if (*end || limit < 1 || limit > 500)
@@ -211,16 +259,8 @@ int cmd_sweep(int argc, char **argv)
     } else if (!strcmp(verb, "list")) {
         rc = sweep_list(&o, c, limit);
     } else {
-        json_t *s = NULL;
         snprintf(path, sizeof path, "/sweeps/%s", id);
-        rc = cli_get(&o, c, path, &s);
-        if (rc == 0) {
-            if (o.json)
-                cli_json_print(s);
-            else
-                sweep_print(s);
-        }
-        json_decref(s);
+        rc = sweep_status(&o, c, path, wait);
     }
 out:
     json_decref(doc);

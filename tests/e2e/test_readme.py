@@ -130,6 +130,20 @@ def test_data_parallel_section(readme_clone):
     assert "data-parallel: 2 replicas" in proc.stdout, proc.stdout
 
 
+def test_experiments_section(readme_clone):
+    """The spirals sweep ends with a leaderboard, and the best three trials' TensorBoard files
+    are laid out in runs/, one folder each, readable by TensorBoard's own reader."""
+    proc = run_block(readme_clone, "path", "sweep")
+    assert "succeeded" in proc.stdout, proc.stdout + proc.stderr
+    runs = sorted((readme_clone / "runs").iterdir())
+    assert len(runs) == 3 and all(r.name.startswith("spirals-search-") for r in runs), runs
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    for run in runs:
+        acc = EventAccumulator(str(run))
+        acc.Reload()
+        assert "val_accuracy" in acc.Tags()["scalars"], (run, acc.Tags())
+
+
 def test_tokens_section(readme_clone):
     proc = run_block(readme_clone, "path", "tokens")
     assert re.search(r"^ty_[0-9a-f]+$", proc.stdout, re.M), proc.stdout  # gpu-box-2's secret
