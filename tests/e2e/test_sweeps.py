@@ -1,7 +1,7 @@
 """Sweeps end to end (issue 15's done-means): a random search of 16 trials with ASHA on a
 dataset the test makes beats its base job on held-out data the sweep never saw, and stops weak
 trials early, so that it trains fewer epochs than 16 trials of all their epochs would; its
-leaderboard agrees with the trials' own metrics; trials are ordinary jobs (GET /jobs?sweep=, a
+leaderboard agrees with the trials' own metrics and TensorBoard files; trials are ordinary jobs (GET /jobs?sweep=, a
 trial cancelled alone); cancelling a sweep cancels the rest; bad sweep documents are 400s that
 name the field; a sweep carries on after kill -9 of serve; its webhooks arrive signed. The real
 serve with local workers on PoCL, real SQLite, a webhook receiver on loopback.
@@ -112,8 +112,10 @@ def test_sweep_with_asha_beats_its_base(serve, task, tmp_path):
 
     # the leaderboard agrees with each trial's own metrics, best first
     total = 0
+    curves = {}
     for rank, e in enumerate(board, 1):
         epochs = svc.http.get(f"{svc.url}/jobs/{e['job_id']}/metrics").json()["epochs"]
+        curves[e["job_id"]] = epochs
         total += len(epochs)
         assert e["rank"] == rank and e["epochs_run"] == len(epochs)
         assert e["value"] == pytest.approx(best_of(epochs, "val_loss", "min"), rel=1e-6)
@@ -123,6 +125,25 @@ def test_sweep_with_asha_beats_its_base(serve, task, tmp_path):
     assert values == sorted(values) and len(values) >= 15  # a failed trial may have none: last
     assert all(e["value"] is None for e in board[len(values):])
     assert sweep["epochs_total"] == total
+
+    # ... and so do the trials' TensorBoard files, laid out by the CLI for one --logdir: each
+    # run's val_loss per epoch is the curve above (TensorBoard keeps float32), its best the
+    # leaderboard's value
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    runs = tmp_path / "runs"
+    out = subprocess.run([str(svc.binary), "download", "--tensorboard", str(runs)] +
+                         [e["job_id"] for e in board], env=svc.env(), capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    for e in board:
+        [run] = runs.glob(f"ring-search-*-{e['job_id'][:8]}")
+        acc = EventAccumulator(str(run))
+        acc.Reload()
+        got = [(x.step, x.value) for x in acc.Scalars("val_loss")]
+        assert got == [(m["epoch"], pytest.approx(np.float32(m["val_loss"]), rel=1e-6))
+                       for m in curves[e["job_id"]]]
+        if e["value"] is not None:
+            assert min(v for _, v in got) == pytest.approx(np.float32(e["value"]), rel=1e-6)
 
     # ASHA stopped weak trials early: fewer epochs than 16 trials of all their epochs
     assert total < 16 * MAX_EPOCHS, total
