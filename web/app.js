@@ -1019,7 +1019,8 @@
     const curvesBox = el('div', {class: 'charts one'});
     const failure = el('p', {id: 'sweep-error', class: 'error'});
     mount(el('div', {class: 'bar'}, title, cancel), failure, facts,
-          el('div', {class: 'bar'}, el('h2', {}, 'Leaderboard'), compareTop), board,
+          el('div', {class: 'bar'}, el('h2', {}, 'Leaderboard'), compareTop),
+          el('div', {class: 'scroll-x'}, board),
           el('h2', {}, 'Curves'), curvesBox);
 
     let sweep = null;
@@ -1082,7 +1083,7 @@
              e.value === null || e.value === undefined ? '—' : fmt(e.value)),
           el('td', {class: 'num'}, e.epoch ?? '—'),
           el('td', {class: 'num'}, e.epochs_run ?? '—'),
-          el('td', {}, e.stop_reason || '—')))));
+          el('td', {class: 'reason'}, e.stop_reason || '—')))));
       const top = ranked.filter((e) => e.value !== null && e.value !== undefined).slice(0, 3);
       compareTop.hidden = top.length < 2;
       compareTop.href = '#compare=' + top.map((e) => encodeURIComponent(e.job_id)).join(',');
