@@ -357,8 +357,9 @@ int api_jobs_list(http_req *r, void *ctx)
     if (f.name && (utf8_chars(f.name) > 128 || strlen(f.name) > DB_NAME_MAX))
         return api_reply_bad_param(r, "name", "must be at most 128 characters");
     f.sweep = http_query(r, "sweep"); /* a sweep's trials (api/sweeps.c) */
-    if (f.sweep && strlen(f.sweep) > DB_ID_LEN)
-        return api_reply_bad_param(r, "sweep", "must be a sweep's id");
+    if (f.sweep &&
+        (strlen(f.sweep) != DB_ID_LEN || strspn(f.sweep, "0123456789abcdef") != DB_ID_LEN))
+        return api_reply_bad_param(r, "sweep", "must be a sweep's id (32 lowercase hex digits)");
     const char *limit = http_query(r, "limit");
     long lim = API_LIST_DEFAULT;
     if (limit && api_parse_int(limit, 1, API_LIST_MAX, &lim) < 0)
