@@ -45,9 +45,9 @@ typedef struct serve_opts {
     const char *slurm_partition; /* --slurm-partition, or NULL */
     const char *advertise_url;   /* the URL Slurm's ranks connect to; NULL: serve's own */
     const char *replica_exe;     /* trainyard-replica; NULL: beside the trainyard executable */
-    long retain_days;       /* finished jobs older than this many days are removed; 0: never */
-    long notify_backoff_ms; /* webhooks: the first retry's delay (0: the default) */
-    long notify_attempts;   /* webhooks: attempts before giving up (0: the default) */
+    long retain_days;            /* finished jobs older than this many days are removed; 0: never */
+    long notify_backoff_ms;      /* webhooks: the first retry's delay (0: the default) */
+    long notify_attempts;        /* webhooks: attempts before giving up (0: the default) */
 } serve_opts;
 
 /* local: jobs wait for workers (local ones, remote ones) to lease them; slurm: each queued
