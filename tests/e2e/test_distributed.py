@@ -120,7 +120,8 @@ def test_a_served_job_of_two_replicas_matches_one_replica(serve, data_server, tr
                                                           mpi_env):
     """POST /train with replicas 2 to a serve whose local worker has 2 slots: it runs as two
     ranks under mpirun and reports like any job; the same job on one replica gives the same
-    curve. A job of more replicas than any worker's slots waits in the queue."""
+    curve; a two-replica job warm-started from the one-replica job starts from its model. A job
+    of more replicas than any worker's slots waits in the queue."""
     replica_bin(trainyard_bin)
     folder, base = data_server
     write_classes(folder, "dp-classes.csv", rows=3000, seed=12)
@@ -149,6 +150,21 @@ def test_a_served_job_of_two_replicas_matches_one_replica(serve, data_server, tr
     assert_same_curve(*curves)
     r = svc.http.get(f"{svc.url}/jobs/{two['id']}/artifacts/model.safetensors")
     assert r.status_code == 200 and load(r.content)
+
+    # Warm start on two replicas: rank 0 loads the one-replica job's model and shares it; at a
+    # learning rate of 1e-9 the model that comes back is that one's.
+    warm_doc = mlp_job(url, epochs=1, replicas=2, optimizer="sgd", learning_rate=1e-9)
+    warm_doc["init_from"] = one["id"]
+    warm = submit(svc, warm_doc).json()
+    done = wait_for(svc, warm["id"], TERMINAL, timeout=180)
+    assert done["status"] == "succeeded", (done, svc.output()[-3000:])
+    log = svc.http.get(f"{svc.url}/jobs/{warm['id']}/logs").text
+    assert "data-parallel: 2 replicas" in log and "warm start" in log, log
+    start, got = (load(svc.http.get(f"{svc.url}/jobs/{j}/artifacts/model.safetensors").content)
+                  for j in (one["id"], warm["id"]))
+    assert start.keys() == got.keys()
+    for name in start:
+        np.testing.assert_allclose(got[name], start[name], rtol=0, atol=1e-6, err_msg=name)
 
     three = submit(svc, mlp_job(url, replicas=3)).json()
     time.sleep(1.5)
