@@ -211,10 +211,23 @@ out:
 
 /* ---- complete --------------------------------------------------------------------------- */
 
+/* sched_job_commit_reread for a transaction that moved job j to status to: a terminal one has
+ * the job's files settled inside it (sched_settle_stage). */
+static int sched_job_commit_settled(db *d, db_job *j, int to, const char *artifacts_dir,
+                                    int64_t now, db_job *out, char *err)
+{
+    sched_settle s;
+    sched_settle_stage(d, db_status_terminal(to) ? artifacts_dir : NULL, j, now, &s);
+    int rc = sched_job_commit_reread(d, j, out, err);
+    sched_settle_end(&s, rc == 0);
+    return rc;
+}
+
 /* What every end of a leased attempt of running job j shares once its row is written: the
- * event, the worker freed and seen, the commit. j is consumed; on failure rolled back. */
+ * event, the worker freed and seen, the files settled, the commit. j is consumed; on failure
+ * rolled back. */
 static int sched_attempt_end(db *d, db_job *j, const char *worker_id, int to, const char *reason,
-                             int64_t now, db_job *out, char *err)
+                             const char *artifacts_dir, int64_t now, db_job *out, char *err)
 {
     int rc = db_event_append(d, j->seq, now, DB_RUNNING, to, j->phase, j->attempt, reason, err);
     if (rc >= 0)
@@ -222,7 +235,7 @@ static int sched_attempt_end(db *d, db_job *j, const char *worker_id, int to, co
     if (rc >= 0)
         rc = db_worker_seen(d, worker_id, now, err);
     if (rc >= 0)
-        return sched_job_commit_reread(d, j, out, err);
+        return sched_job_commit_settled(d, j, to, artifacts_dir, now, out, err);
     db_rollback(d);
     db_job_clear(j);
     return rc;
@@ -265,11 +278,8 @@ int sched_job_complete_stopped(db *d, const char *job_id, const char *worker_id,
         if (rc < 0)
             goto out;
     }
-    rc = sched_attempt_end(d, &j, worker_id, status, error ? error : "reported by the worker", now,
-                           out, err);
-    if (rc == 0)
-        sched_checkpoint_settle(d, artifacts_dir, out, now);
-    return rc;
+    return sched_attempt_end(d, &j, worker_id, status, error ? error : "reported by the worker",
+                             artifacts_dir, now, out, err);
 out:
     db_rollback(d);
     db_job_clear(&j);
@@ -323,11 +333,10 @@ int sched_job_stop(db *d, int64_t seq, const char *reason, const char *artifacts
         return rc;
     }
     db_job after;
-    rc = sched_job_commit_reread(d, &j, &after, err);
+    rc = sched_job_commit_settled(d, &j, cancelled ? DB_CANCELLED : DB_RUNNING, artifacts_dir, now,
+                                  &after, err); /* a requeued job's files */
     if (rc < 0)
         return rc;
-    if (cancelled)
-        sched_checkpoint_settle(d, artifacts_dir, &after, now); /* a requeued job's */
     if (out)
         *out = after;
     else
@@ -367,10 +376,9 @@ int sched_job_cancel(db *d, const char *job_id, const char *artifacts_dir, int64
     }
     if (rc < 0)
         goto out;
-    rc = sched_job_commit_reread(d, &j, out, err);
-    if (rc == 0 && out->status == DB_CANCELLED)
-        sched_checkpoint_settle(d, artifacts_dir, out, now); /* a requeued job's */
-    return rc;
+    /* cancelled while queued: a requeued job may have files to settle */
+    return sched_job_commit_settled(d, &j, j.status == DB_QUEUED ? DB_CANCELLED : DB_RUNNING,
+                                    artifacts_dir, now, out, err);
 out:
     db_rollback(d);
     db_job_clear(&j);
@@ -447,15 +455,16 @@ static int sched_attempt_lose(db *d, const db_job *j, int over, const char *why,
 }
 
 /* Commits the caller's transaction that ended job j's attempt (next: the new status; -1 when
- * nothing changed), settles the checkpoint of a job that ended and sets *to. */
+ * nothing changed), with the files of a job that ended settled in it, and sets *to. */
 static int sched_attempt_lose_commit(db *d, const db_job *j, int next, const char *artifacts_dir,
                                      int64_t now, int *to, char *err)
 {
+    sched_settle s;
+    sched_settle_stage(d, db_status_terminal(next) ? artifacts_dir : NULL, j, now, &s);
     int rc = db_commit(d, err);
+    sched_settle_end(&s, rc == 0);
     if (rc < 0)
         return rc;
-    if (db_status_terminal(next))
-        sched_checkpoint_settle(d, artifacts_dir, j, now);
     *to = next;
     return 0;
 }
@@ -569,7 +578,7 @@ int sched_job_release(db *d, const char *job_id, const char *worker_id, int64_t 
     if (rc < 0)
         goto out;
     snprintf(reason, sizeof reason, DB_EVENT_RELEASED " %s: it is stopping", worker_id);
-    return sched_attempt_end(d, &j, worker_id, DB_QUEUED, reason, now, out, err);
+    return sched_attempt_end(d, &j, worker_id, DB_QUEUED, reason, NULL, now, out, err);
 out:
     db_rollback(d);
     db_job_clear(&j);

@@ -55,10 +55,12 @@
  *     max_attempts (the job did nothing wrong), though the next lease still numbers it + 1.
  *     sched_worker_lost is the lapse without the wait, for a worker known dead (serve saw its
  *     local worker process exit): the attempt counts, as after a lapse.
- * Every transition into a terminal state then settles the job's checkpoint (reports.c,
- * sched_checkpoint_settle): deleted, or kept as the artifact checkpoint.safetensors when the job
- * says "delete_checkpoint": false. It runs after the commit, best effort: a file left behind by
- * a crash in between is removed with the job (sched_job_delete).
+ * Every transition into a terminal state settles the job's files in its own transaction
+ * (reports.c, sched_settle_stage): the TensorBoard file is written and recorded, and the
+ * checkpoint kept as the artifact checkpoint.safetensors when the job says "delete_checkpoint":
+ * false, so a client that sees the status sees them; an unkept checkpoint is deleted after the
+ * commit, best effort (a file left behind by a crash in between is removed with the job,
+ * sched_job_delete).
  *
  * Rules:
  * - Terminal states never change: every write names the status it expects in its WHERE clause
@@ -88,6 +90,7 @@
 #include "db/histograms.h"
 #include "db/jobs.h"
 #include "db/metrics.h"
+#include "util/datadir.h"
 
 /* What a submit stores; the strings are borrowed. */
 typedef struct sched_new_job {
@@ -209,12 +212,28 @@ int sched_artifact_name_ok(const char *name);
 int sched_artifact_add(db *d, const char *job_id, const char *worker_id, const char *artifacts_dir,
                        const char *tmp_path, const db_artifact *a, char *err);
 
-/* After job j reached a terminal state: deletes its checkpoint (datadir_job_checkpoint), or, when
- * j's document says "delete_checkpoint": false, moves it to the artifact SCHED_CHECKPOINT_KEPT
- * (SCHED_CHECKPOINT_KEPT_SCRIPT for a script job) and
- * records it. First it writes the job's TensorBoard file (scheduler/tfevents.h), the hook every
- * terminal transition shares. artifacts_dir NULL does nothing. */
-int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, int64_t now);
+/* What ending a job does to its files: sched_settle_stage inside the transaction that moves it
+ * into a terminal state, sched_settle_end once that transaction committed or rolled back. */
+typedef struct sched_settle {
+    char tfevents[DATADIR_PATH_MAX];   /* the event file placed: removed on a rollback */
+    char kept[DATADIR_PATH_MAX];       /* the checkpoint kept as an artifact, here... */
+    char checkpoint[DATADIR_PATH_MAX]; /* ...from here: moved back on a rollback */
+    char drop[DATADIR_PATH_MAX];       /* a checkpoint nobody keeps: removed after the commit */
+    char digest[DATADIR_PATH_MAX];     /* the checkpoint's digest file: removed after the commit */
+} sched_settle;
+
+/* For job j (as read in the caller's write transaction, which has just set a terminal status):
+ * writes its TensorBoard file (scheduler/tfevents.h) and, when j's document says
+ * "delete_checkpoint": false, moves its checkpoint (datadir_job_checkpoint) to the artifact
+ * SCHED_CHECKPOINT_KEPT (SCHED_CHECKPOINT_KEPT_SCRIPT for a script job), recording both in that
+ * transaction: whoever sees the terminal status sees these artifacts. A failure is reported on
+ * stderr and changes neither the job's outcome nor the transaction. Call it last before the
+ * commit. artifacts_dir NULL does nothing. */
+void sched_settle_stage(db *d, const char *artifacts_dir, const db_job *j, int64_t now,
+                        sched_settle *s);
+/* After that transaction: committed, deletes the checkpoint nobody keeps; rolled back, undoes
+ * the stage's files (the rows went with the rollback). */
+void sched_settle_end(const sched_settle *s, int committed);
 
 /* The artifact a kept checkpoint becomes: what `trainyard train --resume` reads. */
 #define SCHED_CHECKPOINT_KEPT "checkpoint.safetensors"
@@ -224,7 +243,7 @@ int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, i
  * script job: at or after it, a newer snapshot of the same epoch replacing the older), moves
  * tmp_path over the job's checkpoint file, records epoch and sets *stored to 1; else leaves
  * everything as it was and sets *stored to 0. sha256 (hex, may be NULL) is the file's digest,
- * computed as it was uploaded: kept beside it, it spares sched_checkpoint_settle a hash. */
+ * computed as it was uploaded: kept beside it, it spares sched_settle_stage a hash. */
 int sched_checkpoint_store(db *d, const char *job_id, const char *worker_id,
                            const char *artifacts_dir, const char *tmp_path, const char *sha256,
                            int epoch, int *stored, char *err);

@@ -16,7 +16,7 @@
  * never listed (sched_checkpoint_store), with its upload's digest beside it in
  * .checkpoint.sha256. Once the job has ended, nothing resumes from it: it is deleted, or, when
  * the job document says "delete_checkpoint": false, renamed to the artifact
- * checkpoint.safetensors and recorded like an upload with that digest (sched_checkpoint_settle).
+ * checkpoint.safetensors and recorded like an upload with that digest (sched_settle_stage).
  * The digest file is a hint that is never stale: it is removed before a new checkpoint replaces
  * the old one (the directory fsync of that replacement makes the removal durable with it) and
  * written after; where it is missing or unreadable (a crash between the two, a checkpoint from
@@ -277,7 +277,7 @@ static int sched_digest_path(const char *artifacts_dir, const char *job_id,
 }
 
 /* Writes hex into the digest file at path (by rename, so it is whole or absent). Best effort:
- * without it, settle hashes the checkpoint itself. */
+ * without it, sched_settle_stage hashes the checkpoint itself. */
 static void sched_digest_write(const char *path, const char *hex)
 {
     char tmp[DATADIR_PATH_MAX];
@@ -353,7 +353,7 @@ out:
     return rc;
 }
 
-/* ---- a finished job's checkpoint -------------------------------------------------------- */
+/* ---- a finished job's files ------------------------------------------------------------ */
 
 /* 1 unless the job document (JSON text) keeps its checkpoint: "delete_checkpoint": false. */
 static int sched_checkpoint_unwanted(const char *document)
@@ -364,57 +364,77 @@ static int sched_checkpoint_unwanted(const char *document)
     return unwanted;
 }
 
-int sched_checkpoint_settle(db *d, const char *artifacts_dir, const db_job *j, int64_t now)
+/* Moves job j's checkpoint at path to its artifact name and records it, in the caller's
+ * transaction; s->kept and s->checkpoint say where it went from and to, for the undo. */
+static int sched_checkpoint_keep(db *d, const char *artifacts_dir, const db_job *j, int64_t now,
+                                 const char *path, const char *digest, sched_settle *s, char *err)
 {
-    char path[DATADIR_PATH_MAX], final[DATADIR_PATH_MAX], digest[DATADIR_PATH_MAX], err[ERR_LEN];
     db_artifact a;
-    db_job cur;
     struct stat st;
     uint64_t size = 0;
-    int rc;
     memset(&a, 0, sizeof a);
-    memset(&cur, 0, sizeof cur);
-    final[0] = '\0';
-    sched_tfevents_settle(d, artifacts_dir, j, now); /* the job's TensorBoard file (tfevents.h) */
-    if (!artifacts_dir || datadir_job_checkpoint(artifacts_dir, j->id, path) < 0 ||
-        sched_digest_path(artifacts_dir, j->id, digest) < 0 || access(path, F_OK) != 0)
-        return 0;
-    if (sched_checkpoint_unwanted(j->document)) {
-        (void)unlink(digest);
-        return unlink(path) < 0 ? -errno : 0;
-    }
-    /* The upload's digest, kept since it streamed in; hashed here, before the write lock, only
-     * when it is missing: the file no longer changes (its job is over, so no lease holder can
-     * store another). */
     snprintf(a.name, sizeof a.name, "%s",
              j->script ? SCHED_CHECKPOINT_KEPT_SCRIPT : SCHED_CHECKPOINT_KEPT);
+    /* The upload's digest, kept since it streamed in; hashed here only when it is missing (a
+     * crash between a checkpoint and its digest), the one case that holds the lock for a hash. */
     if (sched_digest_read(digest, a.sha256) == 0 && stat(path, &st) == 0) {
         size = (uint64_t)st.st_size;
     } else {
-        rc = sha256_file(path, a.sha256, &size, err);
+        int rc = sha256_file(path, a.sha256, &size, err);
         if (rc < 0)
             return rc;
     }
-    (void)unlink(digest);
     a.size = (int64_t)size;
     a.created_at = now;
-    rc = db_begin(d, err);
-    if (rc < 0)
-        return rc;
-    rc = db_job_get_seq(d, j->seq, &cur, err); /* not deleted meanwhile */
-    if (rc == 0) {
-        rc = sched_artifact_place(artifacts_dir, j->id, a.name, path, final, err);
-        if (rc < 0)
-            final[0] = '\0';
-    }
+    int rc = sched_artifact_place(artifacts_dir, j->id, a.name, path, s->kept, err);
     if (rc == 0)
         rc = db_artifact_put(d, j->seq, &a, err);
-    if (rc == 0)
-        rc = db_commit(d, err);
-    else
-        db_rollback(d);
-    if (rc < 0 && final[0] && rename(final, path) < 0)
-        unlink(final); /* no row names it: the file must not outlive the failure */
-    db_job_clear(&cur);
+    if (rc == 0) {
+        snprintf(s->checkpoint, sizeof s->checkpoint, "%s", path);
+        snprintf(s->digest, sizeof s->digest, "%s", digest);
+    } else if (s->kept[0]) { /* no row names it: back where it was */
+        if (rename(s->kept, path) < 0)
+            (void)unlink(s->kept);
+        s->kept[0] = '\0';
+    }
     return rc;
+}
+
+void sched_settle_stage(db *d, const char *artifacts_dir, const db_job *j, int64_t now,
+                        sched_settle *s)
+{
+    char path[DATADIR_PATH_MAX], digest[DATADIR_PATH_MAX], err[ERR_LEN];
+    memset(s, 0, sizeof *s);
+    if (!artifacts_dir)
+        return;
+    err[0] = '\0';
+    if (sched_tfevents_write(d, artifacts_dir, j, now, s->tfevents, err) < 0)
+        fprintf(stderr, "trainyard: job %s: the tfevents artifact was not written: %s\n", j->id,
+                err);
+    if (datadir_job_checkpoint(artifacts_dir, j->id, path) < 0 ||
+        sched_digest_path(artifacts_dir, j->id, digest) < 0 || access(path, F_OK) != 0)
+        return;
+    if (sched_checkpoint_unwanted(j->document)) {
+        snprintf(s->drop, sizeof s->drop, "%s", path); /* after the commit */
+        snprintf(s->digest, sizeof s->digest, "%s", digest);
+        return;
+    }
+    err[0] = '\0';
+    if (sched_checkpoint_keep(d, artifacts_dir, j, now, path, digest, s, err) < 0)
+        fprintf(stderr, "trainyard: job %s: the checkpoint was not kept: %s\n", j->id, err);
+}
+
+void sched_settle_end(const sched_settle *s, int committed)
+{
+    if (committed) {
+        if (s->drop[0])
+            (void)unlink(s->drop);
+        if (s->digest[0])
+            (void)unlink(s->digest);
+        return;
+    }
+    if (s->tfevents[0])
+        (void)unlink(s->tfevents);
+    if (s->kept[0] && rename(s->kept, s->checkpoint) < 0)
+        (void)unlink(s->kept); /* no row names it: the file must not outlive the failure */
 }

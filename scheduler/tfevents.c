@@ -163,41 +163,24 @@ static int tfev_histogram(void *ctx, const db_histogram *h)
     return 0;
 }
 
-/* Moves the written file part to the artifact path final and records a, if the job still
- * exists: one short write transaction. *placed is 1 once the file is at final. */
+/* Moves the written file part to the artifact path final and records a, inside the caller's
+ * transaction. *placed is 1 once the file is at final. */
 static int tfev_place(db *d, const db_job *j, const char *part, const char *final, const char *dir,
                       const db_artifact *a, int *placed, char *err)
 {
-    db_job cur;
-    memset(&cur, 0, sizeof cur);
-    int rc = db_begin(d, err);
-    if (rc < 0)
-        return rc;
-    rc = db_job_get_seq(d, j->seq, &cur, err);
-    if (rc == -ENOENT) {
-        db_rollback(d);
-        return 0; /* deleted meanwhile: nothing to keep */
+    if (rename(part, final) < 0)
+        return err_set(err, -errno, "cannot rename %s: %s", part, strerror(errno));
+    *placed = 1;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
     }
-    if (rc == 0 && rename(part, final) < 0)
-        rc = err_set(err, -errno, "cannot rename %s: %s", part, strerror(errno));
-    if (rc == 0) {
-        *placed = 1;
-        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd >= 0) {
-            (void)fsync(fd);
-            close(fd);
-        }
-        rc = db_artifact_put(d, j->seq, a, err);
-    }
-    if (rc == 0)
-        rc = db_commit(d, err);
-    else
-        db_rollback(d);
-    db_job_clear(&cur);
-    return rc;
+    return db_artifact_put(d, j->seq, a, err);
 }
 
-int sched_tfevents_write(db *d, const char *artifacts_dir, const db_job *j, int64_t now, char *err)
+int sched_tfevents_write(db *d, const char *artifacts_dir, const db_job *j, int64_t now,
+                         char placed_path[DATADIR_PATH_MAX], char *err)
 {
     char dir[DATADIR_PATH_MAX], part[DATADIR_PATH_MAX], final[DATADIR_PATH_MAX];
     db_artifact a;
@@ -206,6 +189,7 @@ int sched_tfevents_write(db *d, const char *artifacts_dir, const db_job *j, int6
     uint64_t size = 0;
     int placed = 0;
     memset(&a, 0, sizeof a);
+    placed_path[0] = '\0';
     if (!artifacts_dir)
         return 0;
     sched_tfevents_name(j, a.name);
@@ -241,17 +225,10 @@ int sched_tfevents_write(db *d, const char *artifacts_dir, const db_job *j, int6
 out:
     if (rc < 0 && placed)
         unlink(final); /* no row names it */
+    else if (placed)
+        memcpy(placed_path, final, sizeof final);
     if (!placed)
         unlink(part);
     tfev_rows_free(&rows);
     return rc;
-}
-
-void sched_tfevents_settle(db *d, const char *artifacts_dir, const db_job *j, int64_t now)
-{
-    char err[ERR_LEN];
-    err[0] = '\0';
-    if (sched_tfevents_write(d, artifacts_dir, j, now, err) < 0)
-        fprintf(stderr, "trainyard: job %s: the tfevents artifact was not written: %s\n", j->id,
-                err);
 }

@@ -12,9 +12,11 @@
  * - per stored weight histogram (db/histograms.h; jobs with "tensorboard": {"histograms":
  *   true}) one Event at its epoch, tagged with the tensor's name (model.safetensors' names).
  *
- * The file is written to <artifacts_dir>/<id>/.tfevents.part without any lock, then renamed and
- * recorded in one short write transaction, so the write lock is held for a rename and a row.
- * The artifact does not count against SCHED_MAX_ARTIFACTS. */
+ * It is written inside the transaction that ends the job (lifecycle.h's sched_settle_stage), so
+ * whoever sees the terminal status sees the artifact too: to <artifacts_dir>/<id>/.tfevents.part,
+ * synced, renamed and recorded. The write lock is held that long; the file is a few KB for most
+ * jobs (a histogram is about 0.5 KB a tensor an epoch). The artifact does not count against
+ * SCHED_MAX_ARTIFACTS. */
 #ifndef TRAINYARD_SCHEDULER_TFEVENTS_H
 #define TRAINYARD_SCHEDULER_TFEVENTS_H
 
@@ -22,6 +24,7 @@
 
 #include "db/db.h"
 #include "db/jobs.h"
+#include "util/datadir.h"
 
 #define SCHED_TFEVENTS_PREFIX "events.out.tfevents."
 #define SCHED_TFEVENTS_SUFFIX ".trainyard"
@@ -29,13 +32,12 @@
 /* The artifact name of job j into name[DB_ARTIFACT_NAME_MAX + 1]. */
 void sched_tfevents_name(const db_job *j, char *name);
 
-/* Writes job j's event file and records it as an artifact created at now. 0 also when there is
- * nothing to write (no metrics, artifacts_dir NULL, the job deleted meanwhile); a negative code
- * with err filled when writing failed (nothing is left behind then). */
-int sched_tfevents_write(db *d, const char *artifacts_dir, const db_job *j, int64_t now, char *err);
-
-/* sched_tfevents_write for a job that just ended, from the terminal transitions: a failure is
- * reported on stderr and does not change the job's outcome. */
-void sched_tfevents_settle(db *d, const char *artifacts_dir, const db_job *j, int64_t now);
+/* Writes job j's event file and records it as an artifact created at now, in the caller's write
+ * transaction. placed[DATADIR_PATH_MAX] gets the file's path once it is in place ("" when it is
+ * not): the caller removes that file if the transaction rolls back. 0 also when there is nothing
+ * to write (no metrics, artifacts_dir NULL); a negative code with err filled when writing failed
+ * (nothing is left behind then). */
+int sched_tfevents_write(db *d, const char *artifacts_dir, const db_job *j, int64_t now,
+                         char placed[DATADIR_PATH_MAX], char *err);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <ftw.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "api/app.h"
+#include "db/artifacts.h"
 #include "db/events.h"
 #include "db/models.h"
 #include "db/workers.h"
@@ -891,6 +893,77 @@ static void store_checkpoint(db *d, const char *adir, const char *id, const char
     CHECK_INT(stored, 1);
 }
 
+static int count_commit(void *ctx)
+{
+    (*(int *)ctx)++;
+    return 0; /* 0: let it commit */
+}
+
+/* A running job of document doc with a stored checkpoint and one epoch of metrics. */
+static void running_with_files(db *d, const char *adir, const char *w, const char *doc, int64_t now,
+                               char id[DB_ID_LEN + 1])
+{
+    char err[ERR_LEN], got[DB_ID_LEN + 1];
+    submit_doc(d, "files", doc, 0, JOB_DEVICE_ANY, 3, 3600, now, id);
+    CHECK_INT(lease(d, w, now, got), 1);
+    store_checkpoint(d, adir, id, w, 1, NULL);
+    db_metric m = {.epoch = 1,
+                   .loss = 1.0,
+                   .val_loss = NAN,
+                   .accuracy = NAN,
+                   .val_accuracy = NAN,
+                   .seconds = 1,
+                   .samples_per_second = 10};
+    sched_progress p = {.phase = DB_PHASE_TRAINING, .epochs = &m, .n_epochs = 1};
+    sched_beat beat;
+    CHECK_INT(sched_job_heartbeat(d, id, w, &p, now + 1, LEASE, &beat, err), 0);
+}
+
+/* Ending a job is one commit that holds its files' rows too, so a client never sees a job ended
+ * without its kept checkpoint and its TensorBoard file; a rolled-back end puts the files back. */
+static void test_settle_is_in_the_ending_commit(void)
+{
+    db *d = fresh_db("settle-tx");
+    char err[ERR_LEN], w[DB_ID_LEN + 1], id[DB_ID_LEN + 1], adir[512], ckpt[DATADIR_PATH_MAX];
+    const char *keep = "{\"delete_checkpoint\":false}";
+    snprintf(adir, sizeof adir, "%s/settle-tx-artifacts", tmp_dir);
+    mkdir(adir, 0755);
+    add_worker(d, "gpu", w);
+    db_job j;
+    int64_t n = -1;
+
+    running_with_files(d, adir, w, keep, T0, id);
+    int commits = 0;
+    sqlite3_commit_hook(db_sqlite(d), count_commit, &commits);
+    CHECK_INT(sched_job_complete(d, id, w, DB_SUCCEEDED, NULL, adir, T0 + 10, &j, err), 0);
+    sqlite3_commit_hook(db_sqlite(d), NULL, NULL);
+    CHECK_INT(commits, 1);
+    CHECK_INT(db_artifact_count(d, j.seq, &n, err), 0);
+    CHECK_INT(n, 2); /* checkpoint.safetensors and the event file */
+    db_job_clear(&j);
+
+    /* the same stage rolled back: the checkpoint is where it was, no event file, no rows */
+    running_with_files(d, adir, w, keep, T0 + 20, id);
+    CHECK_INT(datadir_job_checkpoint(adir, id, ckpt), 0);
+    sched_settle s;
+    CHECK_INT(db_begin(d, err), 0);
+    CHECK_INT(db_job_get(d, id, &j, err), 0);
+    sched_settle_stage(d, adir, &j, T0 + 30, &s);
+    CHECK(s.kept[0] && s.tfevents[0]);
+    CHECK_INT(access(s.kept, F_OK), 0);
+    CHECK_INT(access(s.tfevents, F_OK), 0);
+    CHECK(access(ckpt, F_OK) != 0);
+    db_rollback(d);
+    sched_settle_end(&s, 0);
+    CHECK_INT(access(ckpt, F_OK), 0);
+    CHECK(access(s.kept, F_OK) != 0);
+    CHECK(access(s.tfevents, F_OK) != 0);
+    CHECK_INT(db_artifact_count(d, j.seq, &n, err), 0);
+    CHECK_INT(n, 0);
+    db_job_clear(&j);
+    db_close(d);
+}
+
 static void test_checkpoint_settled_at_the_end(void)
 {
     db *d = fresh_db("settle");
@@ -1167,6 +1240,7 @@ int main(void)
     test_sweep();
     test_worker_lost();
     test_checkpoint_settled_at_the_end();
+    test_settle_is_in_the_ending_commit();
     test_script_jobs();
     test_models();
     nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
