@@ -610,7 +610,9 @@ static void sched_artifacts_remove(const char *artifacts_dir, const char *id)
     rmdir(dir);
 }
 
-int sched_job_delete(db *d, const char *job_id, const char *artifacts_dir, int64_t now, char *err)
+/* sched_job_delete; with spare_kept, a job marked keep is -EBUSY too. */
+static int sched_job_delete_if(db *d, const char *job_id, const char *artifacts_dir, int64_t now,
+                               int spare_kept, char *err)
 {
     db_job j;
     int rc = sched_job_begin(d, job_id, &j, err);
@@ -621,6 +623,10 @@ int sched_job_delete(db *d, const char *job_id, const char *artifacts_dir, int64
                      "job %s is %s: cancel it (POST /jobs/%s/cancel) and delete it once it has "
                      "stopped",
                      j.id, db_status_name(j.status), j.id);
+        goto out;
+    }
+    if (spare_kept && j.keep) {
+        rc = err_set(err, -EBUSY, "job %s is marked keep", j.id);
         goto out;
     }
     rc = db_model_retire(d, j.seq, now, err);
@@ -638,4 +644,15 @@ out:
     db_rollback(d);
     db_job_clear(&j);
     return rc;
+}
+
+int sched_job_delete(db *d, const char *job_id, const char *artifacts_dir, int64_t now, char *err)
+{
+    return sched_job_delete_if(d, job_id, artifacts_dir, now, 0, err);
+}
+
+int sched_job_delete_unkept(db *d, const char *job_id, const char *artifacts_dir, int64_t now,
+                            char *err)
+{
+    return sched_job_delete_if(d, job_id, artifacts_dir, now, 1, err);
 }

@@ -195,6 +195,10 @@ int sched_job_release(db *d, const char *job_id, const char *worker_id, int64_t 
 /* Deletes a finished job, its rows and <artifacts_dir>/<id> (artifacts, a kept checkpoint, a
  * checkpoint left behind), retiring its model version at now; -EBUSY while queued or running. */
 int sched_job_delete(db *d, const char *job_id, const char *artifacts_dir, int64_t now, char *err);
+/* sched_job_delete for retention: also -EBUSY when the job is marked keep, read in the same
+ * transaction, so a PATCH keep that commits before it wins. */
+int sched_job_delete_unkept(db *d, const char *job_id, const char *artifacts_dir, int64_t now,
+                            char *err);
 
 /* 0 when job j is running and leased to worker_id; -EBUSY with the reason otherwise. */
 int sched_lease_check(const db_job *j, const char *worker_id, char *err);

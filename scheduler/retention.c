@@ -45,9 +45,9 @@ int sched_retain(db *d, const char *artifacts_dir, int64_t cutoff, int max_jobs,
     if (rc < 0)
         return rc;
     for (int i = 0; i < r.n; i++) {
-        rc = sched_job_delete(d, r.id[i], artifacts_dir, now, err);
+        rc = sched_job_delete_unkept(d, r.id[i], artifacts_dir, now, err);
         if (rc == -ENOENT || rc == -EBUSY)
-            continue; /* deleted or changed meanwhile */
+            continue; /* deleted or marked keep meanwhile */
         if (rc < 0)
             return rc;
         (*removed)++;

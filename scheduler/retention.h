@@ -4,7 +4,8 @@
  *
  * A pass takes the oldest finished, unkept jobs with finished_at before the cutoff (the
  * jobs_finished index: the walk reads only what it removes) and removes each in its own
- * transaction with sched_job_delete (lifecycle.h): its rows (events, metrics, logs, artifacts'
+ * transaction with sched_job_delete_unkept (lifecycle.h), which reads keep again in that
+ * transaction (a PATCH keep between the pass's read and the delete wins): its rows (events, metrics, logs, artifacts'
  * rows, histograms, deliveries; ON DELETE CASCADE), its model version retired, then its folder
  * <artifacts>/<id> (artifact files, a kept checkpoint, a checkpoint left behind). One job per
  * transaction keeps the write lock short, so submits and heartbeats barely notice; a pass
