@@ -3,6 +3,8 @@
 
 static const char SQL_HISTOGRAM_PUT[] =
     "INSERT OR REPLACE INTO histograms (job_seq, epoch, tensor, data) VALUES (?, ?, ?, ?)";
+static const char SQL_HISTOGRAM_DROP_AFTER[] =
+    "DELETE FROM histograms WHERE job_seq = ? AND epoch > ?";
 static const char SQL_HISTOGRAM_LIST[] =
     "SELECT epoch, tensor, data FROM histograms WHERE job_seq = ? ORDER BY epoch, tensor";
 
@@ -16,6 +18,18 @@ int db_histogram_put(db *d, int64_t job_seq, const db_histogram *h, char *err)
     sqlite3_bind_int(st, 2, h->epoch);
     sqlite3_bind_text(st, 3, h->tensor, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 4, h->data, -1, SQLITE_STATIC);
+    rc = db_write(d, st, err);
+    return rc < 0 ? rc : 0;
+}
+
+int db_histogram_drop_after(db *d, int64_t job_seq, int epoch, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_HISTOGRAM_DROP_AFTER, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, job_seq);
+    sqlite3_bind_int(st, 2, epoch);
     rc = db_write(d, st, err);
     return rc < 0 ? rc : 0;
 }

@@ -4,9 +4,10 @@
  *
  * data is the JSON text of the histogram as the worker reported it and the API checked it
  * (api/bodies.c): {"min", "max", "num", "sum", "sum_squares", "limits": [...], "counts": [...]}.
- * A resumed attempt that reports an epoch again replaces its rows (INSERT OR REPLACE); rows of
- * epochs a requeue dropped from metrics stay until the job is deleted, and the tfevents writer
- * (scheduler/tfevents.c) skips every epoch without a metrics row. */
+ * A requeue drops the rows of epochs after the stored checkpoint's with their metrics
+ * (db_histogram_drop_after), and a resumed attempt that reports an epoch again replaces its rows
+ * (INSERT OR REPLACE); the tfevents writer (scheduler/tfevents.c) still skips any epoch without a
+ * metrics row. */
 #ifndef TRAINYARD_DB_HISTOGRAMS_H
 #define TRAINYARD_DB_HISTOGRAMS_H
 
@@ -30,6 +31,8 @@ typedef int (*db_histogram_fn)(void *ctx, const db_histogram *h);
 
 /* Stores h for job_seq, replacing the row of the same epoch and tensor. */
 int db_histogram_put(db *d, int64_t job_seq, const db_histogram *h, char *err);
+/* Deletes job_seq's histograms of epochs after epoch (a requeue, as db_metric_drop_after). */
+int db_histogram_drop_after(db *d, int64_t job_seq, int epoch, char *err);
 /* Every histogram of job_seq by epoch, then tensor. */
 int db_histogram_list(db *d, int64_t job_seq, db_histogram_fn fn, void *ctx, char *err);
 

@@ -389,7 +389,8 @@ out:
 
 /* Puts running job j back in the queue (returns db_job_set_requeued's count of rows changed).
  * The next attempt resumes from the stored checkpoint, which reports only the epochs after it:
- * the metrics of later epochs go now, so that every epoch appears once, and the log says where
+ * the metrics and histograms of later epochs go now, so that every epoch appears once, and the
+ * log says where
  * the next attempt starts. */
 static int sched_job_requeue(db *d, const db_job *j, int64_t now, char *err)
 {
@@ -401,6 +402,8 @@ static int sched_job_requeue(db *d, const db_job *j, int64_t now, char *err)
     int rc = db_job_checkpoint_epoch(d, j->seq, &epoch, err);
     if (rc == 0)
         rc = db_metric_drop_after(d, j->seq, epoch, err);
+    if (rc == 0)
+        rc = db_histogram_drop_after(d, j->seq, epoch, err);
     if (rc == 0 && epoch > 0) {
         snprintf(line, sizeof line, "attempt %d resumes after epoch %d", j->attempt + 1, epoch);
         const char *lines[] = {line};

@@ -135,7 +135,8 @@ typedef struct tfev_hwalk {
 } tfev_hwalk;
 
 /* One stored histogram as one Event, at its epoch's time; skipped when that epoch has no
- * metrics row (a requeue dropped it) or the row does not read back as a histogram. */
+ * metrics row (a requeue drops both, so only a row stored by hand) or the row does not read
+ * back as a histogram. */
 static int tfev_histogram(void *ctx, const db_histogram *h)
 {
     tfev_hwalk *hw = ctx;

@@ -332,11 +332,17 @@ static void test_lapsed_leases(void)
                    .val_accuracy = NAN,
                    .seconds = 1,
                    .samples_per_second = NAN};
-    sched_progress p = {.epochs = &m, .n_epochs = 1};
+    db_histogram h = {.epoch = 1,
+                      .tensor = "dense_0.weight",
+                      .data = "{\"min\":0,\"max\":1,\"num\":1,\"sum\":1,\"sum_squares\":1,"
+                              "\"limits\":[1],\"counts\":[1]}"};
+    sched_progress p = {.epochs = &m, .n_epochs = 1, .histograms = &h, .n_histograms = 1};
     sched_beat beat;
     CHECK_INT(sched_job_heartbeat(d, id, w1, &p, T0 + 1000, LEASE, &beat, err), 0);
-    m.epoch = 2;
+    m.epoch = h.epoch = 2;
     CHECK_INT(sched_job_heartbeat(d, id, w1, &p, T0 + 2000, LEASE, &beat, err), 0);
+    p.histograms = NULL;
+    p.n_histograms = 0;
 
     /* a checkpoint after epoch 1 is stored for the lease holder only, and only when newer */
     char adir[512], up[600], stored_path[DATADIR_PATH_MAX];
@@ -378,12 +384,14 @@ static void test_lapsed_leases(void)
         sqlite3_prepare_v2(db_sqlite(d),
                            "SELECT (SELECT group_concat(epoch, ' ') FROM metrics m WHERE"
                            " m.job_seq = j.seq), (SELECT text FROM logs l WHERE l.job_seq = j.seq"
-                           " ORDER BY line DESC LIMIT 1) FROM jobs j WHERE j.id = ?",
+                           " ORDER BY line DESC LIMIT 1), (SELECT group_concat(epoch, ' ') FROM"
+                           " histograms h WHERE h.job_seq = j.seq) FROM jobs j WHERE j.id = ?",
                            -1, &q, NULL);
         sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
         CHECK(sqlite3_step(q) == SQLITE_ROW);
         CHECK_STR((const char *)sqlite3_column_text(q, 0), "1");
         CHECK_STR((const char *)sqlite3_column_text(q, 1), "attempt 2 resumes after epoch 1");
+        CHECK_STR((const char *)sqlite3_column_text(q, 2), "1");
         sqlite3_finalize(q);
     }
 
