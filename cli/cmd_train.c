@@ -6,10 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "kernels/kernels.h"
+#include "proto/tfevents.h"
 #include "util/dynbuf.h"
 #include "util/err.h"
 #include "worker/dscache.h"
@@ -25,8 +27,10 @@ static const char usage_text[] =
     "usage: trainyard train JOB.json --out DIR [options]\n"
     "\n"
     "Runs a training job in this process (no server) and writes model.safetensors,\n"
-    "metrics.csv, job.json, train.log and checkpoint.safetensors to DIR. JOB.json may be -\n"
-    "for standard input.\n"
+    "metrics.csv, job.json, train.log, checkpoint.safetensors and a TensorBoard event file\n"
+    "(events.out.tfevents.<start time>.trainyard: every metric per epoch, and with\n"
+    "\"tensorboard\": {\"histograms\": true} each weight tensor's histogram) to DIR.\n"
+    "JOB.json may be - for standard input.\n"
     "\n"
     "options:\n"
     "  --out DIR            where the artifacts go (required; created if missing)\n"
@@ -98,11 +102,76 @@ static char *read_all(const char *path, size_t *len, char *err)
     return text;
 }
 
+/* What the hooks of one run share: the printing switch and the event file. */
+typedef struct train_run {
+    int quiet;
+    const char *out;
+    tfevents *events; /* opened at the first epoch this run trains */
+    char events_path[PATH_MAX];
+    char err[ERR_LEN]; /* why the event file could not be made */
+} train_run;
+
 static void print_line(void *user, const char *line)
 {
-    if (!*(int *)user)
+    if (!((train_run *)user)->quiet)
         printf("%s\n", line);
     fflush(stdout);
+}
+
+static double wall_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Each epoch's metrics (and histograms) into the event file, as the server writes a job's. A
+ * resumed run starts a file of its own; TensorBoard reads every file in the folder. */
+static int write_epoch(void *user, const trainer_epoch *e)
+{
+    train_run *r = user;
+    double now = wall_seconds();
+    if (!r->events && !r->err[0]) {
+        int n = snprintf(r->events_path, sizeof r->events_path,
+                         "%s/events.out.tfevents.%lld.trainyard", r->out, (long long)now);
+        if (n < 0 || (size_t)n >= sizeof r->events_path)
+            err_set(r->err, -ENAMETOOLONG, "%s: the path is too long", r->out);
+        else if (tfevents_open(r->events_path, now, &r->events, r->err) < 0)
+            r->events = NULL;
+    }
+    if (!r->events)
+        return 0;
+    static const char *const names[] = {"loss",         "val_loss", "accuracy",
+                                        "val_accuracy", "seconds",  "samples_per_second"};
+    const double values[] = {e->loss,         e->val_loss, e->accuracy,
+                             e->val_accuracy, e->seconds,  e->samples_per_second};
+    const char *tags[6];
+    double vals[6];
+    size_t n = 0;
+    for (size_t k = 0; k < 6; k++)
+        if (!isnan(values[k])) {
+            tags[n] = names[k];
+            vals[n++] = values[k];
+        }
+    tfevents_scalars(r->events, now, e->epoch, tags, vals, n);
+    size_t i;
+    json_t *h;
+    json_array_foreach (e->histograms, i, h) {
+        const char *tensor = json_string_value(json_object_get(h, "tensor"));
+        if (tensor)
+            (void)tfevents_histogram_json(r->events, now, e->epoch, tensor, h);
+    }
+    return 0;
+}
+
+/* Closes the event file; its error, if any, goes to stderr (the model is what counts). */
+static void close_events(train_run *r)
+{
+    if (r->events && tfevents_close(r->events, r->err) < 0)
+        unlink(r->events_path);
+    r->events = NULL;
+    if (r->err[0])
+        fprintf(stderr, "trainyard train: no TensorBoard event file: %s\n", r->err);
 }
 
 int cmd_train(int argc, char **argv)
@@ -113,6 +182,7 @@ int cmd_train(int argc, char **argv)
     double every = TRAIN_CHECKPOINT_SECONDS;
     uint64_t max_dataset = 0, cache_bytes = 0;
     static char allow[CLI_ALLOW_LEN];
+    static train_run run; /* large (paths): not on the stack */
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -236,17 +306,20 @@ int cmd_train(int argc, char **argv)
                          .dataset_cache = cache,
                          .s3 = &s3,
                          .val_outputs = val_outputs};
-    trainer_hooks hooks = {.user = &quiet, .on_log = print_line};
+    run = (train_run){.quiet = quiet, .out = out};
+    trainer_hooks hooks = {.user = &run, .on_log = print_line, .on_epoch = write_epoch};
     trainer_result res;
     rc = trainer_run(job, c, NULL, &opts, &hooks, &res, err); /* builds the kernels (kbuild) */
+    close_events(&run);
     if (rc < 0) {
         fprintf(stderr, "trainyard train: %s\n", err);
         goto out;
     }
     if (!quiet)
         printf("artifacts in %s: model.safetensors metrics.csv job.json train.log "
-               "checkpoint.safetensors\n",
-               out);
+               "checkpoint.safetensors%s%s\n",
+               out, run.events_path[0] && !run.err[0] ? " " : "",
+               run.events_path[0] && !run.err[0] ? strrchr(run.events_path, '/') + 1 : "");
     status = 0;
 out:
     if (c)

@@ -136,6 +136,43 @@ void tfevents_histogram(tfevents *w, double wall_time, int64_t step, const char 
     tfevents_summary(w, wall_time, step, &ptr, 1);
 }
 
+/* Reads up to cap numbers of array a into out; the count, or -1 when a is not such an array. */
+static int tfevents_numbers(const json_t *a, double *out, size_t cap)
+{
+    if (!json_is_array(a) || json_array_size(a) > cap)
+        return -1;
+    size_t i;
+    json_t *v;
+    json_array_foreach (a, i, v) {
+        if (!json_is_number(v))
+            return -1;
+        out[i] = json_number_value(v);
+    }
+    return (int)json_array_size(a);
+}
+
+int tfevents_histogram_json(tfevents *w, double wall_time, int64_t step, const char *tag,
+                            const json_t *h)
+{
+    double limits[TFEVENTS_MAX_BUCKETS], counts[TFEVENTS_MAX_BUCKETS];
+    int nl = tfevents_numbers(json_object_get(h, "limits"), limits, TFEVENTS_MAX_BUCKETS);
+    int nc = tfevents_numbers(json_object_get(h, "counts"), counts, TFEVENTS_MAX_BUCKETS);
+    if (nl < 0 || nl != nc)
+        return -EINVAL;
+    tfevents_histo hist = {
+        .min = json_number_value(json_object_get(h, "min")),
+        .max = json_number_value(json_object_get(h, "max")),
+        .num = json_number_value(json_object_get(h, "num")),
+        .sum = json_number_value(json_object_get(h, "sum")),
+        .sum_squares = json_number_value(json_object_get(h, "sum_squares")),
+        .limits = limits,
+        .counts = counts,
+        .n = (size_t)nl,
+    };
+    tfevents_histogram(w, wall_time, step, tag, &hist);
+    return 0;
+}
+
 int tfevents_close(tfevents *w, char *err)
 {
     int rc = w->rc;

@@ -19,9 +19,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "util/err.h"
 
 #define TFEVENTS_FILE_VERSION "brain.Event:2"
+#define TFEVENTS_MAX_BUCKETS  256 /* buckets of a histogram given as JSON */
 
 typedef struct tfevents tfevents;
 
@@ -42,6 +45,12 @@ void tfevents_scalars(tfevents *w, double wall_time, int64_t step, const char *c
 /* One Event at step holding the histogram h under tag. */
 void tfevents_histogram(tfevents *w, double wall_time, int64_t step, const char *tag,
                         const tfevents_histo *h);
+/* tfevents_histogram of a histogram in the JSON form worker/histogram.h makes and the server
+ * stores: {"min", "max", "num", "sum", "sum_squares", "limits": [...], "counts": [...]} (other
+ * members ignored). -EINVAL, writing nothing, when h is not that (limits and counts of unequal
+ * lengths or over TFEVENTS_MAX_BUCKETS). */
+int tfevents_histogram_json(tfevents *w, double wall_time, int64_t step, const char *tag,
+                            const json_t *h);
 /* Flushes, fsyncs and closes; the first error of any call since open, else 0. Frees w. */
 int tfevents_close(tfevents *w, char *err);
 

@@ -20,8 +20,9 @@
 #include "util/datadir.h"
 #include "util/sha256.h"
 
-#define TFEVENTS_PART     ".tfevents.part" /* a dot name: never an artifact's */
-#define TFEVENTS_MAX_TAGS 80               /* the known six and API_MAX_METRICS extras */
+#define TFEVENTS_PART ".tfevents.part" /* a dot name: never an artifact's */
+_Static_assert(DB_HISTOGRAM_MAX_BUCKETS <= TFEVENTS_MAX_BUCKETS, "every stored histogram fits");
+#define TFEVENTS_MAX_TAGS 80 /* the known six and API_MAX_METRICS extras */
 
 void sched_tfevents_name(const db_job *j, char *name)
 {
@@ -114,21 +115,6 @@ static void tfev_scalars(tfevents *w, const tfev_rows *r)
     }
 }
 
-/* Reads up to cap numbers of array a into out; the count, or -1 when a is not such an array. */
-static int tfev_numbers(const json_t *a, double *out, size_t cap)
-{
-    if (!json_is_array(a) || json_array_size(a) > cap)
-        return -1;
-    size_t i;
-    json_t *v;
-    json_array_foreach (a, i, v) {
-        if (!json_is_number(v))
-            return -1;
-        out[i] = json_number_value(v);
-    }
-    return (int)json_array_size(a);
-}
-
 typedef struct tfev_hwalk {
     tfevents *w;
     const tfev_rows *rows;
@@ -143,23 +129,9 @@ static int tfev_histogram(void *ctx, const db_histogram *h)
     const tfev_epoch *e = tfev_find(hw->rows, h->epoch);
     if (!e)
         return 0;
-    double limits[DB_HISTOGRAM_MAX_BUCKETS], counts[DB_HISTOGRAM_MAX_BUCKETS];
     json_t *j = json_loads(h->data, 0, NULL);
-    int nl = tfev_numbers(json_object_get(j, "limits"), limits, DB_HISTOGRAM_MAX_BUCKETS);
-    int nc = tfev_numbers(json_object_get(j, "counts"), counts, DB_HISTOGRAM_MAX_BUCKETS);
-    if (j && nl >= 0 && nl == nc) {
-        tfevents_histo hist = {
-            .min = json_number_value(json_object_get(j, "min")),
-            .max = json_number_value(json_object_get(j, "max")),
-            .num = json_number_value(json_object_get(j, "num")),
-            .sum = json_number_value(json_object_get(j, "sum")),
-            .sum_squares = json_number_value(json_object_get(j, "sum_squares")),
-            .limits = limits,
-            .counts = counts,
-            .n = (size_t)nl,
-        };
-        tfevents_histogram(hw->w, (double)e->at / 1000.0, h->epoch, h->tensor, &hist);
-    }
+    if (j)
+        (void)tfevents_histogram_json(hw->w, (double)e->at / 1000.0, h->epoch, h->tensor, j);
     json_decref(j);
     return 0;
 }

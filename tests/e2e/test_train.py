@@ -137,6 +137,40 @@ def test_mlp_classifies_rings_above_95_percent(rings_csv, train):
     assert (out / "train.log").read_text().count("epoch ") == 30
 
 
+def test_event_file_holds_every_epoch_and_histogram(rings_csv, train):
+    """`trainyard train` leaves a TensorBoard event file as a job does: TensorBoard's own reader
+    finds every metrics.csv value per epoch and, with histograms asked for, one histogram per
+    weight tensor per epoch whose last ones match the saved model."""
+    ea = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    url, _, _ = rings_csv
+    job = {"name": "rings-tb", "dataset_url": url, "dataset": {"label_column": "ring"},
+           "model": {"layers": [{"type": "dense", "units": 8, "activation": "relu"}]},
+           "hyperparameters": {"epochs": 3, "batch_size": 64, "learning_rate": 0.01,
+                               "validation_split": 0.2, "seed": 5},
+           "tensorboard": {"histograms": True}}
+    proc, out = train(job)
+    assert proc.returncode == 0, proc.stderr
+    [events] = list(out.glob("events.out.tfevents.*.trainyard"))
+    assert events.name in proc.stdout  # the summary line names it
+    acc = ea.EventAccumulator(str(out), size_guidance={ea.SCALARS: 0, ea.HISTOGRAMS: 0})
+    acc.Reload()
+    rows = read_metrics(out)
+    for tag in ("loss", "val_loss", "accuracy", "val_accuracy", "seconds"):
+        scalars = acc.Scalars(tag)
+        assert [s.step for s in scalars] == [int(r["epoch"]) for r in rows], tag
+        # metrics.csv has 6 significant digits; the event file the float of the same number
+        assert [s.value for s in scalars] == pytest.approx([float(r[tag]) for r in rows],
+                                                          rel=1e-5), tag
+    tensors, _ = load_model(out)
+    assert set(acc.Tags()["histograms"]) == set(tensors)
+    for name, tensor in tensors.items():
+        hists = acc.Histograms(name)
+        assert [h.step for h in hists] == [1, 2, 3], name
+        last = hists[-1].histogram_value
+        assert last.num == tensor.size and sum(last.bucket) == tensor.size, name
+        assert (last.min, last.max) == (float(tensor.min()), float(tensor.max())), name
+
+
 def test_val_outputs_of_a_csv_job(rings_csv, train, tmp_path):
     """--val-outputs writes one row of class probabilities per validation row, as float32."""
     url, _, _ = rings_csv
