@@ -25,6 +25,7 @@
 #include "cli/cli.h"
 #include "cli/cli_client.h"
 #include "util/err.h"
+#include "util/mkdirs.h"
 #include "util/sha256.h"
 
 #define DL_TFEVENTS_PREFIX "events.out.tfevents." /* the server's name (scheduler/tfevents.h) */
@@ -365,9 +366,9 @@ static int dl_find_tfevents(const cli_conn *o, client *c, const char *id, char *
  * is tried, the first failure's status is returned. */
 static int dl_tensorboard(cli_conn *o, const char *dir, char **ids, int n_ids)
 {
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "trainyard download: cannot make the folder %s: %s\n", dir,
-                strerror(errno));
+    char err[ERR_LEN];
+    if (mkdirs(dir, 0755, err) < 0) {
+        fprintf(stderr, "trainyard download: %s\n", err);
         return CLI_EXIT_FAILED;
     }
     client *c = NULL;
@@ -463,9 +464,9 @@ int cmd_download(int argc, char **argv)
     char target[4096];
     struct stat st;
     size_t out_len = out ? strlen(out) : 0;
-    if (out_len > 0 && out[out_len - 1] == '/' && mkdir(out, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "trainyard download: cannot make the folder %s: %s\n", out,
-                strerror(errno));
+    char err[ERR_LEN];
+    if (out_len > 0 && out[out_len - 1] == '/' && mkdirs(out, 0755, err) < 0) {
+        fprintf(stderr, "trainyard download: %s\n", err);
         return 1;
     }
     if (!out)

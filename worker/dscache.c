@@ -32,6 +32,7 @@
 #include <curl/curl.h>
 
 #include "util/err.h"
+#include "util/mkdirs.h"
 #include "util/sha256.h"
 #include "util/timeutil.h"
 
@@ -77,27 +78,12 @@ int dscache_default_dir(char *dir, size_t cap)
     return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
-/* mkdir -p dir (mode 0700: the bytes may be private datasets). */
+/* mkdir -p dir (mode 0700: the bytes may be private datasets), and writable. */
 static int make_dirs(const char *dir, char *err)
 {
-    char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
-        return err_set(err, -ENAMETOOLONG, "dataset cache folder %s: path too long", dir);
-    for (char *p = path + 1;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char was = *p;
-        *p = '\0';
-        if (mkdir(path, 0700) != 0 && errno != EEXIST)
-            return err_set(err, -errno, "cannot create the dataset cache folder %s: %s", path,
-                           strerror(errno));
-        *p = was;
-        if (!was)
-            break;
-    }
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return err_set(err, -ENOTDIR, "the dataset cache %s is not a folder", dir);
+    int rc = mkdirs(dir, 0700, err);
+    if (rc < 0)
+        return rc;
     if (access(dir, W_OK | X_OK) != 0)
         return err_set(err, -errno, "cannot write the dataset cache folder %s: %s", dir,
                        strerror(errno));

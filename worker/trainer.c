@@ -26,6 +26,7 @@
 
 #include "util/err.h"
 #include "util/json_out.h"
+#include "util/mkdirs.h"
 #include "util/timeutil.h"
 #include "worker/checkpoint.h"
 #include "worker/dataset.h"
@@ -115,9 +116,10 @@ static int open_outputs(run *r, char *err)
 {
     const char *dir = r->opts->out_dir;
     char path[4096];
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return err_set(err, -errno, "cannot create %s: %s", dir, strerror(errno));
-    int rc = path_join(path, sizeof path, dir, "train.log", err);
+    int rc = mkdirs(dir, 0755, err);
+    if (rc < 0)
+        return rc;
+    rc = path_join(path, sizeof path, dir, "train.log", err);
     if (rc < 0)
         return rc;
     r->log = fopen(path, r->resume ? "a" : "w");

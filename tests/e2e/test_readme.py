@@ -144,6 +144,17 @@ def test_experiments_section(readme_clone):
         assert "val_accuracy" in acc.Tags()["scalars"], (run, acc.Tags())
 
 
+def test_training_without_the_service(readme_clone):
+    """`trainyard train` into a folder whose parent does not exist yet, as a new user types it:
+    the model, the metrics and a TensorBoard event file come out."""
+    proc = run_block(readme_clone, "train")
+    out = readme_clone / "out" / "spirals"
+    assert "done after 60 epoch(s)" in proc.stdout, proc.stdout
+    assert load_file(str(out / "model.safetensors"))["0.weight"].shape == (64, 2)
+    assert len((out / "metrics.csv").read_text().splitlines()) == 61
+    assert len(list(out.glob("events.out.tfevents.*.trainyard"))) == 1
+
+
 def test_tokens_section(readme_clone):
     proc = run_block(readme_clone, "path", "tokens")
     assert re.search(r"^ty_[0-9a-f]+$", proc.stdout, re.M), proc.stdout  # gpu-box-2's secret

@@ -128,7 +128,7 @@ def test_tfevents_of_builtin_script_and_download(serve, blobs, tmp_path):
     assert acc_plain.Tags()["histograms"] == []
 
     # ---- `trainyard download --tensorboard DIR` with both: two runs side by side
-    board = tmp_path / "board"
+    board = tmp_path / "boards" / "compare"  # parents made as needed
     proc = subprocess.run([str(BIN), "download", "--tensorboard", str(board), with_h["id"],
                            plain["id"]], env=svc.env(), capture_output=True, text=True,
                           timeout=60)
