@@ -5,12 +5,12 @@
  * A pass takes the oldest finished, unkept jobs with finished_at before the cutoff (the
  * jobs_finished index: the walk reads only what it removes) and removes each in its own
  * transaction with sched_job_delete_unkept (lifecycle.h), which reads keep again in that
- * transaction (a PATCH keep between the pass's read and the delete wins): its rows (events, metrics, logs, artifacts'
- * rows, histograms, deliveries; ON DELETE CASCADE), its model version retired, then its folder
- * <artifacts>/<id> (artifact files, a kept checkpoint, a checkpoint left behind). One job per
- * transaction keeps the write lock short, so submits and heartbeats barely notice; a pass
- * removes at most max_jobs, and serve runs one a second, so a backlog drains over minutes
- * rather than in one long stall.
+ * transaction (a PATCH keep between the pass's read and the delete wins): its rows (events,
+ * metrics, logs, artifacts' rows, histograms, deliveries; ON DELETE CASCADE), its model version
+ * retired, then its folder <artifacts>/<id> (artifact files, a kept checkpoint, a checkpoint left
+ * behind). One job per transaction keeps the write lock short, so submits and heartbeats barely
+ * notice; a pass removes at most max_jobs, and serve runs one a second, so a backlog drains over
+ * minutes rather than in one long stall.
  *
  * Code bundles (DATADIR_CODE) are not collected: a job names its code by address inside its
  * document, so finding the unreferenced ones means reading every document; left for later. */
