@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <sqlite3.h>
+#include <stdlib.h>
 #include <string.h>
 
 void *__real_malloc(size_t n);
@@ -113,4 +114,14 @@ int alloc_fail_off(void)
 {
     __atomic_store_n(&alloc_fail_at, 0, __ATOMIC_RELAXED);
     return __atomic_load_n(&alloc_fail_fired, __ATOMIC_RELAXED);
+}
+
+long alloc_fail_next(long n)
+{
+    static int every = -1;
+    if (every < 0) {
+        const char *v = getenv("ALLOC_FAIL_EVERY");
+        every = v && strcmp(v, "1") == 0;
+    }
+    return every || n < ALLOC_FAIL_DENSE ? n + 1 : n + ALLOC_FAIL_STRIDE;
 }
