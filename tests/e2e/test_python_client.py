@@ -255,17 +255,8 @@ def test_client_uploads_code_and_submits_a_script_job(serve, tmp_path):
 
 def test_client_submits_a_script_job_with_its_code(trainyard_bin, serve, blobs, tmp_path):
     """code="dir": the folder is packed, uploaded with POST /code and run by a worker that
-    allows scripts. Skipped where the server has no POST /code or serve no --allow-scripts."""
-    try:
-        svc = serve("--workers", "1", "--allow-scripts", "--no-sandbox", name="scripts")
-    except RuntimeError as e:
-        if "unknown option" not in str(e):
-            raise
-        pytest.skip(f"serve has no script workers in this build: {str(e)[-120:]}")
-    probe = svc.http.post(f"{svc.url}/code", data=b"", headers={
-        "Content-Type": "application/gzip"})
-    if probe.status_code in (404, 405):
-        pytest.skip("the server has no POST /code in this build")
+    allows scripts."""
+    svc = serve("--workers", "1", "--allow-scripts", "--no-sandbox", name="scripts")
     code = tmp_path / "code"
     code.mkdir()
     (code / "train.py").write_text(textwrap.dedent("""

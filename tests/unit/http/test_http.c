@@ -1035,10 +1035,12 @@ static void test_stream(void)
     CHECK_INT(atomic_load(&stream_frees), frees0 + 2);
 }
 
-/* Sends raw bytes and returns the status of the answer (0 when the connection just closed). */
+/* Sends raw bytes and returns the status of the answer: 0 when the server closed the connection
+ * without one (end of stream or a reset), -1 when there was no server or no word from it within
+ * 5 s, which no case accepts. */
 static int raw_request(const char *data, size_t len)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0), status = 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), status = -1;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)http_port(srv))};
     struct timeval tv = {5, 0};
     char buf[256];
@@ -1056,7 +1058,10 @@ static int raw_request(const char *data, size_t len)
         n = recv(fd, buf, sizeof(buf) - 1, 0);
         if (n > 0) {
             buf[n] = '\0';
+            status = 0;
             sscanf(buf, "HTTP/1.%*d %d", &status);
+        } else if (n == 0 || errno == ECONNRESET) {
+            status = 0;
         }
     }
     close(fd);
@@ -1069,7 +1074,7 @@ static void test_hostile(void)
     int st;
 
     st = raw_request("GARBAGE\r\n\r\n", 11);
-    CHECK(st == 0 || (st >= 400 && st < 500));
+    CHECK(st == 0 || (st >= 400 && st < 500)); /* libmicrohttpd closes on a line without a version */
     st = raw_request("FOO /echo/a/x/b HTTP/1.1\r\nHost: x\r\n\r\n", 37);
     CHECK_INT(st, 405);
     st = raw_request("GET /echo/%%%%/x/b HTTP/1.1\r\nHost: x\r\n\r\n", 41);
