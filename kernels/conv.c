@@ -55,7 +55,8 @@ struct conv_kernels {
     int units;          /* compute units */
     uint64_t local_mem; /* bytes of __local memory a work-group may use */
     cl_kernel pad, pack_w, fwd, fwd_pool, dw, dw_pool, dw_sum, col2im_rows, im2col, col2im,
-        pool_fwd, pool_bwd, bn_part, bn_stats, bn_grads, bn_apply, bn_bwd_apply, image;
+        pool_fwd, pool_bwd, bn_part, bn_stats, bn_grads, bn_apply, bn_bwd_apply, image,
+        pool_fwd_gpu, pool_bwd_gpu, image_gpu;
 };
 
 static const struct {
@@ -80,6 +81,9 @@ static const struct {
     {"bn_apply", offsetof(struct conv_kernels, bn_apply)},
     {"bn_bwd_apply", offsetof(struct conv_kernels, bn_bwd_apply)},
     {"image_batch", offsetof(struct conv_kernels, image)},
+    {"pool_fwd_gpu", offsetof(struct conv_kernels, pool_fwd_gpu)},
+    {"pool_bwd_gpu", offsetof(struct conv_kernels, pool_bwd_gpu)},
+    {"image_batch_gpu", offsetof(struct conv_kernels, image_gpu)},
 };
 #define CONV_KERNEL_COUNT (sizeof conv_table / sizeof conv_table[0])
 
@@ -705,6 +709,12 @@ int kern_pool2d_fwd(kern *k, int mode, const kern_pool *g, cl_mem x, cl_mem y, c
     if (rc < 0 || g->n == 0)
         return rc;
     cl_mem arg = has_arg ? argmax : y; /* a buffer the kernel never writes when has_arg is 0 */
+    if (!k->cpu) {                     /* one work-item per output element */
+        int total = (int)tensor_elems(g->n, g->oh, g->ow, g->c);
+        karg b[] = {ARG(mode),  POOL_GEOM_ARGS(g), ARG(total),  ARG_MEM(x),
+                    ARG_MEM(y), ARG(has_arg),      ARG_MEM(arg)};
+        return kern_launch_1d(k, who, k->conv->pool_fwd_gpu, b, NARGS(b), (size_t)total);
+    }
     karg a[] = {ARG(mode), POOL_GEOM_ARGS(g), ARG_MEM(x), ARG_MEM(y), ARG(has_arg), ARG_MEM(arg)};
     size_t global = (size_t)g->n * g->oh, local = 1;
     return kern_launch(k, who, k->conv->pool_fwd, a, NARGS(a), 1, &global, &local);
@@ -720,6 +730,12 @@ int kern_pool2d_bwd(kern *k, int mode, const kern_pool *g, cl_mem dy, cl_mem arg
     if (rc < 0 || g->n == 0)
         return rc;
     cl_mem arg = is_max ? argmax : dy;
+    if (!k->cpu) { /* one work-item per input element */
+        int total = (int)tensor_elems(g->n, g->h, g->w, g->c);
+        karg b[] = {ARG(mode),   POOL_GEOM_ARGS(g), ARG(total),
+                    ARG_MEM(dy), ARG_MEM(arg),      ARG_MEM(dx)};
+        return kern_launch_1d(k, who, k->conv->pool_bwd_gpu, b, NARGS(b), (size_t)total);
+    }
     int band = POOL_BAND, bands = (g->h + band - 1) / band;
     karg a[] = {ARG(mode),
                 POOL_GEOM_ARGS(g),
@@ -895,6 +911,15 @@ int kern_image_batch(kern *k, const kern_image *g, int rows, cl_mem src, cl_mem 
     int src_u8 = g->src_u8 != 0, flip = g->flip != 0;
     float ry = (float)g->sh / (float)g->dh, rx = (float)g->sw / (float)g->dw;
     cl_ulong seed = g->seed, ebase = (cl_ulong)(uint32_t)g->epoch << 32;
+    if (!k->cpu) { /* one work-item per output float */
+        int total = (int)out_n;
+        karg b[] = {ARG(src_u8),  ARG(g->n_src), ARG(g->sh),    ARG(g->sw),    ARG(g->c),
+                    ARG(g->dh),   ARG(g->dw),    ARG(g->scale), ARG(ry),       ARG(rx),
+                    ARG(flip),    ARG(g->crop),  ARG(seed),     ARG(ebase),    ARG(total),
+                    ARG_MEM(src), ARG_MEM(idx),  ARG(start),    ARG(has_norm), ARG_MEM(m),
+                    ARG_MEM(s),   ARG_MEM(dst)};
+        return kern_launch_1d(k, who, k->conv->image_gpu, b, NARGS(b), (size_t)total);
+    }
     size_t cols = (size_t)g->dw, row = cols * g->c * sizeof(float);
     if (4 * row + 3 * cols * 4 > k->conv->local_mem)
         return err_set(k->err, -EINVAL, "%s: rows of %d×%d floats are more than local memory holds",

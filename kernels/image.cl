@@ -1,5 +1,6 @@
 /* image.cl: the image batch (kern_image_batch) — gather, resize, scale, standardise and augment
- * in one pass, one work-item per output float.
+ * in one pass: image_batch one work-item per output image (CPU devices), image_batch_gpu one per
+ * output float.
  *
  * Output (i, y, x, ch) of image idx[start + i]: the augmentation maps (y, x) to a position of
  * the resized image (a crop of it zero-padded by `crop` on each side, mirrored when flipped);
@@ -8,6 +9,20 @@
  * edge), then scaled and standardised. Positions in the padding are 0. The transform of each
  * image comes from common_uniform keyed by the seed, counter (((epoch << 32) + image)·4 + d):
  * d = 0 the flip, 1 and 2 the crop offsets (kernels.h; ref_image_batch is the host twin). */
+
+/* The augmentation of image img this epoch: whether it is mirrored (the return value) and its
+ * crop offsets *oy, *ox in [0, 2·crop]. */
+static int image_transform(ulong seed, ulong ebase, int img, int flip, int crop, int *oy, int *ox)
+{
+    ulong key = common_mix64(seed), ctr = (ebase + (ulong)img) * 4UL;
+    int span = 2 * crop + 1;
+    *oy = *ox = 0;
+    if (crop > 0) {
+        *oy = min((int)(common_uniform(key, ctr + 1UL) * (float)span), 2 * crop);
+        *ox = min((int)(common_uniform(key, ctr + 2UL) * (float)span), 2 * crop);
+    }
+    return flip && common_uniform(key, ctr) < 0.5f;
+}
 
 /* Source row sy of the image at base, resampled along x into h (dw·c floats) through the column
  * tables: output column x blends source columns xs0[x], xs1[x] (offsets in floats) by xl[x], or
@@ -53,13 +68,7 @@ image_batch(int src_u8, int n_src, int sh, int sw, int c, int dh, int dw, float 
             out[e] = 0.0f;
         return;
     }
-    ulong key = common_mix64(seed), ctr = (ebase + (ulong)img) * 4UL;
-    int oy = 0, ox = 0, span = 2 * crop + 1;
-    int flipped = flip && common_uniform(key, ctr) < 0.5f;
-    if (crop > 0) {
-        oy = min((int)(common_uniform(key, ctr + 1UL) * (float)span), 2 * crop);
-        ox = min((int)(common_uniform(key, ctr + 2UL) * (float)span), 2 * crop);
-    }
+    int oy, ox, flipped = image_transform(seed, ebase, img, flip, crop, &oy, &ox);
     for (int x = 0; x < dw; x++) {
         int px = (flipped ? dw - 1 - x : x) + ox - crop, inside = px >= 0 && px < dw;
         float fx = max(((float)px + 0.5f) * rx - 0.5f, 0.0f);
@@ -108,4 +117,51 @@ image_batch(int src_u8, int n_src, int sh, int sw, int c, int dh, int dw, float 
             out[e] = (v - mrow[e]) * irow[e];
         }
     }
+}
+
+/* The GPU form: one work-item per output float (i, y, x, ch), the channel fastest, each doing
+ * image_batch's arithmetic for its own float (the two source rows blended along x, then along
+ * y, scaled and standardised), so the results are the same. Global size total = rows·dh·dw·c
+ * (rounded up to the work-group size; the kernel checks bounds). */
+__kernel void image_batch_gpu(int src_u8, int n_src, int sh, int sw, int c, int dh, int dw,
+                              float scale, float ry, float rx, int flip, int crop, ulong seed,
+                              ulong ebase, int total, __global const uchar *src,
+                              __global const int *idx, int start, int has_norm,
+                              __global const float *mean, __global const float *std,
+                              __global float *dst)
+{
+    int o = get_global_id(0);
+    if (o >= total)
+        return;
+    int ch = o % c, t = o / c, x = t % dw;
+    t /= dw;
+    int y = t % dh, i = t / dh;
+    int img = idx[start + i];
+    if (img < 0 || img >= n_src) {
+        dst[o] = 0.0f;
+        return;
+    }
+    int oy, ox, flipped = image_transform(seed, ebase, img, flip, crop, &oy, &ox);
+    int px = (flipped ? dw - 1 - x : x) + ox - crop, py = y + oy - crop;
+    if (px < 0 || px >= dw || py < 0 || py >= dh) {
+        dst[o] = 0.0f;
+        return;
+    }
+    float fx = max(((float)px + 0.5f) * rx - 0.5f, 0.0f);
+    int x0 = min((int)fx, sw - 1), x1 = min(x0 + 1, sw - 1);
+    float lx = fx - (float)x0;
+    float fy = max(((float)py + 0.5f) * ry - 0.5f, 0.0f);
+    int y0 = min((int)fy, sh - 1), y1 = min(y0 + 1, sh - 1);
+    float ly = fy - (float)y0;
+    size_t base = (size_t)img * sh * sw * c, rowlen = (size_t)sw * c;
+    size_t r0 = base + y0 * rowlen + ch, r1 = base + y1 * rowlen + ch;
+    size_t c0 = (size_t)x0 * c, c1 = (size_t)x1 * c;
+    __global const float *f = (__global const float *)src;
+    float a0 = src_u8 ? (float)src[r0 + c0] : f[r0 + c0];
+    float b0 = src_u8 ? (float)src[r0 + c1] : f[r0 + c1];
+    float a1 = src_u8 ? (float)src[r1 + c0] : f[r1 + c0];
+    float b1 = src_u8 ? (float)src[r1 + c1] : f[r1 + c1];
+    float h0 = a0 + (b0 - a0) * lx, h1 = a1 + (b1 - a1) * lx;
+    float v = (h0 + (h1 - h0) * ly) * scale;
+    dst[o] = has_norm ? (v - mean[ch]) * (1.0f / std[ch]) : v;
 }

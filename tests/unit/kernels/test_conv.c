@@ -26,6 +26,7 @@
 #include "tests/unit/check.h"
 #include "tests/unit/kernels/cltest.h"
 
+#include "kernels/kern_priv.h"
 #include "kernels/ref.h"
 
 static cltest T;
@@ -495,6 +496,13 @@ static void test_pool(void)
 {
     for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++)
         test_pool_case(&pool_cases[i]);
+    /* on a CPU device, the GPU forms (one work-item per element) too */
+    if (T.k->cpu) {
+        T.k->cpu = 0;
+        for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++)
+            test_pool_case(&pool_cases[i]);
+        T.k->cpu = 1;
+    }
     for (size_t i = 0; i < 12; i++) {
         kern_pool g = pool_geom(&pool_cases[i]);
         int mode = pool_cases[i].mode;
@@ -714,6 +722,13 @@ static void test_image(void)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         test_image_case(&cases[i]);
+    /* on a CPU device, the GPU form (one work-item per output float) too */
+    if (T.k->cpu) {
+        T.k->cpu = 0;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            test_image_case(&cases[i]);
+        T.k->cpu = 1;
+    }
     /* identity without augmentation: exactly the scaled pixels */
     uint8_t px[2 * 3 * 2] = {0, 255, 7, 9, 100, 200, 1, 2, 3, 4, 5, 6};
     int32_t idx[1] = {0};
