@@ -37,19 +37,7 @@ static int on_epoch(void *user, const trainer_epoch *e)
 
 static void write_dataset(const char *path)
 {
-    FILE *f = fopen(path, "w");
-    uint64_t s = 99;
-    fprintf(f, "a,b,c,label\n");
-    for (int i = 0; i < 600; i++) {
-        double v[3];
-        for (int j = 0; j < 3; j++) {
-            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-            v[j] = (double)((s >> 40) & 0xffff) / 65536.0 * 4 - 2;
-        }
-        int label = v[0] * v[1] > 0 ? 0 : v[2] > 0.5 ? 1 : 2;
-        fprintf(f, "%.4f,%.4f,%.4f,c%d\n", v[0], v[1], v[2], label);
-    }
-    fclose(f);
+    tf_write_three_class_csv(path, 99, 600);
 }
 
 /* CIFAR-10 binary records: 200 images whose colour says their class (0..3). */

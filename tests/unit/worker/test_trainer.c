@@ -94,24 +94,12 @@ static void write_file(const char *rel, const char *text)
     fclose(f);
 }
 
-/* Three features, three classes a small MLP separates well, 600 rows. */
+/* Three features, three classes a small MLP separates, 600 rows. */
 static void write_dataset(void)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/data.csv", dir);
-    FILE *f = fopen(path, "w");
-    uint64_t s = 5;
-    fprintf(f, "a,b,c,label\n");
-    for (int i = 0; i < 600; i++) {
-        double v[3];
-        for (int j = 0; j < 3; j++) {
-            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-            v[j] = (double)((s >> 40) & 0xffff) / 65536.0 * 4 - 2;
-        }
-        int label = v[0] + v[1] > 0 ? 0 : v[2] > 0 ? 1 : 2;
-        fprintf(f, "%.4f,%.4f,%.4f,c%d\n", v[0], v[1], v[2], label);
-    }
-    fclose(f);
+    tf_write_three_class_csv(path, 5, 600);
 }
 
 static job_spec *dense_job(const char *file, const char *extra)

@@ -21,6 +21,26 @@ static inline job_spec *tf_parse_job(const char *text)
     return job;
 }
 
+/* A CSV with a header, three features uniform in [-2, 2) and n rows of three classes a small MLP
+ * learns (c0 where a·b > 0, else c1 where c > 0.5, else c2), from a fixed LCG seeded with seed. */
+static inline void tf_write_three_class_csv(const char *path, uint64_t seed, int n)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        cltest_die("writing the dataset", path);
+    fprintf(f, "a,b,c,label\n");
+    for (int i = 0; i < n; i++) {
+        double v[3];
+        for (int j = 0; j < 3; j++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            v[j] = (double)((seed >> 40) & 0xffff) / 65536.0 * 4 - 2;
+        }
+        int label = v[0] * v[1] > 0 ? 0 : v[2] > 0.5 ? 1 : 2;
+        fprintf(f, "%.4f,%.4f,%.4f,c%d\n", v[0], v[1], v[2], label);
+    }
+    fclose(f);
+}
+
 /* CIFAR-10 binary records at path: n images of 32×32×3, image i of class i % 4, its class's
  * planes lit (160 + noise) over dark ones (40 + noise; class 3 lights red and green), the noise
  * from a fixed LCG so every run writes the same bytes. */
