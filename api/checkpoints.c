@@ -1,7 +1,7 @@
 /* checkpoints: the worker protocol's PUT and GET /workers/{worker}/jobs/{id}/checkpoint.
  *
  * A worker uploads the checkpoint.safetensors its trainer writes after an epoch (see
- * worker/checkpoint.h); the server keeps the newest per job at <artifacts_dir>/<id>/.checkpoint
+ * train/checkpoint.h); the server keeps the newest per job at <artifacts_dir>/<id>/.checkpoint
  * (a dot name: never listed or served as an artifact) and its epoch in jobs.checkpoint_epoch.
  * When the lease lapses, the next attempt's lease names the GET, and the new lease holder
  * resumes from the file. Only the lease holder may upload or download (409 otherwise).

@@ -41,7 +41,7 @@
 #include "predict/predict.h"
 #include "util/base64.h"
 #include "util/json_out.h"
-#include "worker/decode.h"
+#include "data/decode.h"
 
 #define API_PREDICT_MAX_ROWS   65536       /* instances in one request */
 #define API_PREDICT_MAX_DIMS   4           /* nesting of one instance */

@@ -12,7 +12,7 @@
 #   warm_ours   trainyard's kernel cache warm, PoCL's empty (what the saved binaries carry)
 # and, when WORKER=1, the worker's start-up (build every family and warm up every kernel,
 # then save) with both caches empty and then warm. A cold `train` leaves the writing of its
-# kernel cache to a detached process (worker/kbuild.h); the warm cases start once it is done
+# kernel cache to a detached process (train/kbuild.h); the warm cases start once it is done
 # (saver_s: how long after the cold run's exit, by its lock on the cache's .save.lock).
 #
 # One JSON line per run:
@@ -22,7 +22,7 @@
 # start to the "epoch 1/2" line (epoch 1 is 15 batches of ~0.1 ms after the first, so this is
 # the first batch within a few ms; with JOB=shapes, 94 batches of ~2 ms: subtract epoch2_s);
 # epoch1_s − epoch2_s is what the first launches compiled; total_s is start to exit (a build
-# before worker/kbuild.c writes the kernel cache before exiting; since, a detached process
+# before train/kbuild.c writes the kernel cache before exiting; since, a detached process
 # does, and saver_s is how long it ran on). Then one summary line with the best of each case.
 # load1 is the 1-minute load average before the run.
 # usage: [JOB=shapes] [WORKER=1] bench/coldstart.sh [BUILD_DIR] [ROUNDS]   (default build 3;

@@ -22,7 +22,7 @@ one of the ring's 2(N-1) steps. Two ways to spend N replicas:
 import argparse
 import math
 
-# Parameters, counted from the layers (worker/model.h: dense W in x out plus bias; conv W
+# Parameters, counted from the layers (model/model.h: dense W in x out plus bias; conv W
 # [kh][kw][c][f] plus bias [f]).
 MODELS = {
     # 784 -> dense 128 relu -> dense 10: 784*128 + 128 + 128*10 + 10

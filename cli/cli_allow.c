@@ -8,7 +8,7 @@
 
 #include "cli/cli.h"
 #include "util/err.h"
-#include "worker/allow.h"
+#include "util/allow.h"
 
 int cli_allow_add(char *list, size_t cap, const char *value, const char *cmd)
 {

@@ -8,7 +8,7 @@
 
 #include "cli/cli.h"
 #include "util/err.h"
-#include "worker/dscache.h"
+#include "data/dscache.h"
 
 int cli_dscache_open(const char *cmd, const char *dir, uint64_t max_bytes, dscache **out)
 {

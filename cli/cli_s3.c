@@ -9,7 +9,7 @@
 
 #include "cli/cli.h"
 #include "util/err.h"
-#include "worker/fetch.h"
+#include "data/fetch.h"
 
 int cli_s3_opts(const char *cmd, const char *endpoint, const char *region, fetch_s3 *out)
 {

@@ -14,11 +14,11 @@
 #include "proto/tfevents.h"
 #include "util/dynbuf.h"
 #include "util/err.h"
-#include "worker/dscache.h"
-#include "worker/fetch.h"
-#include "worker/kbuild.h"
+#include "data/dscache.h"
+#include "data/fetch.h"
+#include "train/kbuild.h"
 #include "job/job.h"
-#include "worker/trainer.h"
+#include "train/trainer.h"
 
 /* The default least time between two checkpoints (see trainer.h for the trade-off). */
 #define TRAIN_CHECKPOINT_SECONDS 10.0

@@ -26,7 +26,7 @@
 #include "util/err.h"
 #include "worker/agent.h"
 #include "script/run.h"
-#include "worker/dscache.h"
+#include "data/dscache.h"
 
 static const char usage_text[] =
     "usage: trainyard worker --server URL [options]\n"

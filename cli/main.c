@@ -4,7 +4,7 @@
 
 #include "cli/cli.h"
 #include "script/sandbox.h"
-#include "worker/kbuild.h"
+#include "train/kbuild.h"
 
 static const struct {
     const char *name;
@@ -57,12 +57,12 @@ int main(int argc, char **argv)
         printf("trainyard %s\n", TRAINYARD_VERSION);
         return 0;
     }
-    /* not a user's commands: the helper processes of worker/kbuild.c */
+    /* not a user's commands: the helper processes of train/kbuild.c */
     if (!strcmp(argv[1], "__kernel-build"))
         return kbuild_helper_main(argc - 1, argv + 1);
     if (!strcmp(argv[1], "__kernel-save"))
         return kbuild_saver_main(argc - 1, argv + 1);
-    /* not a user's commands: the helper processes of worker/kbuild.c */
+    /* not a user's commands: the helper processes of train/kbuild.c */
     if (!strcmp(argv[1], "__kernel-build"))
         return kbuild_helper_main(argc - 1, argv + 1);
     if (!strcmp(argv[1], "__kernel-save"))

@@ -26,9 +26,9 @@
 #include "util/err.h"
 #include "util/json_out.h"
 #include "worker/agent.h"
-#include "worker/distrib.h"
-#include "worker/dscache.h"
-#include "worker/fetch.h"
+#include "train/distrib.h"
+#include "data/dscache.h"
+#include "data/fetch.h"
 
 static const char usage_text[] =
     "usage: trainyard-replica --server URL --worker ID [--lease FILE] [options]\n"

@@ -196,7 +196,7 @@ typedef struct job_spec {
     /* scheduling */
     int device;              /* resources.device: enum job_device, default any */
     int replicas;            /* distribution.replicas: data-parallel ranks, 1..JOB_MAX_REPLICAS,
-                                default 1 (worker/distrib.h) */
+                                default 1 (train/distrib.h) */
     int nodes;               /* distribution.nodes: machines the Slurm executor asks for,
                                 1..replicas; 0 (default) lets Slurm place the ranks */
     int max_attempts;        /* default 3, 1..100 */

@@ -60,7 +60,7 @@ unsigned kern_families_cached(ocl_ctx *c, unsigned families);
 unsigned kern_families_unsaved(ocl_ctx *c, unsigned families);
 /* on 1: a wrapper whose kernels belong to a family outside k's mask enqueues nothing and returns
  * 0 instead of -EIO, so that a whole training step can run to compile the kernels of k's
- * families alone (worker/kbuild.c); its results are then meaningless. */
+ * families alone (train/kbuild.c); its results are then meaningless. */
 void kern_set_dry(kern *k, int on);
 /* Releases the kernels; accepts NULL. */
 void kern_free(kern *k);

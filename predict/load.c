@@ -1,7 +1,7 @@
 /* load: a trainyard model.safetensors → a predict_model (host side), and its upload to a device.
  *
- * The file is the trainer's (worker/trainer.c write_model): tensors in PyTorch's layouts
- * (worker/export.h) and metadata trainyard.job (the resolved job: it fixes the layers),
+ * The file is the trainer's (train/trainer.c write_model): tensors in PyTorch's layouts
+ * (model/export.h) and metadata trainyard.job (the resolved job: it fixes the layers),
  * trainyard.model (per layer the tensor names), trainyard.classes, .features, .label,
  * .standardization and .input (images: the pixel scale; absent in older files: 1/255).
  *
@@ -23,7 +23,7 @@
 
 #include "predict/predict_priv.h"
 #include "util/err.h"
-#include "worker/safetensors.h"
+#include "model/safetensors.h"
 
 #define LOAD_MAX_NAMES (1 << 24) /* classes or features a model may name (a wide CSV) */
 

@@ -1,7 +1,7 @@
 /* predict: trained models answering predictions — a model.safetensors loaded onto serve's own
  * OpenCL device, the same preprocessing as training, and dynamic batching.
  *
- * Layer: api/ (REST) and the gRPC front end (predict/grpc.h) use it; it uses worker/model.h
+ * Layer: api/ (REST) and the gRPC front end (predict/grpc.h) use it; it uses model/model.h
  * (the forward pass) and kernels/; it knows nothing of HTTP, tokens or the database: its callers
  * resolve a model name and version to a key and a file.
  *

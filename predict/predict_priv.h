@@ -11,7 +11,7 @@
 
 #include "job/job.h"
 #include "predict/predict.h"
-#include "worker/model.h"
+#include "model/model.h"
 
 struct predict_model {
     atomic_int refs;

@@ -16,8 +16,8 @@
 #include "kernels/ref.h"
 #include "predict/predict.h"
 #include "util/err.h"
-#include "worker/dataset.h"
-#include "worker/images.h"
+#include "data/dataset.h"
+#include "data/images.h"
 
 static size_t features_of(const predict_info *in)
 {

@@ -45,7 +45,7 @@ void tfevents_scalars(tfevents *w, double wall_time, int64_t step, const char *c
 /* One Event at step holding the histogram h under tag. */
 void tfevents_histogram(tfevents *w, double wall_time, int64_t step, const char *tag,
                         const tfevents_histo *h);
-/* tfevents_histogram of a histogram in the JSON form worker/histogram.h makes and the server
+/* tfevents_histogram of a histogram in the JSON form train/histogram.h makes and the server
  * stores: {"min", "max", "num", "sum", "sum_squares", "limits": [...], "counts": [...]} (other
  * members ignored). -EINVAL, writing nothing, when h is not that (limits and counts of unequal
  * lengths or over TFEVENTS_MAX_BUCKETS). */

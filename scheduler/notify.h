@@ -31,7 +31,7 @@
  * (NOTIFY_SERVER_SECRET in the data directory, made on first use, mode 0600, shown by
  * `trainyard token webhook-secret --server --data-dir DIR`): every delivery is signed.
  *
- * Addresses: the rules of dataset URLs (worker/allow.h, serve's --dataset-allow). A URL must be
+ * Addresses: the rules of dataset URLs (util/allow.h, serve's --dataset-allow). A URL must be
  * http or https; with a non-empty allow list its host must match a pattern; a private,
  * loopback or link-local address is refused unless the list allows it (the address, its block
  * or the host name). notify_check_url applies what can be told without DNS at submit; the
@@ -47,7 +47,7 @@
 #include <jansson.h>
 
 #include "db/db.h"
-#include "worker/allow.h"
+#include "util/allow.h"
 
 #define NOTIFY_POLL_MS           250
 #define NOTIFY_DEFAULT_BACKOFF   1000 /* ms before the first retry; doubles each time */

@@ -1,7 +1,7 @@
 /* bundle: users' code folders as .tar.gz bundles (POST /code, code_url, checkpoints of script
  * jobs): a check that writes nothing, an unpack, and a deterministic pack.
  *
- * The reader is bundle's own, not worker/tar.c's: that one wants the whole archive in memory,
+ * The reader is bundle's own, not data/tar.c's: that one wants the whole archive in memory,
  * unpacked, and knows only regular files, while a bundle is checked as it is inflated (memory
  * bounded by the caps' bookkeeping, never by the unpacked size) and keeps directories and
  * symlinks. Formats read: POSIX ustar, pax (path, linkpath, size records), GNU (long names

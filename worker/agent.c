@@ -52,10 +52,10 @@
 #include "util/timeutil.h"
 #include "util/url.h"
 #include "util/utf8.h"
-#include "worker/checkpoint.h"
+#include "train/checkpoint.h"
 #include "client/client.h"
-#include "worker/fetch.h"
-#include "worker/trainer.h"
+#include "data/fetch.h"
+#include "train/trainer.h"
 
 #define AGENT_LEASE_WAIT_S    30
 #define AGENT_BEAT_BACKOFF_MS 2000 /* heartbeat retries: from AGENT_HEARTBEAT_MS up to this */
@@ -166,7 +166,7 @@ static void beat_send_checkpoint(beat *b, const char *sending, const char *pendi
  * one epoch): about 2.5 MB of 30-bucket histograms, well below the server's cap on a body. */
 #define AGENT_HISTOGRAMS_PER_BEAT 2048
 
-/* The weight histograms the queued epochs carry (worker/histogram.h). */
+/* The weight histograms the queued epochs carry (train/histogram.h). */
 static size_t beat_histograms(const json_t *epochs)
 {
     size_t n = 0, i;

@@ -16,8 +16,8 @@
 
 #include "client/client.h"
 #include "kernels/ocl.h"
-#include "worker/dscache.h"
-#include "worker/trainer.h"
+#include "data/dscache.h"
+#include "train/trainer.h"
 
 #define AGENT_HEARTBEAT_MS 500
 
@@ -49,7 +49,7 @@ typedef struct agent_opts {
     const char *script_cache;        /* --script-cache: code bundles and venvs; NULL: default */
     double script_grace_s;           /* SIGTERM to SIGKILL on a cancel; 0: script_run's default */
     double script_checkpoint_poll_s; /* how often checkpoint/ is looked at; 0: default */
-    /* Data-parallel jobs (worker/distrib.h, docs/DISTRIBUTED.md) */
+    /* Data-parallel jobs (train/distrib.h, docs/DISTRIBUTED.md) */
     int replicas;            /* --replicas: the most ranks a job may have here (the worker's
                                 slots); 1 (or 0): data-parallel jobs are not leased */
     const char *device_list; /* --device as given: ranks take its entries in turn by local

@@ -14,7 +14,7 @@
 #include "client/client.h"
 #include "job/job.h"
 #include "worker/agent.h"
-#include "worker/trainer.h"
+#include "train/trainer.h"
 
 #define AGENT_CKPT_PENDING "checkpoint.pending" /* the newest copy not yet sent */
 #define AGENT_CKPT_SENDING "checkpoint.sending" /* the copy the heartbeat thread uploads */

@@ -33,10 +33,10 @@
 #include "util/sha256.h"
 #include "util/timeutil.h"
 #include "worker/agent_priv.h"
-#include "worker/early_stop.h"
-#include "worker/fetch.h"
+#include "train/early_stop.h"
+#include "data/fetch.h"
 #include "worker/pymodule.h"
-#include "worker/trainer.h"
+#include "train/trainer.h"
 
 #define SCRIPT_MAX_CODE_BYTES (256ull << 20) /* a code_url download */
 #define SCRIPT_PRIVATE        AGENT_SCRIPT_PRIVATE

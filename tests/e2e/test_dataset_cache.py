@@ -1,4 +1,4 @@
-"""End-to-end tests of the worker's dataset cache (worker/dscache.h): a local HTTP server that
+"""End-to-end tests of the worker's dataset cache (data/dscache.h): a local HTTP server that
 counts its requests serves CSV datasets with an ETag (answering If-None-Match with 304), or with
 no validator at all; `trainyard train` runs twice on one URL, serve's local worker runs two
 jobs on one dataset, and a job whose worker is killed resumes as attempt 2 on the restarted

@@ -1,4 +1,4 @@
-"""End-to-end tests of s3:// datasets (worker/fetch.h) against a real S3 server: moto (PyPI
+"""End-to-end tests of s3:// datasets (data/fetch.h) against a real S3 server: moto (PyPI
 `moto[server]`) in server mode on a loopback port, with signature checking on.
 
 How moto checks signatures here: moto authenticates nothing until INITIAL_NO_AUTH_ACTION_COUNT

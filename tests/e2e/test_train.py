@@ -402,7 +402,7 @@ def wait_for_saver(kcache):
 
 def test_cold_kernel_build_on_two_processes_matches_serial(rings_csv, train, tmp_path,
                                                             monkeypatch):
-    """With both kernel caches empty, train builds on two processes (worker/kbuild.c) and leaves
+    """With both kernel caches empty, train builds on two processes (train/kbuild.c) and leaves
     the cache to a detached saver: same numbers as the one-process build, a cache that a later
     run loads (even with PoCL's own cache empty, and with one of its files corrupt)."""
     url, _, _ = rings_csv

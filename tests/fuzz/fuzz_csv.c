@@ -1,5 +1,5 @@
-/* fuzz_csv: libFuzzer target for the CSV tokenizer and dataset builder (worker/csv.c,
- * worker/dataset.c).
+/* fuzz_csv: libFuzzer target for the CSV tokenizer and dataset builder (data/csv.c,
+ * data/dataset.c).
  *
  * Input: byte 0 chooses the options: bits 0-1 the header mode (0 detect, 1 none, 2 header,
  * 3 detect), bit 2 classification (else regression), bit 3 the label by name (else by index).
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "util/err.h"
-#include "worker/dataset.h"
+#include "data/dataset.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* fuzz_images: libFuzzer target for the image dataset readers (worker/images.c, tar.c, npz.c,
+/* fuzz_images: libFuzzer target for the image dataset readers (data/images.c, tar.c, npz.c,
  * zinflate.c, decode.c, images_folder.c).
  *
  * Input: byte 0 modulo 6 is the job format handed to images_load() (0 CSV, refused at once;
@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "util/err.h"
-#include "worker/dataset.h"
-#include "worker/images.h"
+#include "data/dataset.h"
+#include "data/images.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

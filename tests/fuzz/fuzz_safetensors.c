@@ -1,5 +1,5 @@
 /* fuzz_safetensors: libFuzzer target for the safetensors reader and writer
- * (worker/safetensors.c).
+ * (model/safetensors.c).
  *
  * Byte 0, bit 0 chooses the mode; the rest of the input feeds it.
  * (a) Parse: the bytes are a file for safetensors_parse(), which must fail cleanly or hand out
@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "util/err.h"
-#include "worker/safetensors.h"
+#include "model/safetensors.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,4 +1,4 @@
-/* Fault tests of worker/job: job_parse, job_from_json and job_to_json with the n-th allocation
+/* Fault tests of job/job: job_parse, job_from_json and job_to_json with the n-th allocation
  * failing (ours and jansson's), for every n until a run completes untouched. Each failing run
  * must return a clean error (-ENOMEM with a message on field "", or -EINVAL with the problems
  * for a bad document), leave *out as it was, and leak nothing (ASan). A run that succeeds must

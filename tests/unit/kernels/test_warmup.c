@@ -20,7 +20,7 @@
 #include "job/job.h"
 #include "kernels/kernels.h"
 #include "util/err.h"
-#include "worker/model.h"
+#include "model/model.h"
 
 #define BATCH 32
 

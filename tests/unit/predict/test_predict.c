@@ -22,12 +22,12 @@
 
 #include "tests/unit/check.h"
 #include "tests/unit/kernels/cltest.h"
-#include "tests/unit/worker/train_fixtures.h"
+#include "tests/unit/train/train_fixtures.h"
 #include "util/timeutil.h"
-#include "worker/dataset.h"
-#include "worker/imagedata.h"
-#include "worker/safetensors.h"
-#include "worker/trainer.h"
+#include "data/dataset.h"
+#include "train/imagedata.h"
+#include "model/safetensors.h"
+#include "train/trainer.h"
 
 static char dir[256];
 
