@@ -6,13 +6,12 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "scheduler/supervisor.h"
 #include "serve/serve.h"
 #include "util/err.h"
 #include "script/run.h"
 #include "util/err.h"
 #include "worker/agent.h"
-#include "worker/dscache.h"
+#include "data/dscache.h"
 
 static const char usage_text[] =
     "usage: trainyard serve [options]\n"
@@ -189,7 +188,7 @@ int cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--port"))
             rc = parse_count(a, v, 65535, &port);
         else if (!strcmp(a, "--workers"))
-            rc = parse_count(a, v, SUPERVISOR_MAX_WORKERS, &workers);
+            rc = parse_count(a, v, SERVE_MAX_WORKERS, &workers);
         else if (!strcmp(a, "--lease-seconds"))
             rc = parse_count(a, v, 86400, &lease);
         else if (!strcmp(a, "--checkpoint-seconds"))

@@ -17,17 +17,11 @@
 
 #include <jansson.h>
 
-#include "api/encode.h"
 #include "cli/cli.h"
 #include "cli/cli_client.h"
-#include "db/db.h"
-#include "db/tokens.h"
-#include "scheduler/notify.h"
-#include "util/datadir.h"
+#include "serve/tokens.h"
 #include "util/err.h"
 #include "util/json_out.h"
-#include "util/secret.h"
-#include "util/timeutil.h"
 #include "client/client.h"
 
 static const char usage_text[] =
@@ -127,7 +121,7 @@ static int token_args(int argc, char **argv, token_opts *o)
         fprintf(stderr, "trainyard token create: --name and --role are needed\n");
         return -1;
     }
-    if (!strcmp(o->verb, "create") && db_role_parse(o->role) < 0) {
+    if (!strcmp(o->verb, "create") && !serve_token_role_valid(o->role)) {
         fprintf(stderr,
                 "trainyard token create: --role is admin, user, worker or metrics, not '%s'\n",
                 o->role);
@@ -180,81 +174,35 @@ static void print_list(const token_opts *o, json_t *tokens)
     }
 }
 
-static int collect(void *ctx, const db_token *t)
-{
-    json_t *o = api_encode_token(t);
-    return o && json_array_append_new(ctx, o) == 0 ? 0 : -ENOMEM;
-}
-
-/* webhook-secret --data-dir: the server-wide secret, or token o->id's new one. */
-static int token_local_webhook(const token_opts *o, db *d, char *err)
-{
-    char secret[NOTIFY_SECRET_LEN + 1], key_path[DATADIR_PATH_MAX];
-    uint8_t key[SECRET_KEY_LEN];
-    int rc;
-    if (o->server_wide) {
-        rc = notify_server_secret(o->data_dir, secret, err);
-    } else {
-        datadir_path(o->data_dir, DATADIR_CREDENTIALS_KEY, key_path); /* fits: DATADIR_DB did */
-        rc = secret_key_load(key_path, key, err);
-        if (rc == 0)
-            rc = notify_token_secret_set(d, key, o->id, secret, err);
-        explicit_bzero(key, sizeof key);
-    }
-    if (rc == 0) {
-        if (!o->server_wide)
-            fprintf(stderr, "token %s has a new webhook secret; it is shown only now:\n", o->id);
-        printf("%s\n", secret);
-    }
-    explicit_bzero(secret, sizeof secret);
-    return rc;
-}
-
-/* --data-dir: the database itself. */
+/* --data-dir: the database itself, through serve/tokens.h. */
 static int token_local(const token_opts *o)
 {
-    char path[DATADIR_PATH_MAX], err[ERR_LEN];
-    struct stat st;
-    if (datadir_path(o->data_dir, DATADIR_DB, path) < 0) {
-        fprintf(stderr, "trainyard token: %s: path too long\n", o->data_dir);
-        return 1;
-    }
-    if (stat(o->data_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "trainyard token: %s is not a data directory\n", o->data_dir);
-        return 1;
-    }
-    db *d = NULL;
-    if (db_open(path, &d, err) < 0) {
-        fprintf(stderr, "trainyard token: %s\n", err);
-        return 1;
-    }
-    int rc = 0;
-    int64_t now = time_wall_ms();
+    char err[ERR_LEN], secret[SERVE_TOKEN_SECRET_MAX];
+    json_t *j = NULL;
+    int rc;
     if (!strcmp(o->verb, "create")) {
-        db_token t;
-        char secret[DB_TOKEN_SECRET_LEN + 1];
-        rc = db_token_create(d, o->name, db_role_parse(o->role), o->scripts, now, &t, secret, err);
-        if (rc == 0) {
-            json_t *j = api_encode_token(&t);
-            print_created(o, j, secret);
-            json_decref(j);
-        }
-    } else if (!strcmp(o->verb, "list")) {
-        json_t *list = json_array();
-        rc = db_token_list(d, o->revoked, collect, list, err);
+        rc = serve_token_create(o->data_dir, o->name, o->role, o->scripts, &j, secret, err);
         if (rc == 0)
-            print_list(o, list);
-        json_decref(list);
+            print_created(o, j, secret);
+    } else if (!strcmp(o->verb, "list")) {
+        rc = serve_token_list(o->data_dir, o->revoked, &j, err);
+        if (rc == 0)
+            print_list(o, j);
     } else if (!strcmp(o->verb, "webhook-secret")) {
-        rc = token_local_webhook(o, d, err);
+        rc = serve_token_webhook_secret(o->data_dir, o->server_wide ? NULL : o->id, secret, err);
+        if (rc == 0 && !o->server_wide)
+            fprintf(stderr, "token %s has a new webhook secret; it is shown only now:\n", o->id);
+        if (rc == 0)
+            printf("%s\n", secret);
     } else {
-        rc = db_token_revoke(d, o->id, now, err);
+        rc = serve_token_revoke(o->data_dir, o->id, err);
         if (rc == 0)
             fprintf(stderr, "token %s revoked\n", o->id);
     }
+    explicit_bzero(secret, sizeof secret);
+    json_decref(j);
     if (rc < 0)
         fprintf(stderr, "trainyard token: %s\n", err);
-    db_close(d);
     return rc < 0 ? 1 : 0;
 }
 
@@ -277,7 +225,7 @@ static int token_remote(const token_opts *o)
         json_decref(body);
         ok = rc == 0 && status == 201 && json_is_string(json_object_get(reply, "token"));
         if (ok) {
-            char secret[DB_TOKEN_SECRET_LEN + 1];
+            char secret[SERVE_TOKEN_SECRET_MAX];
             snprintf(secret, sizeof secret, "%s",
                      json_string_value(json_object_get(reply, "token")));
             json_object_del(reply, "token");

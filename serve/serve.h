@@ -14,6 +14,11 @@
 
 #include <stdint.h>
 
+#include "scheduler/supervisor.h"
+
+/* The most local workers `serve --workers` may start. */
+#define SERVE_MAX_WORKERS SUPERVISOR_MAX_WORKERS
+
 typedef struct serve_opts {
     const char *bind;                /* address to listen on ("127.0.0.1") */
     int port;                        /* 0 picks a free one */
