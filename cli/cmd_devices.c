@@ -20,6 +20,7 @@ static json_t *device_json(const ocl_device *d)
     json_object_set_new(o, "max_alloc_bytes", json_integer((json_int_t)d->max_alloc));
     json_object_set_new(o, "device_version", json_string(d->version));
     json_object_set_new(o, "driver_version", json_string(d->driver));
+    json_object_set_new(o, "found_by", json_string(d->found_by));
     return o;
 }
 
@@ -64,8 +65,11 @@ int cmd_devices(int argc, char **argv)
         free(text);
         json_decref(doc);
     } else if (n == 0) {
-        printf("no OpenCL devices found: install an OpenCL driver (pocl-opencl-icd for the CPU,\n"
-               "or your GPU vendor's ICD) and run `trainyard devices` again.\n");
+        printf(
+            "no OpenCL devices found: no file of /etc/OpenCL/vendors names a driver that loads,\n"
+            "and the driver search (TRAINYARD_OPENCL_DRIVER_PATH) found no vendor's library.\n"
+            "Install an OpenCL driver (pocl-opencl-icd for the CPU, or your GPU vendor's ICD)\n"
+            "and run `trainyard devices` again.\n");
     } else {
         for (size_t i = 0; i < n; i++) {
             const ocl_device *d = &list[i];
@@ -74,6 +78,7 @@ int cmd_devices(int argc, char **argv)
             printf("     compute units: %u\n", d->compute_units);
             printf("     global memory: %.1f GiB\n", (double)d->global_mem / (1u << 30));
             printf("     OpenCL C:      %s\n", d->c_version);
+            printf("     found by:      %s\n", d->found_by);
         }
     }
     free(list);
