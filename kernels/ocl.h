@@ -34,7 +34,7 @@ typedef struct ocl_device {
     /* How it was found: "opencl via /etc/OpenCL/vendors", "opencl via driver search: PATH"
      * (kernels/icd.h), or for a GPU without OpenCL "nvml" / "nvidia-smi" (worker/nvgpu.h). */
     char found_by[300];
-    char uuid[48]; /* an NVIDIA GPU's "GPU-xxxxxxxx-...", else "" */
+    char uuid[96]; /* an NVIDIA GPU's "GPU-xxxxxxxx-...", else "" */
     int opencl;    /* 1 for an OpenCL device; 0: platform and id are NULL, no kernel runs on it */
 } ocl_device;
 
