@@ -597,9 +597,11 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
         goto out;
     }
     if (workers > 0 && n_usable == 0) {
-        log_line("no OpenCL device here (nor a GPU NVML or nvidia-smi finds): no local workers; "
-                 "jobs wait for a remote worker (trainyard worker --server URL on a machine with "
-                 "one; `trainyard devices` says what this one has)");
+        if (!skipped) /* else the line above said why */
+            log_line(
+                "no OpenCL device here (nor a GPU NVML or nvidia-smi finds): no local workers; "
+                "jobs wait for a remote worker (trainyard worker --server URL on a machine with "
+                "one; `trainyard devices` says what this one has)");
     } else if (workers > 0) {
         char exe[PATH_MAX] = "", work[DATADIR_PATH_MAX], why[ERR_LEN];
         if (exepath_self(exe, sizeof exe, why) < 0)
