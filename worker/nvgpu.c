@@ -129,10 +129,11 @@ size_t nvgpu_smi_parse(const char *text, nvgpu *out, size_t cap)
     return k;
 }
 
-/* Runs `nvidia-smi -L` (from PATH) and parses what it prints; 0 GPUs when it is not there. */
+/* Runs `nvidia-smi -L` (from PATH) and parses what it prints; 0 GPUs when it is not there.
+ * coreutils' timeout bounds it: nvidia-smi is known to hang while a driver is wedged. */
 static size_t nvgpu_smi_list(nvgpu *out, size_t cap)
 {
-    FILE *p = popen("nvidia-smi -L 2>/dev/null", "r");
+    FILE *p = popen("timeout -k 2 " NVGPU_SMI_TIMEOUT " nvidia-smi -L 2>/dev/null", "r");
     if (!p)
         return 0;
     char *text = malloc(NVGPU_SMI_MAX + 1);

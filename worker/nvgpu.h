@@ -13,9 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NVGPU_NVML_LIB "libnvidia-ml.so.1"
-#define NVGPU_MAX      64
-#define NVGPU_SMI_MAX  (64 * 1024) /* the most of nvidia-smi's output read */
+#define NVGPU_NVML_LIB    "libnvidia-ml.so.1"
+#define NVGPU_MAX         64
+#define NVGPU_SMI_MAX     (64 * 1024) /* the most of nvidia-smi's output read */
+#define NVGPU_SMI_TIMEOUT "10"        /* seconds nvidia-smi -L may take */
 
 typedef struct nvgpu {
     int index; /* NVML's / nvidia-smi's index */

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import BIN, Service
+from conftest import BIN, Service, sanitizer_reports
 from helpers import job_doc, submit, until, wait_for
 from test_scripts import logs, run_script
 
@@ -171,6 +171,7 @@ def test_gpus_without_opencl_run_script_jobs_only(tmp_path, monkeypatch, blobs):
         assert "has no OpenCL: taking script jobs only" in svc.output()
     finally:
         svc.stop()
+    assert sanitizer_reports(svc.final_output) is None, svc.final_output
 
 
 def test_serve_without_allow_scripts_starts_no_worker_on_them(tmp_path, monkeypatch):
@@ -182,3 +183,4 @@ def test_serve_without_allow_scripts_starts_no_worker_on_them(tmp_path, monkeypa
         assert "2 GPU(s) without OpenCL (found by nvidia-smi) run script jobs only" in out
     finally:
         svc.stop()
+    assert sanitizer_reports(svc.final_output) is None, svc.final_output
