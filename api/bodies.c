@@ -76,7 +76,9 @@ static const char *api_get_string(const json_t *v, const char *field, size_t max
 
 /* ---- WorkerRegistration ----------------------------------------------------------------- */
 
-static unsigned api_device_check(const json_t *dev, size_t i, field_errors *errs)
+/* The DB_KIND_* bit of a device's type (0 when invalid, with an error); *opencl is set to 0 for
+ * a device that says "opencl": false (a GPU found by NVML or nvidia-smi: script jobs only). */
+static unsigned api_device_check(const json_t *dev, size_t i, int *opencl, field_errors *errs)
 {
     static const char *const types[] = {"gpu", "cpu", "accelerator", "other"};
     static const unsigned bits[] = {DB_KIND_GPU, DB_KIND_CPU, DB_KIND_OTHER, DB_KIND_OTHER};
@@ -102,7 +104,8 @@ static unsigned api_device_check(const json_t *dev, size_t i, field_errors *errs
     }
     if (!kind)
         field_errors_add(errs, f, "must be one of gpu, cpu, accelerator, other");
-    static const char *const strings[] = {"platform", "opencl_c_version"};
+    static const char *const strings[] = {"platform", "opencl_c_version", "found_by", "uuid"};
+    static const size_t lengths[] = {256, 256, 300, 64};
     static const char *const ints[] = {"compute_units", "global_mem_bytes"};
     static const char *const known[] = {"index",
                                         "name",
@@ -111,17 +114,27 @@ static unsigned api_device_check(const json_t *dev, size_t i, field_errors *errs
                                         "opencl_c_version",
                                         "compute_units",
                                         "global_mem_bytes",
+                                        "opencl",
+                                        "found_by",
+                                        "uuid",
                                         NULL};
-    for (size_t k = 0; k < 2; k++) {
+    for (size_t k = 0; k < 4; k++) {
         json_t *v = json_object_get(dev, strings[k]);
         snprintf(f, sizeof f, "devices[%zu].%s", i, strings[k]);
         if (v)
-            api_get_string(v, f, 256, errs);
-        v = json_object_get(dev, ints[k]);
+            api_get_string(v, f, lengths[k], errs);
+    }
+    for (size_t k = 0; k < 2; k++) {
+        json_t *v = json_object_get(dev, ints[k]);
         snprintf(f, sizeof f, "devices[%zu].%s", i, ints[k]);
         if (v && (!api_integer(v, &n) || n < 0))
             field_errors_add(errs, f, "must be an integer >= 0");
     }
+    json_t *cl = json_object_get(dev, "opencl");
+    snprintf(f, sizeof f, "devices[%zu].opencl", i);
+    if (cl && !json_is_boolean(cl))
+        field_errors_add(errs, f, "must be true or false");
+    *opencl = !json_is_false(cl);
     /* Only what the API describes is stored and shown again in GET /workers and /devices. */
     snprintf(f, sizeof f, "devices[%zu].", i);
     api_unknown_members(dev, f, known, errs);
@@ -151,9 +164,14 @@ int api_registration_parse(const json_t *body, api_registration *out, field_erro
     } else {
         size_t i;
         json_t *dev;
+        int any_opencl = 0;
         json_array_foreach (devices, i, dev) {
-            reg.kinds |= api_device_check(dev, i, errs);
+            int opencl = 1;
+            reg.kinds |= api_device_check(dev, i, &opencl, errs);
+            any_opencl |= opencl;
         }
+        if (!any_opencl) /* GPUs without OpenCL: built-in jobs would fail there */
+            reg.kinds |= DB_KIND_SCRIPTS_ONLY;
         reg.devices = devices;
     }
     api_unknown_members(body, "", known, errs);

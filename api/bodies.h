@@ -26,7 +26,7 @@
 typedef struct api_registration {
     const char *name;      /* borrowed */
     const json_t *devices; /* borrowed: the validated array */
-    unsigned kinds;        /* DB_KIND_* bits of the devices' types */
+    unsigned kinds;        /* DB_KIND_* bits of the devices' types (+ SCRIPTS_ONLY) */
     int scripts;           /* the worker runs script jobs (--allow-scripts); default 0 */
     int slots;             /* the most replicas of a data-parallel job it starts; default 1 */
 } api_registration;

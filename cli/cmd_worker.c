@@ -33,6 +33,8 @@ static const char usage_text[] =
     "\n"
     "Runs a worker: registers this machine's OpenCL device with the server, then leases\n"
     "training jobs, trains them and uploads their artifacts, until stopped (SIGTERM/SIGINT).\n"
+    "An NVIDIA GPU that only NVML or nvidia-smi shows (no OpenCL driver) runs script jobs\n"
+    "only, with --allow-scripts (see `trainyard devices`).\n"
     "\n"
     "options:\n"
     "  --server URL         the trainyard server (default $TRAINYARD_URL)\n"

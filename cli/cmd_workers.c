@@ -22,9 +22,10 @@ static const char devices_help[] =
     "usage: trainyard devices --remote [options]\n"
     "       trainyard devices --server URL [options]\n"
     "\n"
-    "Lists the OpenCL devices of the server's live workers: the worker, the device's index on\n"
-    "it, type, compute units, memory and name. (Without --remote or --server, `trainyard\n"
-    "devices` lists this machine's own devices.)\n";
+    "Lists the devices of the server's live workers: the worker, the device's index on it,\n"
+    "type, compute units, memory, name and how the worker found it (opencl via ..., or nvml /\n"
+    "nvidia-smi for a GPU without OpenCL, which runs script jobs only). (Without --remote or\n"
+    "--server, `trainyard devices` lists this machine's own devices.)\n";
 
 /* Parses the connection flags (and --remote) and GETs path: with --json prints the answer; else
  * leaves it in *reply for a table. 0, or the exit status; *reply is NULL when nothing is left
@@ -97,10 +98,11 @@ int cmd_devices_remote(int argc, char **argv)
     json_array_foreach (json_object_get(reply, "devices"), i, d) {
         char mem[24];
         cli_size((uint64_t)json_integer_value(json_object_get(d, "global_mem_bytes")), mem);
-        printf("%-32s  %-5lld  %-5s  %-5lld  %-10s  %s\n", cli_str(d, "worker"),
+        const char *how = json_string_value(json_object_get(d, "found_by"));
+        printf("%-32s  %-5lld  %-5s  %-5lld  %-10s  %s%s%s%s\n", cli_str(d, "worker"),
                (long long)json_integer_value(json_object_get(d, "index")), cli_str(d, "type"),
                (long long)json_integer_value(json_object_get(d, "compute_units")), mem,
-               cli_str(d, "name"));
+               cli_str(d, "name"), how ? " (" : "", how ? how : "", how ? ")" : "");
     }
     json_decref(reply);
     return 0;

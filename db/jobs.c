@@ -355,12 +355,13 @@ int db_job_list_bound(db *d, int64_t after_seq, int limit, db_job_fn fn, void *c
 }
 
 /* Walks jobs_queue (status, priority DESC, seq) and skips jobs whose kind does not fit, script
- * jobs unless the worker runs scripts, jobs of more replicas than its slots, and jobs bound to
- * another worker (a bound worker takes only its own). */
+ * jobs unless the worker runs scripts, built-in jobs when it has no OpenCL device
+ * (DB_KIND_SCRIPTS_ONLY), jobs of more replicas than its slots, and jobs bound to another
+ * worker (a bound worker takes only its own). */
 static const char SQL_JOB_NEXT[] =
     "SELECT " DB_JOB_COLS " FROM jobs WHERE status = 'queued'"
     " AND (device_kind = 'any' OR (device_kind = 'gpu' AND ?1) OR (device_kind = 'cpu' AND ?2))"
-    " AND (script = 0 OR ?3) AND replicas <= ?4"
+    " AND (script = 0 OR ?3) AND (script = 1 OR NOT ?7) AND replicas <= ?4"
     " AND (for_worker = ?5 OR (for_worker IS NULL AND NOT ?6))"
     " ORDER BY priority DESC, seq LIMIT 1";
 
@@ -378,6 +379,7 @@ int db_job_next_queued(db *d, const db_worker *w, db_job *out, char *err)
     sqlite3_bind_int(st, 4, w->slots > 1 ? w->slots : 1);
     sqlite3_bind_text(st, 5, w->id, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 6, w->bound != 0);
+    sqlite3_bind_int(st, 7, (w->kinds & DB_KIND_SCRIPTS_ONLY) != 0);
     rc = db_job_one(d, st, out, err);
     db_stmt_done(st);
     if (rc == -ENOENT)

@@ -13,7 +13,9 @@
 #include "db/db.h"
 #include "db/jobs.h"
 
-enum { DB_KIND_GPU = 1, DB_KIND_CPU = 2, DB_KIND_OTHER = 4 };
+/* DB_KIND_SCRIPTS_ONLY: no device of the worker has OpenCL (GPUs found by NVML or nvidia-smi):
+ * it is leased script jobs only, since a built-in job trains with OpenCL kernels. */
+enum { DB_KIND_GPU = 1, DB_KIND_CPU = 2, DB_KIND_OTHER = 4, DB_KIND_SCRIPTS_ONLY = 8 };
 
 typedef struct db_worker {
     char id[DB_ID_LEN + 1];

@@ -23,6 +23,7 @@
 #include "kernels/ocl.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 #include <unistd.h>
 
 #include "kernels/embedded.h"
+#include "kernels/icd.h"
 #include "util/err.h"
 #include "util/sha256.h"
 #include "util/timeutil.h"
@@ -127,10 +129,38 @@ static void device_describe(cl_platform_id p, cl_device_id d, int index, ocl_dev
     o->local_mem = lmem;
     o->max_work_group = wg;
     o->base_align_bytes = align_bits >= 8 ? align_bits / 8 : 128;
+    o->opencl = 1;
+    icd_found_by(o->platform_name, o->found_by, sizeof o->found_by);
+    /* An NVIDIA GPU's UUID as CUDA names it (CUDA_VISIBLE_DEVICES=GPU-...): cl_khr_device_uuid's
+     * 16 bytes, dashed 4-2-2-2-6. */
+    unsigned char uuid[CL_UUID_SIZE_KHR];
+    if (strstr(o->platform_name, "NVIDIA") && (o->type & CL_DEVICE_TYPE_GPU) &&
+        clGetDeviceInfo(d, CL_DEVICE_UUID_KHR, sizeof uuid, uuid, NULL) == CL_SUCCESS) {
+        size_t n = (size_t)snprintf(o->uuid, sizeof o->uuid, "GPU-");
+        for (int i = 0; i < CL_UUID_SIZE_KHR; i++) {
+            if (i == 4 || i == 6 || i == 8 || i == 10)
+                o->uuid[n++] = '-';
+            n += (size_t)snprintf(o->uuid + n, sizeof o->uuid - n, "%02x", uuid[i]);
+        }
+    }
+}
+
+/* The driver search (kernels/icd.h) and the ICD loader's first call, once per process: the
+ * loader reads its environment then, and the temporary vendors folder can go right after. */
+static void ocl_loader_start(void)
+{
+    char err[ERR_LEN];
+    if (icd_prepare(err) < 0)
+        fprintf(stderr, "trainyard: OpenCL: %s\n", err);
+    cl_uint np = 0;
+    clGetPlatformIDs(0, NULL, &np);
+    icd_done();
 }
 
 int ocl_devices_list(ocl_device **out, size_t *n, char *err)
 {
+    static pthread_once_t started = PTHREAD_ONCE_INIT;
+    pthread_once(&started, ocl_loader_start);
     cl_platform_id plats[OCL_MAX_PLATFORMS];
     cl_uint np = 0;
     cl_int rc = clGetPlatformIDs(OCL_MAX_PLATFORMS, plats, &np);

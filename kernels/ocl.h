@@ -31,6 +31,11 @@ typedef struct ocl_device {
     uint64_t local_mem;
     size_t max_work_group;
     unsigned base_align_bytes; /* sub-buffer origin alignment */
+    /* How it was found: "opencl via /etc/OpenCL/vendors", "opencl via driver search: PATH"
+     * (kernels/icd.h), or for a GPU without OpenCL "nvml" / "nvidia-smi" (worker/nvgpu.h). */
+    char found_by[300];
+    char uuid[96]; /* an NVIDIA GPU's "GPU-xxxxxxxx-...", else "" */
+    int opencl;    /* 1 for an OpenCL device; 0: platform and id are NULL, no kernel runs on it */
 } ocl_device;
 
 #define OCL_MAX_FAMILIES 32 /* kernels/\*.cl files, common.cl included */
@@ -49,7 +54,8 @@ typedef struct ocl_ctx {
     double build_seconds; /* time spent building programs so far, cache or compile */
 } ocl_ctx;
 
-/* Lists every device of every platform into a malloc'd array; *n may be 0 (no OpenCL). */
+/* Lists every device of every platform into a malloc'd array; *n may be 0 (no OpenCL). The
+ * first call runs the driver search of kernels/icd.h before the ICD loader starts. */
 int ocl_devices_list(ocl_device **out, size_t *n, char *err);
 /* "gpu", "cpu", "accelerator" or "other". */
 const char *ocl_device_kind(const ocl_device *d);

@@ -47,6 +47,7 @@
 #include "db/events.h"
 #include "db/tokens.h"
 #include "kernels/ocl.h"
+#include "worker/devices.h"
 #include "predict/grpc.h"
 #include "predict/predict.h"
 #include "scheduler/notify.h"
@@ -455,11 +456,33 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     }
 
     /* The devices, listed before the inference engine's thread opens one: the OpenCL ICD
-     * loader's first platform enumeration is not safe from two threads at once. */
+     * loader's first platform enumeration is not safe from two threads at once. GPUs without
+     * OpenCL (worker/devices.h) count too: their local workers take script jobs. */
     ocl_device *devs = NULL;
     size_t ndev = 0;
-    if (ocl_devices_list(&devs, &ndev, err) < 0)
+    if (devices_list(&devs, &ndev, err) < 0)
         log_line(err);
+    /* The devices local workers go to (indices into devs): a GPU without OpenCL only when
+     * the workers take script jobs, since that is all it runs. */
+    int usable[SUPERVISOR_MAX_WORKERS];
+    size_t n_usable = 0, skipped = 0;
+    int scripts = 0;
+    for (size_t i = 0; o->worker_args && o->worker_args[i]; i++)
+        scripts |= !strcmp(o->worker_args[i], "--allow-scripts");
+    for (size_t i = 0; i < ndev && n_usable < SUPERVISOR_MAX_WORKERS; i++) {
+        if (devs[i].opencl || scripts)
+            usable[n_usable++] = (int)i;
+        else
+            skipped++;
+    }
+    if (skipped) {
+        char line[ERR_LEN];
+        snprintf(line, sizeof line,
+                 "%zu GPU(s) without OpenCL (found by %s) run script jobs only, which need "
+                 "--allow-scripts: no local worker on them",
+                 skipped, devs[ndev - 1].found_by);
+        log_line(line);
+    }
 
     /* Inference: its own device and thread, opened in the background. */
     if (o->predict_device) {
@@ -540,7 +563,7 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
 
     /* Local workers: one per device unless told otherwise (none by default with Slurm). */
     if (workers < 0)
-        workers = o->executor == SERVE_EXECUTOR_SLURM ? 0 : (long)ndev;
+        workers = o->executor == SERVE_EXECUTOR_SLURM ? 0 : (long)n_usable;
     supervisor *sup = NULL;
     slurm_executor *slurm = NULL;
     sweep_ctl *sweeps = NULL;
@@ -573,16 +596,19 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
         status = 1;
         goto out;
     }
-    if (workers > 0 && ndev == 0) {
-        log_line("no OpenCL device here: no local workers; jobs wait for a remote worker "
-                 "(trainyard worker --server URL on a machine with one)");
+    if (workers > 0 && n_usable == 0) {
+        if (!skipped) /* else the line above said why */
+            log_line(
+                "no OpenCL device here (nor a GPU NVML or nvidia-smi finds): no local workers; "
+                "jobs wait for a remote worker (trainyard worker --server URL on a machine with "
+                "one; `trainyard devices` says what this one has)");
     } else if (workers > 0) {
         char exe[PATH_MAX] = "", work[DATADIR_PATH_MAX], why[ERR_LEN];
         if (exepath_self(exe, sizeof exe, why) < 0)
             exe[0] = '\0';
         int dev_index[SUPERVISOR_MAX_WORKERS];
         for (long i = 0; i < workers; i++)
-            dev_index[i] = (int)(i % (long)ndev);
+            dev_index[i] = usable[i % (long)n_usable];
         datadir_path(a.data_dir, DATADIR_WORK, work); /* fits: serve_paths */
         make_dir(work);
         supervisor_opts so = {.exe = exe,
@@ -612,9 +638,10 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
 
     printf("trainyard %s listening on %s\n", TRAINYARD_VERSION, url);
     printf("data directory: %s\n", a.data_dir);
-    printf("local workers: %ld", workers > 0 && ndev > 0 ? workers : 0L);
-    if (workers > 0 && ndev > 0)
-        printf(" on %s", devs[0].name);
+    printf("local workers: %ld", workers > 0 && n_usable > 0 ? workers : 0L);
+    if (workers > 0 && n_usable > 0)
+        printf(" on %s%s", devs[usable[0]].name,
+               devs[usable[0]].opencl ? "" : " (script jobs only)");
     printf("\n");
     if (slurm)
         printf("executor: slurm (the ranks connect to %s)\n",

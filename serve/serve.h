@@ -23,7 +23,7 @@ typedef struct serve_opts {
     const char *bind;                /* address to listen on ("127.0.0.1") */
     int port;                        /* 0 picks a free one */
     const char *data_dir;            /* made when missing */
-    long workers;                    /* local workers; -1: one per OpenCL device, 0: none */
+    long workers;                    /* local workers; -1: one per device, 0: none */
     const char *tls_cert;            /* the certificate's file, for messages; NULL: plain HTTP */
     const char *tls_key;             /* the key's file, for messages */
     char *cert_pem, *key_pem;        /* their PEM text (taken, see above); NULL: plain HTTP */

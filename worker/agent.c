@@ -53,6 +53,7 @@
 #include "util/url.h"
 #include "util/utf8.h"
 #include "train/checkpoint.h"
+#include "worker/devices.h"
 #include "client/client.h"
 #include "data/fetch.h"
 #include "train/trainer.h"
@@ -74,10 +75,18 @@ static const char *const artifact_names[] = {"model.safetensors", "model.onnx", 
 
 json_t *agent_device_json(const ocl_device *d)
 {
-    return json_pack("{s:i, s:s, s:s, s:s, s:i, s:I, s:s}", "index", d->index, "name", d->name,
-                     "type", ocl_device_kind(d), "platform", d->platform_name, "compute_units",
-                     (int)d->compute_units, "global_mem_bytes", (json_int_t)d->global_mem,
-                     "opencl_c_version", d->c_version);
+    json_t *o = json_pack("{s:i, s:s, s:s, s:b, s:s}", "index", d->index, "name", d->name, "type",
+                          ocl_device_kind(d), "opencl", d->opencl, "found_by", d->found_by);
+    if (d->opencl) { /* a GPU without OpenCL has no platform and no OpenCL C */
+        json_object_set_new(o, "platform", json_string(d->platform_name));
+        json_object_set_new(o, "compute_units", json_integer((json_int_t)d->compute_units));
+        json_object_set_new(o, "opencl_c_version", json_string(d->c_version));
+    }
+    if (d->opencl || d->global_mem) /* nvidia-smi -L does not tell the memory */
+        json_object_set_new(o, "global_mem_bytes", json_integer((json_int_t)d->global_mem));
+    if (d->uuid[0])
+        json_object_set_new(o, "uuid", json_string(d->uuid));
+    return o;
 }
 
 static void sleep_ms(long ms)
@@ -702,6 +711,18 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
     }
 
     int script = job_is_script(job);
+    if (!script && !ctx) {
+        /* The server leases built-in jobs only to workers with OpenCL; one that does not know
+         * the "opencl" member of a device may still send one. */
+        err_set(err, -ENODEV,
+                "this worker's device (%s, found by %s) has no OpenCL, which a built-in job "
+                "needs: run it on a worker with an OpenCL device",
+                o->device_info->name, o->device_info->found_by);
+        complete(o, c, prefix, "failed", err);
+        remove_dir(dir);
+        job_free(job);
+        return -ENODEV;
+    }
     char resume[4200], init[4200];
     int resuming = !script && fetch_checkpoint(c, lease, job, dir, resume, sizeof resume);
     int warm = script || resuming ? 0 : fetch_init_model(c, lease, dir, init, sizeof init, err);
@@ -833,19 +854,7 @@ int agent_lead(const agent_opts *o, client *c, const char *worker_id, ocl_ctx *c
 
 int agent_pick_device(const char *want, ocl_device *out, char *err)
 {
-    char *end = NULL;
-    long index = strtol(want, &end, 10);
-    if (end == want || *end)
-        return ocl_device_pick(want, out, err);
-    ocl_device *list = NULL;
-    size_t n = 0;
-    int rc = ocl_devices_list(&list, &n, err);
-    if (rc == 0 && (index < 0 || (size_t)index >= n))
-        rc = err_set(err, -ENODEV, "there is no OpenCL device %ld (%zu found)", index, n);
-    if (rc == 0)
-        *out = list[index];
-    free(list);
-    return rc;
+    return devices_pick(want, out, err);
 }
 
 static int register_worker(const agent_opts *o, client *c, const ocl_device *dev, char *id,
@@ -904,15 +913,23 @@ int agent_run(const agent_opts *given, char *err)
     if (rc == 0)
         rc = agent_pick_device(agent_first_device(o->device), &dev, err);
     mine.device_info = &dev;
-    if (rc == 0)
+    /* A GPU without OpenCL (found by NVML or nvidia-smi) runs script jobs only: no kernels. */
+    int opencl = rc == 0 && dev.opencl;
+    if (rc == 0 && !opencl && !o->allow_scripts)
+        rc = err_set(err, -ENODEV,
+                     "%s has no OpenCL (found by %s): it can run only script jobs, which this "
+                     "worker does not take; start it with --allow-scripts, or install the GPU's "
+                     "OpenCL driver (see `trainyard devices`)",
+                     dev.name, dev.found_by);
+    if (opencl)
         rc = ocl_ctx_new(&dev, NULL, &ctx, err);
-    if (rc == 0)
+    if (opencl && rc == 0)
         rc = kern_new(ctx, &k, err);
     double t_warm = time_mono();
-    if (rc == 0 && kern_warmup(k, err) < 0)
+    if (opencl && rc == 0 && kern_warmup(k, err) < 0)
         agent_say("kernel warm-up failed, kernels compile on first use instead: %s", err);
     t_warm = time_mono() - t_warm;
-    if (rc == 0)
+    if (opencl && rc == 0)
         ocl_ctx_save(ctx); /* with what the warm-up compiled: the next worker compiles nothing */
     if (rc == 0)
         rc = client_new(o->server, o->token, &c, err);
@@ -920,8 +937,13 @@ int agent_run(const agent_opts *given, char *err)
         goto out;
     client_set_ca(c, o->ca_file, o->ca_pinned);
     client_set_abort(c, o->stop);
-    agent_say("device %s, kernels %s in %.2fs, warmed up in %.2fs", dev.name,
-              ctx->from_cache ? "from cache" : "compiled", ctx->build_seconds, t_warm);
+    if (opencl)
+        agent_say("device %s, kernels %s in %.2fs, warmed up in %.2fs", dev.name,
+                  ctx->from_cache ? "from cache" : "compiled", ctx->build_seconds, t_warm);
+    else
+        agent_say("device %s (%s, found by %s) has no OpenCL: taking script jobs only; built-in "
+                  "jobs need an OpenCL device",
+                  dev.name, dev.uuid, dev.found_by);
     client_set_timeout(c, AGENT_LEASE_WAIT_S + 30);
     rc = register_worker(o, c, &dev, worker_id, sizeof worker_id, err);
 

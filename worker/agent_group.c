@@ -59,12 +59,26 @@ const char *agent_device_entry(const char *list, int i)
     return one;
 }
 
+/* agent_pick_device for a rank, which trains with OpenCL: a GPU without it is refused. */
+static int rank_device(const char *want, ocl_device *out, char *err)
+{
+    ocl_device d;
+    int rc = agent_pick_device(want, &d, err);
+    if (rc == 0 && !d.opencl)
+        rc = err_set(err, -ENODEV,
+                     "device %s (%s, found by %s) has no OpenCL: a data-parallel rank needs it",
+                     want, d.name, d.found_by);
+    if (rc == 0)
+        *out = d;
+    return rc;
+}
+
 int agent_pick_rank_device(const char *list, int local_rank, ocl_device *out, char *err)
 {
     const char *want = agent_device_entry(list, local_rank);
     int gpu = !strcmp(want, "gpu"), cpu = !strcmp(want, "cpu"), any = !strcmp(want, "any");
     if (!gpu && !cpu && !any)
-        return agent_pick_device(want, out, err); /* an index */
+        return rank_device(want, out, err); /* an index */
     /* A kind: the ranks of this machine take its devices of that kind in turn ("any": the GPUs
      * when there are some, as ocl_device_pick prefers them). */
     ocl_device *all = NULL;
@@ -82,7 +96,7 @@ int agent_pick_rank_device(const char *list, int local_rank, ocl_device *out, ch
     }
     if (k == 0 || getenv("TRAINYARD_DEVICE")) {
         free(all);
-        return agent_pick_device(want, out, err); /* says why, or obeys the forced index */
+        return rank_device(want, out, err); /* says why, or obeys the forced index */
     }
     *out = all[(size_t)local_rank % k];
     free(all);

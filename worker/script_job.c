@@ -348,28 +348,18 @@ static void device_place(const ocl_device *dev, int *platform, int *device)
     }
 }
 
-/* CUDA_VISIBLE_DEVICES for the worker's device: an NVIDIA GPU by its UUID (cl_khr_device_uuid,
- * "GPU-xxxxxxxx-xxxx-..."), else by its place among the platform's devices in PCI order; any
- * other device hides CUDA's GPUs (""), since they belong to other workers. */
+/* CUDA_VISIBLE_DEVICES for the worker's device: an NVIDIA GPU by its UUID ("GPU-xxxxxxxx-...",
+ * from cl_khr_device_uuid, NVML or nvidia-smi: worker/devices.h), else by its place among the
+ * platform's devices in PCI order; any other device hides CUDA's GPUs (""), since they belong
+ * to other workers. */
 static void cuda_visible(const ocl_device *dev, int device, char *out, size_t cap)
 {
     out[0] = '\0';
-    if (!strstr(dev->platform_name, "NVIDIA") || !(dev->type & CL_DEVICE_TYPE_GPU))
-        return;
-    unsigned char uuid[CL_UUID_SIZE_KHR];
-    if (clGetDeviceInfo(dev->id, CL_DEVICE_UUID_KHR, sizeof uuid, uuid, NULL) == CL_SUCCESS) {
-        static const int dash[] = {4, 6, 8, 10};
-        size_t n = (size_t)snprintf(out, cap, "GPU-");
-        for (int i = 0, k = 0; i < CL_UUID_SIZE_KHR && n + 3 < cap; i++) {
-            if (k < 4 && i == dash[k]) {
-                out[n++] = '-';
-                k++;
-            }
-            n += (size_t)snprintf(out + n, cap - n, "%02x", uuid[i]);
-        }
-        return;
-    }
-    snprintf(out, cap, "%d", device);
+    if (dev->uuid[0])
+        snprintf(out, cap, "%s", dev->uuid);
+    else if (dev->opencl && strstr(dev->platform_name, "NVIDIA") &&
+             (dev->type & CL_DEVICE_TYPE_GPU))
+        snprintf(out, cap, "%d", device);
 }
 
 /* Asks the script to end after the epoch it is in: why goes into <job>/stop. */
@@ -642,7 +632,8 @@ static int make_env(const agent_opts *o, const json_t *lease, const job_spec *jo
     if (dev) {
         int plat = -1, devi = -1;
         char visible[100];
-        device_place(dev, &plat, &devi);
+        if (dev->opencl)
+            device_place(dev, &plat, &devi);
         cuda_visible(dev, devi, visible, sizeof visible);
         snprintf(e->dev, sizeof e->dev, "TRAINYARD_DEVICE=%d", dev->index);
         snprintf(e->plat, sizeof e->plat, "TRAINYARD_OPENCL_PLATFORM=%d", plat);

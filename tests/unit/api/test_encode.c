@@ -524,6 +524,24 @@ static void test_bodies(void)
     CHECK_INT(api_registration_parse(b, &reg, &errs), -EINVAL);
     CHECK(error_on(&errs, "devices[0].vendor") >= 0);
     json_decref(b);
+    /* GPUs without OpenCL (found by nvidia-smi): script jobs only; one OpenCL device among
+     * them lifts that; "opencl" must be a boolean. */
+    b = json_loads("{\"name\":\"box\",\"devices\":[{\"index\":0,\"name\":\"H200\","
+                   "\"type\":\"gpu\",\"opencl\":false,\"found_by\":\"nvidia-smi\","
+                   "\"uuid\":\"GPU-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9\"}]}",
+                   0, NULL);
+    CHECK_INT(api_registration_parse(b, &reg, &errs), 0);
+    CHECK_INT(reg.kinds, DB_KIND_GPU | DB_KIND_SCRIPTS_ONLY);
+    json_array_append_new(
+        json_object_get(b, "devices"),
+        json_pack("{s:i, s:s, s:s, s:b}", "index", 1, "name", "cpu", "type", "cpu", "opencl", 1));
+    CHECK_INT(api_registration_parse(b, &reg, &errs), 0);
+    CHECK_INT(reg.kinds, DB_KIND_GPU | DB_KIND_CPU);
+    json_object_set_new(json_array_get(json_object_get(b, "devices"), 1), "opencl",
+                        json_string("no"));
+    CHECK_INT(api_registration_parse(b, &reg, &errs), -EINVAL);
+    CHECK(error_on(&errs, "devices[1].opencl") >= 0);
+    json_decref(b);
 
     api_heartbeat hb;
     b = json_loads("{\"phase\":\"training\",\"epochs\":[{\"epoch\":1,\"loss\":0.5,"

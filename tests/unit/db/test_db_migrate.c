@@ -180,6 +180,22 @@ static void test_v5_columns(void)
     CHECK_INT(next.script, 1);
     db_job_clear(&next);
 
+    /* A worker whose devices have no OpenCL (GPUs found by NVML or nvidia-smi) takes script
+     * jobs only, even behind a built-in job of higher priority, which others still take. */
+    db_job builtin = j;
+    CHECK_INT(db_id_new(builtin.id, err), 0);
+    builtin.script = 0;
+    builtin.priority = 9;
+    CHECK_INT(db_job_insert(d, &builtin, NULL, NULL, err), 0);
+    db_worker gpu_only = {.kinds = DB_KIND_GPU | DB_KIND_SCRIPTS_ONLY, .scripts = 1};
+    CHECK_INT(db_job_next_queued(d, &gpu_only, &next, err), 1);
+    CHECK_STR(next.id, j.id);
+    db_job_clear(&next);
+    CHECK_INT(db_job_next_queued(d, &scripter, &next, err), 1);
+    CHECK_STR(next.id, builtin.id);
+    db_job_clear(&next);
+    CHECK_INT(db_job_set_running(d, builtin.seq, "w2", "cpu", 1, 2, err), 1);
+
     /* v7: a job of two replicas goes only to a worker of two slots or more; a job bound to a
      * worker (the Slurm executor's) only to that worker, which takes nothing else. */
     db_job dp = j;
