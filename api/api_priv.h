@@ -84,7 +84,7 @@ int api_artifacts_upload(http_req *r, void *app);
 int api_models_list(http_req *r, void *app);
 int api_models_status(http_req *r, void *app);
 int api_models_version_status(http_req *r, void *app);
-/* api/predict.c: TensorFlow Serving's REST predict, classify and regress; a job's predict */
+/* api/predictions.c: TensorFlow Serving's REST predict, classify and regress; a job's predict */
 int api_predict(http_req *r, void *app);
 int api_predict_version(http_req *r, void *app);
 int api_classify(http_req *r, void *app);
@@ -106,7 +106,7 @@ int api_workers_lease(http_req *r, void *app);
 int api_workers_heartbeat(http_req *r, void *app);
 int api_workers_complete(http_req *r, void *app);
 int api_workers_release(http_req *r, void *app);
-/* api/notify.c: webhooks and retention (scheduler/notify.h, scheduler/retention.h) */
+/* api/webhooks.c: webhooks and retention (scheduler/notify.h, scheduler/retention.h) */
 int api_jobs_deliveries(http_req *r, void *app);
 int api_jobs_patch(http_req *r, void *app);
 int api_tokens_webhook_secret(http_req *r, void *app);

@@ -36,7 +36,7 @@ static const http_route api_route_table[] = {
     {"GET", "/jobs/{id}/logs", api_jobs_logs, 0, 0, API_USERS},
     {"GET", "/jobs/{id}/events", api_jobs_events, 0, 0, API_USERS},
     {"GET", "/jobs/{id}/artifacts", api_artifacts_list, 0, 0, API_USERS},
-    /* webhooks and retention (api/notify.c) */
+    /* webhooks and retention (api/webhooks.c) */
     {"GET", "/jobs/{id}/deliveries", api_jobs_deliveries, 0, 0, API_USERS},
     {"PATCH", "/jobs/{id}", api_jobs_patch, HTTP_JSON_MAX_BODY, 0, API_USERS},
     {"POST", "/tokens/{id}/webhook-secret", api_tokens_webhook_secret, API_IGNORED_BODY, 0,
@@ -51,7 +51,7 @@ static const http_route api_route_table[] = {
     {"GET", "/models", api_models_list, 0, 0, API_USERS},
     {"GET", "/v1/models/{name}", api_models_status, 0, 0, API_USERS},
     {"GET", "/v1/models/{name}/versions/{version}", api_models_version_status, 0, 0, API_USERS},
-    /* predictions (api/predict.c): TensorFlow Serving's REST paths, and one job's model */
+    /* predictions (api/predictions.c): TensorFlow Serving's REST paths, and one job's model */
     {"POST", "/v1/models/{name}:predict", api_predict, API_PREDICT_MAX_BODY, 0, API_USERS},
     {"POST", "/v1/models/{name}/versions/{version}:predict", api_predict_version,
      API_PREDICT_MAX_BODY, 0, API_USERS},

@@ -163,7 +163,7 @@ static int api_sweep_script_allowed(http_req *r, app *a, const json_t *base)
 }
 
 /* Webhook URLs, the sweep's own (notify[i].url) and its trials' (base.notify[i].url), obey the
- * server's host rules, as a job's do (api/notify.c). Returns 1 after answering, 0 to go on. */
+ * server's host rules, as a job's do (api/webhooks.c). Returns 1 after answering, 0 to go on. */
 static int api_sweep_notify_allowed(http_req *r, app *a, const sweep_spec *spec)
 {
     static const allow_list none;

@@ -28,7 +28,7 @@
 #include "util/mkdirs.h"
 #include "util/sha256.h"
 
-#define DL_TFEVENTS_PREFIX "events.out.tfevents." /* the server's name (scheduler/tfevents.h) */
+#define DL_TFEVENTS_PREFIX "events.out.tfevents." /* the server's name (scheduler/event_file.h) */
 #define DL_ID_MAX          80
 #define DL_NAME_MAX        300
 

@@ -1,5 +1,5 @@
 /* cmd_predict: `trainyard predict NAME|JOB_ID FILE.json|-` — asks a model for predictions over
- * the REST API (api/predict.c) and prints the answer.
+ * the REST API (api/predictions.c) and prints the answer.
  *
  * The first word is a job id (32 hex digits: POST /jobs/{id}/predict, that job's model) or a
  * model name (POST /v1/models/{name}[/versions/{v}]:predict, or :classify / :regress). The file

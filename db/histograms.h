@@ -6,7 +6,7 @@
  * (api/bodies.c): {"min", "max", "num", "sum", "sum_squares", "limits": [...], "counts": [...]}.
  * A requeue drops the rows of epochs after the stored checkpoint's with their metrics
  * (db_histogram_drop_after), and a resumed attempt that reports an epoch again replaces its rows
- * (INSERT OR REPLACE); the tfevents writer (scheduler/tfevents.c) still skips any epoch without a
+ * (INSERT OR REPLACE); the tfevents writer (scheduler/event_file.c) still skips any epoch without a
  * metrics row. */
 #ifndef TRAINYARD_DB_HISTOGRAMS_H
 #define TRAINYARD_DB_HISTOGRAMS_H

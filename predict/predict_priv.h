@@ -1,4 +1,4 @@
-/* predict_priv: what the engine (engine.c) and the loader (load.c) share: a model's host side,
+/* predict_priv: what the engine (predict.c) and the loader (load.c) share: a model's host side,
  * read from its file once, and its device side, which only the engine thread touches.
  *
  * A predict_model's host fields are written by predict_model_read() before anyone else sees the

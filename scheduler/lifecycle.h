@@ -227,7 +227,7 @@ typedef struct sched_settle {
 } sched_settle;
 
 /* For job j (as read in the caller's write transaction, which has just set a terminal status):
- * writes its TensorBoard file (scheduler/tfevents.h) and, when j's document says
+ * writes its TensorBoard file (scheduler/event_file.h) and, when j's document says
  * "delete_checkpoint": false, moves its checkpoint (datadir_job_checkpoint) to the artifact
  * SCHED_CHECKPOINT_KEPT (SCHED_CHECKPOINT_KEPT_SCRIPT for a script job), recording both in that
  * transaction: whoever sees the terminal status sees these artifacts. A failure is reported on

@@ -36,7 +36,7 @@
 #include "db/logs.h"
 #include "db/workers.h"
 #include "scheduler/sweep.h"
-#include "scheduler/tfevents.h"
+#include "scheduler/event_file.h"
 #include "util/datadir.h"
 #include "util/names.h"
 #include "util/sha256.h"

@@ -1,6 +1,6 @@
 /* histogram: per epoch, a histogram of each of the model's weight tensors, for TensorBoard
  * ("tensorboard": {"histograms": true}; the server writes them into the job's tfevents
- * artifact, scheduler/tfevents.h).
+ * artifact, scheduler/event_file.h).
  *
  * The tensors are model.safetensors' (model/export.h): the same names ("0.weight", "0.bias",
  * batchnorm's running_mean and running_var too), every F32 tensor; num_batches_tracked (I64) is

@@ -1,4 +1,4 @@
-/* tfevents: the server's TensorBoard event file of a finished job, the artifact
+/* event_file: the server's TensorBoard event file of a finished job, the artifact
  * events.out.tfevents.<created_at in unix seconds>.trainyard (SCHED_TFEVENTS_PREFIX; the number
  * is the job's submit time, so the name is fixed per job and sorts runs by age).
  *
@@ -17,8 +17,8 @@
  * synced, renamed and recorded. The write lock is held that long; the file is a few KB for most
  * jobs (a histogram is about 0.5 KB a tensor an epoch). The artifact does not count against
  * SCHED_MAX_ARTIFACTS. */
-#ifndef TRAINYARD_SCHEDULER_TFEVENTS_H
-#define TRAINYARD_SCHEDULER_TFEVENTS_H
+#ifndef TRAINYARD_SCHEDULER_EVENT_FILE_H
+#define TRAINYARD_SCHEDULER_EVENT_FILE_H
 
 #include <stdint.h>
 

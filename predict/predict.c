@@ -1,4 +1,4 @@
-/* engine: the serving engine of predict.h: one thread that owns the OpenCL device, a queue of
+/* predict: the serving engine of predict.h: one thread that owns the OpenCL device, a queue of
  * requests, dynamic batching and an LRU of device copies under a byte cap.
  *
  * Threads. Callers (any thread) read model files (load.c) and queue requests under e->mu; the

@@ -1,4 +1,4 @@
-/* notify: the API's side of webhooks and retention — notify URLs checked at submit,
+/* webhooks: the API's side of webhooks and retention — notify URLs checked at submit,
  * GET /jobs/{id}/deliveries, POST /tokens/{id}/webhook-secret, and PATCH /jobs/{id}
  * {"keep": bool}. scheduler/notify.h says how deliveries are made and signed,
  * scheduler/retention.h what keep protects a job from. */

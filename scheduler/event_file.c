@@ -1,6 +1,6 @@
-/* tfevents: a finished job's TensorBoard event file from its metrics and histograms rows (see
- * tfevents.h; the file format is proto/tfevents.h's). */
-#include "scheduler/tfevents.h"
+/* event_file: a finished job's TensorBoard event file from its metrics and histograms rows (see
+ * event_file.h; the file format is proto/tfevents.h's). */
+#include "scheduler/event_file.h"
 
 #include <errno.h>
 #include <fcntl.h>

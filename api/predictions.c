@@ -1,4 +1,4 @@
-/* predict: TensorFlow Serving's REST inference API for the models trainyard trained, and
+/* predictions: TensorFlow Serving's REST inference API for the models trainyard trained, and
  * POST /jobs/{id}/predict for one job's model.
  *
  *   POST /v1/models/{name}[/versions/{v}]:predict   {"instances": [...]} → {"predictions": [...]}

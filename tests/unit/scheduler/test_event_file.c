@@ -1,11 +1,11 @@
-/* Unit tests of scheduler/tfevents: the event file of a job that ended, through the real
+/* Unit tests of scheduler/event_file: the event file of a job that ended, through the real
  * transitions. A job whose lease lapsed past its last attempt (failed) gets its artifact, named
  * after its submit time and listed with the right size and SHA-256; its records are the
  * file_version, one per metrics epoch and one per histogram of an epoch with metrics (the
  * histogram of an epoch without a metrics row is skipped); a job without metrics gets none; a
  * job whose artifact cannot be written still completes; delete removes the file with the job.
  * The records' content is read by TensorBoard's own reader in tests/e2e/test_tensorboard.py. */
-#include "scheduler/tfevents.h"
+#include "scheduler/event_file.h"
 
 #include <errno.h>
 #include <ftw.h>
