@@ -39,24 +39,6 @@ static int api_integer(const json_t *v, long long *out)
     return 1;
 }
 
-/* Reports every member of obj not in known (NULL-terminated) as unknown. */
-static void api_unknown_members(const json_t *obj, const char *prefix, const char *const *known,
-                                field_errors *errs)
-{
-    const char *key;
-    json_t *val;
-    json_object_foreach ((json_t *)obj, key, val) {
-        int found = 0;
-        for (size_t i = 0; known[i] && !found; i++)
-            found = strcmp(key, known[i]) == 0;
-        if (!found) {
-            char field[128];
-            snprintf(field, sizeof field, "%s%s", prefix, key);
-            field_errors_add(errs, field, "unknown field");
-        }
-    }
-}
-
 /* A string of 1..max_chars characters; NULL (with an error) otherwise. */
 static const char *api_get_string(const json_t *v, const char *field, size_t max_chars,
                                   field_errors *errs)
@@ -136,8 +118,8 @@ static unsigned api_device_check(const json_t *dev, size_t i, int *opencl, field
         field_errors_add(errs, f, "must be true or false");
     *opencl = !json_is_false(cl);
     /* Only what the API describes is stored and shown again in GET /workers and /devices. */
-    snprintf(f, sizeof f, "devices[%zu].", i);
-    api_unknown_members(dev, f, known, errs);
+    snprintf(f, sizeof f, "devices[%zu]", i);
+    field_errors_unknown(errs, dev, f, known);
     return kind;
 }
 
@@ -174,7 +156,7 @@ int api_registration_parse(const json_t *body, api_registration *out, field_erro
             reg.kinds |= DB_KIND_SCRIPTS_ONLY;
         reg.devices = devices;
     }
-    api_unknown_members(body, "", known, errs);
+    field_errors_unknown(errs, body, "", known);
     if (errs->count)
         return -EINVAL;
     *out = reg;
@@ -388,8 +370,7 @@ static int api_histogram_parse(const json_t *h, size_t i, size_t k, const char *
         snprintf(prefix, sizeof prefix, "%s.max", f);
         field_errors_add(errs, prefix, "must be >= min");
     }
-    snprintf(prefix, sizeof prefix, "%s.", f);
-    api_unknown_members(h, prefix, known, errs);
+    field_errors_unknown(errs, h, f, known);
     if (errs->count != before)
         return 0;
     json_t *canon = json_pack("{s:f, s:f, s:f, s:f, s:f, s:O, s:O}", "min", min, "max", max, "num",
@@ -493,7 +474,7 @@ int api_heartbeat_parse(const json_t *body, api_heartbeat *out, field_errors *er
         }
         hb.n_logs = json_array_size(logs);
     }
-    api_unknown_members(body, "", known, errs);
+    field_errors_unknown(errs, body, "", known);
     if (errs->count) {
         api_heartbeat_free(&hb);
         return -EINVAL;
@@ -534,7 +515,7 @@ int api_completion_parse(const json_t *body, int *status, const char **error, fi
                          API_ERROR_CHARS);
     else if (e)
         text = json_string_value(e);
-    api_unknown_members(body, "", known, errs);
+    field_errors_unknown(errs, body, "", known);
     if (errs->count)
         return -EINVAL;
     *status = st;
@@ -579,7 +560,7 @@ int api_stop_request_parse(const json_t *body, const char **reason, field_errors
                          API_STOP_REASON_CHARS);
     else if (v)
         *reason = json_string_value(v);
-    api_unknown_members(body, "", known, errs);
+    field_errors_unknown(errs, body, "", known);
     return errs->count ? -EINVAL : 0;
 }
 
@@ -598,6 +579,6 @@ int api_token_request_parse(const json_t *body, const char **name, int *role, in
     if (s && !json_is_boolean(s))
         field_errors_add(errs, "scripts", "must be true or false");
     *scripts = json_is_true(s);
-    api_unknown_members(body, "", known, errs);
+    field_errors_unknown(errs, body, "", known);
     return errs->count ? -EINVAL : 0;
 }

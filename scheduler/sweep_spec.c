@@ -265,24 +265,6 @@ static int sweep_int(const json_t *o, const char *key, const char *field, long l
     return 0;
 }
 
-/* Names every key of o that is not among keys (NULL-terminated); prefix is o's own field. */
-static void sweep_known(const json_t *o, const char *const *keys, const char *prefix,
-                        field_errors *errs)
-{
-    const char *k;
-    const json_t *v;
-    json_object_foreach ((json_t *)o, k, v) {
-        size_t i = 0;
-        while (keys[i] && strcmp(keys[i], k))
-            i++;
-        if (keys[i])
-            continue;
-        char f[200];
-        snprintf(f, sizeof f, "%s%s%.100s", prefix, *prefix ? "." : "", k);
-        field_errors_add(errs, f, "is not a field here");
-    }
-}
-
 static int sweep_param_cmp(const void *a, const void *b)
 {
     return strcmp(((const sweep_param *)a)->path, ((const sweep_param *)b)->path);
@@ -335,7 +317,7 @@ static void sweep_parse_params(sweep_spec *s, const json_t *params, field_errors
         static const char *const range_keys[] = {"type", "min", "max", NULL};
         static const char *const choice_keys[] = {"type", "values", NULL};
         size_t before = errs->count;
-        sweep_known(p, t == SWEEP_CHOICE ? choice_keys : range_keys, f, errs);
+        field_errors_unknown(errs, p, f, t == SWEEP_CHOICE ? choice_keys : range_keys);
         if (t == SWEEP_CHOICE) {
             const json_t *vals = json_object_get(p, "values");
             snprintf(ff, sizeof ff, "%s.values", f);
@@ -553,7 +535,7 @@ static int sweep_spec_parse_upto(const json_t *doc, int all, sweep_spec **out, f
     if (!s)
         return -ENOMEM;
     int rc = 0;
-    sweep_known(doc, keys, "", errs);
+    field_errors_unknown(errs, doc, "", keys);
 
     const json_t *name = json_object_get(doc, "name");
     const char *nm = name ? json_string_value(name) : "sweep";
@@ -586,7 +568,7 @@ static int sweep_spec_parse_upto(const json_t *doc, int all, sweep_spec **out, f
         field_errors_add(errs, "metric", "must be an object {\"name\": ..., \"mode\": min|max}");
     } else {
         static const char *const mkeys[] = {"name", "mode", NULL};
-        sweep_known(metric, mkeys, "metric", errs);
+        field_errors_unknown(errs, metric, "metric", mkeys);
         size_t ok = mname ? strspn(mname, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                           "0123456789_.:/-")
                           : 0;
@@ -609,7 +591,7 @@ static int sweep_spec_parse_upto(const json_t *doc, int all, sweep_spec **out, f
         if (!json_is_object(asha)) {
             field_errors_add(errs, "asha", "must be an object {min_epochs, reduction_factor}");
         } else {
-            sweep_known(asha, akeys, "asha", errs);
+            field_errors_unknown(errs, asha, "asha", akeys);
             sweep_int(asha, "min_epochs", "asha.min_epochs", 1, JOB_MAX_EPOCHS, 1, &min_ep, errs);
             sweep_int(asha, "reduction_factor", "asha.reduction_factor", 2, 100, 3, &eta, errs);
             s->asha = 1;

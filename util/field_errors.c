@@ -30,3 +30,21 @@ void field_errors_add(field_errors *errs, const char *field, const char *fmt, ..
     va_end(ap);
     utf8_trim_end(e->message);
 }
+
+void field_errors_unknown(field_errors *errs, const json_t *obj, const char *path,
+                          const char *const *known)
+{
+    const char *key;
+    json_t *val;
+    /* Iteration does not modify the object; jansson's iterator API just is not const. */
+    json_object_foreach ((json_t *)obj, key, val) {
+        size_t i = 0;
+        while (known[i] && strcmp(known[i], key) != 0)
+            i++;
+        if (known[i])
+            continue;
+        char field[sizeof errs->items[0].field];
+        snprintf(field, sizeof field, "%s%s%s", path, path[0] ? "." : "", key);
+        field_errors_add(errs, field, "unknown field");
+    }
+}

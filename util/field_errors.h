@@ -11,6 +11,8 @@
 
 #include <stddef.h>
 
+#include <jansson.h>
+
 #define FIELD_ERRORS_MAX 32
 
 typedef struct field_error {
@@ -26,5 +28,10 @@ typedef struct field_errors {
 /* Records one problem; past the cap, the last slot becomes a note that more exist. */
 void field_errors_add(field_errors *errs, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Records "unknown field" for every member of obj whose key is not in known (NULL-terminated),
+ * at the field path.key (key alone when path is ""): the one rule for members no section of a
+ * document takes, in job documents, API bodies and sweeps alike. */
+void field_errors_unknown(field_errors *errs, const json_t *obj, const char *path,
+                          const char *const *known);
 
 #endif
