@@ -24,6 +24,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_client.h"
+#include "util/path.h"
 #include "util/err.h"
 #include "util/mkdirs.h"
 #include "util/sha256.h"
@@ -382,9 +383,12 @@ static int dl_tensorboard(cli_conn *o, const char *dir, char **ids, int n_ids)
         rc = dl_find_tfevents(o, c, ids[i], name, sizeof name, job_id, job_name);
         if (rc == 0) {
             dl_run_name(job_name, job_id, run, sizeof run);
-            snprintf(folder, sizeof folder, "%s/%s", dir, run);
-            snprintf(target, sizeof target, "%s/%s", folder, name);
-            if (mkdir(folder, 0755) != 0 && errno != EEXIST) {
+            char why[ERR_LEN];
+            if (path_join(folder, sizeof folder, dir, run, why) < 0 ||
+                path_join(target, sizeof target, folder, name, why) < 0) {
+                fprintf(stderr, "trainyard download: %s\n", why);
+                rc = CLI_EXIT_FAILED;
+            } else if (mkdir(folder, 0755) != 0 && errno != EEXIST) {
                 fprintf(stderr, "trainyard download: cannot make the folder %s: %s\n", folder,
                         strerror(errno));
                 rc = CLI_EXIT_FAILED;

@@ -31,6 +31,7 @@
 
 #include <curl/curl.h>
 
+#include "util/path.h"
 #include "util/err.h"
 #include "util/mkdirs.h"
 #include "util/sha256.h"
@@ -497,7 +498,7 @@ static int scan(dscache *c, scan_item **items, size_t *count, char *err)
     while ((de = readdir(d)) != NULL) {
         char key[KEY_LEN + 1], path[PATH_MAX], other[PATH_MAX];
         struct stat st;
-        if (snprintf(path, sizeof path, "%s/%s", c->dir, de->d_name) >= (int)sizeof path)
+        if (path_join(path, sizeof path, c->dir, de->d_name, NULL) < 0)
             continue;
         if (strncmp(de->d_name, "tmp.", 4) == 0) {
             if (lstat(path, &st) == 0 && now - st.st_mtime > TMP_STALE_S)

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/path.h"
 #include "util/err.h"
 #include "util/writefile.h"
 
@@ -75,7 +76,8 @@ static size_t icd_files_read(icd_file *files)
         if (len < 5 || len >= sizeof files[n].name || strcmp(e->d_name + len - 4, ".icd") != 0)
             continue;
         char path[ICD_PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s", ICD_VENDORS_DIR, e->d_name);
+        if (path_join(path, sizeof path, ICD_VENDORS_DIR, e->d_name, NULL) < 0)
+            continue;
         FILE *f = fopen(path, "r");
         if (!f)
             continue;
@@ -113,9 +115,10 @@ static int icd_search(const char *path, const char *lib, char *out, size_t cap)
 static int icd_write(const char *name, const char *lib, char *err)
 {
     char path[2 * ICD_PATH_MAX], line[ICD_PATH_MAX + 1];
-    snprintf(path, sizeof path, "%s/%s", icd.dir, name);
     int n = snprintf(line, sizeof line, "%s\n", lib);
-    int rc = writefile(path, line, (size_t)n, err);
+    int rc = path_join(path, sizeof path, icd.dir, name, err);
+    if (rc == 0)
+        rc = writefile(path, line, (size_t)n, err);
     if (rc == 0 && icd.n_written < sizeof icd.written / sizeof icd.written[0])
         snprintf(icd.written[icd.n_written++], sizeof icd.written[0], "%s", name);
     return rc;
@@ -200,8 +203,8 @@ void icd_done(void)
         return;
     for (size_t i = 0; i < icd.n_written; i++) {
         char path[2 * ICD_PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s", icd.dir, icd.written[i]);
-        unlink(path);
+        if (path_join(path, sizeof path, icd.dir, icd.written[i], NULL) == 0)
+            unlink(path);
     }
     rmdir(icd.dir);
     icd.dir[0] = '\0';

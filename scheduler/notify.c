@@ -19,6 +19,7 @@
 
 #include "db/deliveries.h"
 #include "db/jobs.h"
+#include "util/path.h"
 #include "util/err.h"
 #include "util/hmac.h"
 #include "util/json_out.h"
@@ -377,8 +378,9 @@ static int notify_secret_ok(const char *s)
 int notify_server_secret(const char *data_dir, char out[NOTIFY_SECRET_LEN + 1], char *err)
 {
     char path[4096];
-    if (snprintf(path, sizeof path, "%s/%s", data_dir, NOTIFY_SERVER_SECRET) >= (int)sizeof path)
-        return err_set(err, -ENAMETOOLONG, "%s: the path is too long", data_dir);
+    int rc = path_join(path, sizeof path, data_dir, NOTIFY_SERVER_SECRET, err);
+    if (rc < 0)
+        return rc;
     for (int tries = 0; tries < 2; tries++) {
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
@@ -402,7 +404,7 @@ int notify_server_secret(const char *data_dir, char out[NOTIFY_SECRET_LEN + 1], 
             return err_set(err, -errno, "cannot open %s: %s", path, strerror(errno));
         /* first use: made exclusively, so two makers agree on one (the loser reads it) */
         char fresh[NOTIFY_SECRET_LEN + 2];
-        int rc = notify_secret_new(fresh, err);
+        rc = notify_secret_new(fresh, err);
         if (rc < 0)
             return rc;
         fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);

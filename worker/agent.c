@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "kernels/kernels.h"
+#include "util/path.h"
 #include "util/err.h"
 #include "util/timeutil.h"
 #include "util/url.h"
@@ -481,14 +482,14 @@ static void remove_dir(const char *dir)
 {
     char path[4200];
     for (size_t i = 0; i < sizeof artifact_names / sizeof artifact_names[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, artifact_names[i]);
-        unlink(path);
+        if (path_join(path, sizeof path, dir, artifact_names[i], NULL) == 0)
+            unlink(path);
     }
     static const char *const others[] = {CHECKPOINT_FILE,    AGENT_CKPT_COPY,   AGENT_CKPT_PENDING,
                                          AGENT_CKPT_SENDING, AGENT_CKPT_RESUME, AGENT_INIT_MODEL};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, others[i]);
-        unlink(path);
+        if (path_join(path, sizeof path, dir, others[i], NULL) == 0)
+            unlink(path);
     }
     rmdir(dir);
 }
@@ -526,8 +527,9 @@ static int upload(const agent_opts *o, client *c, const char *prefix, const char
 {
     for (size_t i = 0; i < sizeof artifact_names / sizeof artifact_names[0]; i++) {
         char file[4200];
-        snprintf(file, sizeof file, "%s/%s", dir, artifact_names[i]);
-        int rc = agent_upload(o, c, prefix, artifact_names[i], file, err);
+        int rc = path_join(file, sizeof file, dir, artifact_names[i], err);
+        if (rc == 0)
+            rc = agent_upload(o, c, prefix, artifact_names[i], file, err);
         if (rc < 0)
             return rc;
     }

@@ -26,6 +26,7 @@
 #include "script/bundle.h"
 #include "script/run.h"
 #include "script/venv.h"
+#include "util/path.h"
 #include "util/err.h"
 #include "util/writefile.h"
 #include "util/json_out.h"
@@ -559,8 +560,10 @@ static int collect_output(script_ctx *x, const char *dir, char *err)
             say_job(x, "output/%s: more than %d artifacts: not uploaded", name,
                     SCRIPT_MAX_ARTIFACTS - 3);
         } else {
-            snprintf(to, sizeof to, "%s/%s", arts, art);
-            if (S_ISDIR(st.st_mode)) {
+            rc = path_join(to, sizeof to, arts, art, err);
+            if (rc < 0) {
+                break;
+            } else if (S_ISDIR(st.st_mode)) {
                 char from[4400];
                 bundle_info info;
                 snprintf(from, sizeof from, "/proc/self/fd/%d/%s", fd, name);
@@ -818,8 +821,9 @@ int agent_script_upload(const agent_opts *o, client *c, const char *prefix, cons
     for (int i = 0; i < n; i++) {
         const char *name = list[i]->d_name;
         if (rc == 0 && name[0] != '.') {
-            snprintf(path, sizeof path, "%s/%s", arts, name);
-            rc = agent_upload(o, c, prefix, name, path, err);
+            rc = path_join(path, sizeof path, arts, name, err);
+            if (rc == 0)
+                rc = agent_upload(o, c, prefix, name, path, err);
         }
         free(list[i]);
     }
@@ -842,7 +846,7 @@ static void remove_tree(const char *path)
             if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
                 continue;
             char sub[4200];
-            if (snprintf(sub, sizeof sub, "%s/%s", path, e->d_name) < (int)sizeof sub)
+            if (path_join(sub, sizeof sub, path, e->d_name, NULL) == 0)
                 remove_tree(sub);
         }
         if (d)
