@@ -285,9 +285,12 @@ int kern_launch(kern *k, const char *who, cl_kernel kn, const karg *a, cl_uint n
                            ocl_strerror(rc), rc);
     }
     cl_int rc = kern_enqueue(k, kn, dims, global, local);
-    if (rc != CL_SUCCESS)
-        return err_set(k->err, -EIO, "%s: clEnqueueNDRangeKernel failed: %s (%d)", who,
-                       ocl_strerror(rc), rc);
+    if (rc != CL_SUCCESS) {
+        char note[ERR_LEN];
+        int has = ocl_ctx_driver_message(k->c, note, sizeof note);
+        return err_set(k->err, -EIO, "%s: clEnqueueNDRangeKernel failed: %s (%d)%s%s", who,
+                       ocl_strerror(rc), rc, has ? "; the driver said: " : "", note);
+    }
     return 0;
 }
 
