@@ -60,12 +60,15 @@ static void test_failures(ocl_ctx *c)
         check_failures++;
         return;
     }
+    /* A driver that explains refusals itself (Oclgrind does) replaces the message given here
+     * with its own before the call returns: either way one ends the sentence, once. */
+    char note[ERR_LEN];
     ctx_notify("the driver's words (test)", NULL, 0, NULL);
     CHECK_INT(ocl_read(c, m, 64, sizeof junk, junk, err), -EIO); /* past the buffer's end */
+    printf("%s\n", err);
     CHECK(strstr(err, "clEnqueueReadBuffer failed: CL_INVALID_VALUE") != NULL);
-    CHECK(strstr(err, "the driver said: the driver's words (test)") != NULL);
-    CHECK_INT(ocl_read(c, m, 64, sizeof junk, junk, err), -EIO);
-    CHECK(strstr(err, "the driver said") == NULL); /* told once */
+    CHECK(strstr(err, "; the driver said: ") != NULL);
+    CHECK_INT(ocl_ctx_driver_message(c, note, sizeof note), 0); /* told once */
 
     kern *k = NULL;
     if (kern_new_for(c, KERN_FAM_OPTIM, &k, err) < 0) {
@@ -81,7 +84,8 @@ static void test_failures(ocl_ctx *c)
     karg a[] = {ARG(n), ARG(lr), ARG(mom), ARG(has_v), ARG_MEM(m), ARG_MEM(m), ARG_MEM(m)};
     size_t global = 3, local = 2; /* not a multiple: CL_INVALID_WORK_GROUP_SIZE */
     CHECK_INT(kern_launch(k, "test", k->sgd, a, NARGS(a), 1, &global, &local), -EIO);
-    CHECK(strstr(kern_last_error(k), "the driver said: launch trouble (test)") != NULL);
+    CHECK(strstr(kern_last_error(k), "; the driver said: ") != NULL);
+    CHECK_INT(ocl_ctx_driver_message(c, note, sizeof note), 0);
     kern_free(k);
     clReleaseMemObject(m);
 }
