@@ -14,7 +14,7 @@ log=$(mktemp) || exit 1
 err=$(mktemp) || exit 1
 trap 'rm -f "$log" "$err"' EXIT
 # an AddressSanitizer build: Oclgrind's runtime is preloaded ahead of ASan's
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" TRAINYARD_KERNEL_CACHE= \
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" TRAINYARD_KERNEL_CACHE='' \
   oclgrind --build-options -cl-opt-disable --local-mem-size 49152 --check-api --data-races \
   --uninitialized --log "$log" "$@" 2>"$err"
 rc=$?
