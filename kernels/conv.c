@@ -2,14 +2,15 @@
  * batch normalisation (batchnorm.cl) and the image batch (image.cl).
  *
  * Layout: activations NHWC, so a conv output [N·OH·OW][F] is a plain row-major matrix; weights
- * HWIO [KH][KW][C][F]. Two paths, chosen per device (TRAINYARD_CONV=direct|gemm forces one):
- * - direct (CPU devices; conv.cl explains): the workspace holds the weights packed in 32-column
+ * HWIO [KH][KW][C][F]. Two paths, chosen by the kern's device class (kern_device_class;
+ * TRAINYARD_CONV=direct|gemm forces one):
+ * - direct (the CPU class; conv.cl explains): the workspace holds the weights packed in 32-column
  *   panels and, when the geometry needs it, the input padded so every window lies inside;
  *   conv_fwd then runs the implicit GEMM in place. Backward-data packs the flipped, transposed
  *   weights, pads dy dilated by the strides, and runs conv_fwd. Backward-weights pads x (and dy
  *   to 32 columns when F is not a multiple of 32) and runs conv_dw over a fixed number of parts
  *   of the pixel sum, which conv_dw_sum adds in order into dw.
- * - gemm (other devices): conv_im2col writes the patch matrix col[N·OH·OW][KH·KW·C] into the
+ * - gemm (the GPU class): conv_im2col writes the patch matrix col[N·OH·OW][KH·KW·C] into the
  *   workspace and kern_gemm does the rest: y = col·W, dW = colᵀ·dy (split K, fixed order), and
  *   dcol = dy·Wᵀ which conv_col2im gathers into dx. A pointwise conv (1×1, stride 1, no padding)
  *   uses x as col and needs no workspace.
@@ -119,7 +120,7 @@ int conv_kernels_new(kern *k, char *err)
     const ocl_device *d = &k->c->dev;
     g->units = d->compute_units ? (int)d->compute_units : 1;
     g->local_mem = d->local_mem;
-    g->variant = d->type & CL_DEVICE_TYPE_CPU ? CONV_DIRECT : CONV_GEMM;
+    g->variant = k->cls == KERN_CLASS_CPU ? CONV_DIRECT : CONV_GEMM;
     const char *force = getenv("TRAINYARD_CONV");
     if (force && strcmp(force, "direct") == 0)
         g->variant = CONV_DIRECT;

@@ -104,7 +104,7 @@ int gemm_kernels_new(kern *k, char *err)
     if (rc < 0)
         goto out;
     const ocl_device *d = &k->c->dev;
-    g->variant = d->type & CL_DEVICE_TYPE_CPU ? GEMM_CPU : GEMM_TILED;
+    g->variant = k->cls == KERN_CLASS_CPU ? GEMM_CPU : GEMM_TILED;
     g->units = d->compute_units ? (int)d->compute_units : 1;
     const char *force = getenv("TRAINYARD_GEMM");
     g->narrow = 1;

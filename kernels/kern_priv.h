@@ -25,11 +25,12 @@ struct kern {
     cl_kernel bias_act_bwd_sum, reduce_sum_final;
     /* CPU forms of bias + activation (activation.cl), used when cpu is set. */
     cl_kernel bias_act_fwd_cpu, bias_act_bwd_cpu, adam_cpu;
-    int cpu;            /* a CPU device: the *_cpu kernels run */
-    int units;          /* compute units */
-    size_t local_1d;    /* local size of the element-wise kernels */
-    size_t local_red;   /* work-group size of the reductions: a power of two, at most 256 */
-    size_t max_item[2]; /* CL_DEVICE_MAX_WORK_ITEM_SIZES in dimensions 0 and 1 */
+    enum kern_class cls; /* kern_device_class: decides every per-device choice */
+    int cpu;             /* the *_cpu kernels run; cls == KERN_CLASS_CPU unless a test flips it */
+    int units;           /* compute units */
+    size_t local_1d;     /* local size of the element-wise kernels */
+    size_t local_red;    /* work-group size of the reductions: a power of two, at most 256 */
+    size_t max_item[2];  /* CL_DEVICE_MAX_WORK_ITEM_SIZES in dimensions 0 and 1 */
     /* Device scratch for the partial sums between two passes; grows, never shrinks. It is safe
      * to reuse across calls because the context's queue is in order. */
     cl_mem scratch;

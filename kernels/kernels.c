@@ -17,6 +17,11 @@
  * reductions use k->local_red work-items (256 where the device allows), a power of two that their
  * local-memory trees rely on.
  *
+ * Device class. Every per-device choice (here the *_cpu forms; in gemm.c the GEMM kernel; in
+ * conv.c the convolution path, which also decides the fused conv + max pool the model uses)
+ * follows k->cls, set once by kern_device_class: the device's type unless
+ * TRAINYARD_DEVICE_CLASS says otherwise, so that PoCL can run a GPU's whole combination.
+ *
  * On CPU devices bias + activation run act_bias_*_cpu instead: one work-item per work-group over
  * a chunk of whole rows in float16, 4–5× faster under PoCL on a conv layer's 123008×32 output
  * (bench/bench_conv.c); the backward's column sums then come one row per chunk, added by
@@ -27,6 +32,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/kern_priv.h"
 
@@ -130,6 +136,30 @@ unsigned kern_families_unsaved(ocl_ctx *c, unsigned families)
     return mask;
 }
 
+int kern_device_class(const ocl_device *dev, enum kern_class *out, char *err)
+{
+    const char *force = getenv("TRAINYARD_DEVICE_CLASS");
+    if (!force || !*force)
+        *out = dev->type & CL_DEVICE_TYPE_CPU ? KERN_CLASS_CPU : KERN_CLASS_GPU;
+    else if (strcmp(force, "cpu") == 0)
+        *out = KERN_CLASS_CPU;
+    else if (strcmp(force, "gpu") == 0)
+        *out = KERN_CLASS_GPU;
+    else
+        return err_set(err, -EINVAL, "TRAINYARD_DEVICE_CLASS=%s: expected cpu or gpu", force);
+    return 0;
+}
+
+enum kern_class kern_class_of(const kern *k)
+{
+    return k->cls;
+}
+
+int kern_cpu_forms_fit(const kern *k)
+{
+    return k->cls == KERN_CLASS_CPU;
+}
+
 void kern_set_dry(kern *k, int on)
 {
     k->dry = on != 0;
@@ -147,6 +177,9 @@ int kern_new_for(ocl_ctx *c, unsigned families, kern **out, char *err)
     if (!k)
         return err_set(err, -ENOMEM, "out of memory creating the kernels");
     k->c = c;
+    rc = kern_device_class(&c->dev, &k->cls, err);
+    if (rc < 0)
+        goto out;
     kern_prof_init(k);
     k->families = families & KERN_FAM_ALL;
     int want[sizeof family_files / sizeof family_files[0]];
@@ -173,7 +206,7 @@ int kern_new_for(ocl_ctx *c, unsigned families, kern **out, char *err)
         }
     }
 
-    k->cpu = (c->dev.type & CL_DEVICE_TYPE_CPU) != 0;
+    k->cpu = k->cls == KERN_CLASS_CPU;
     k->units = c->dev.compute_units ? (int)c->dev.compute_units : 1;
     size_t items[3] = {1, 1, 1};
     if (clGetDeviceInfo(c->dev.id, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof items, items, NULL) !=
@@ -252,9 +285,12 @@ int kern_launch(kern *k, const char *who, cl_kernel kn, const karg *a, cl_uint n
                            ocl_strerror(rc), rc);
     }
     cl_int rc = kern_enqueue(k, kn, dims, global, local);
-    if (rc != CL_SUCCESS)
-        return err_set(k->err, -EIO, "%s: clEnqueueNDRangeKernel failed: %s (%d)", who,
-                       ocl_strerror(rc), rc);
+    if (rc != CL_SUCCESS) {
+        char note[ERR_LEN];
+        int has = ocl_ctx_driver_message(k->c, note, sizeof note);
+        return err_set(k->err, -EIO, "%s: clEnqueueNDRangeKernel failed: %s (%d)%s%s", who,
+                       ocl_strerror(rc), rc, has ? "; the driver said: " : "", note);
+    }
     return 0;
 }
 

@@ -43,6 +43,24 @@ enum kern_family {
     (KERN_FAM_GEMM | KERN_FAM_ACTIVATION | KERN_FAM_LOSS | KERN_FAM_REDUCE | KERN_FAM_OPTIM |      \
      KERN_FAM_GATHER)
 
+/* The class of device the kernels are chosen for. KERN_CLASS_CPU takes the CPU forms: one
+ * work-item per work-group walking rows in float16 with large __local tables (gemm_cpu and the
+ * narrow GEMMs, the *_cpu bias + activation and Adam kernels, the direct convolutions and the
+ * fused conv + max pool). KERN_CLASS_GPU takes one work-item per element, the tiled GEMM and
+ * im2col + GEMM convolutions. Every such choice consults the kern's class, nothing else. */
+enum kern_class { KERN_CLASS_CPU = 0, KERN_CLASS_GPU = 1 };
+/* The class of dev into *out: KERN_CLASS_CPU for a CPU device, KERN_CLASS_GPU for any other;
+ * TRAINYARD_DEVICE_CLASS=cpu|gpu overrides it (PoCL then runs every GPU choice at once). The
+ * per-family forces TRAINYARD_GEMM and TRAINYARD_CONV still win over the class. -EINVAL for
+ * another value of the variable. */
+int kern_device_class(const ocl_device *dev, enum kern_class *out, char *err);
+/* The class k was made with. */
+enum kern_class kern_class_of(const kern *k);
+/* 1 when the CPU forms are meant for k's device (its class is KERN_CLASS_CPU), else 0. A GPU may
+ * run them out of its resources (NVIDIA reports their faults as CL_OUT_OF_RESOURCES and the
+ * queue is lost): tests check this before forcing one. */
+int kern_cpu_forms_fit(const kern *k);
+
 /* kern_new_for(c, KERN_FAM_ALL, out, err). */
 int kern_new(ocl_ctx *c, kern **out, char *err);
 /* Builds the programs of the families in the mask (enum kern_family) that c has not built yet,

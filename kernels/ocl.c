@@ -18,6 +18,13 @@
  * threads gains nothing on PoCL 3.1 (its compiler runs one build at a time per process:
  * measured CPU time equal to wall time with 2 and 4 threads), so builds are sequential.
  *
+ * Diagnostics. The context's notify callback keeps the driver's latest message (NVIDIA explains
+ * there what it reports as CL_OUT_OF_RESOURCES, such as an illegal address) and prints the first
+ * few; a failing call on the context, or a kern launch, ends its error sentence with it. A build
+ * that fails prints its whole log to stderr. On NVIDIA programs are built with -cl-nv-verbose,
+ * and a compiled family whose kernels spill registers says so in one line (every family's
+ * registers with TRAINYARD_PROFILE set).
+ *
  * Invariant: an ocl_ctx owns one context, one in-order queue and at most one program per
  * family. */
 #include "kernels/ocl.h"
@@ -39,6 +46,9 @@
 #define OCL_MAX_PLATFORMS 16
 #define OCL_MAX_DEVICES   64
 #define OCL_BUILD_OPTIONS "-cl-std=CL1.2 -cl-mad-enable"
+#define OCL_NV_OPTIONS    "-cl-nv-verbose" /* NVIDIA: ptxas' registers and spills in the log */
+#define OCL_NOTES_PRINTED 16               /* driver messages printed per process, at most */
+#define OCL_LOG_PRINTED   65536            /* bytes of a failed build's log printed, at most */
 
 const char *ocl_strerror(cl_int rc)
 {
@@ -374,6 +384,147 @@ out:
     free(bin);
 }
 
+/* The driver's messages, from clCreateContext's notify callback: the latest one is kept for the
+ * next error sentence (ocl_ctx_driver_message) and the first OCL_NOTES_PRINTED are printed to
+ * stderr as they come. Process-wide rather than per context: a driver may call back on its own
+ * thread, and while a buffer holds it a context outlives the ocl_ctx that made it, so the
+ * callback must not reach into an ocl_ctx. seq counts the messages; each ocl_ctx remembers the
+ * last one it handed out. */
+static struct {
+    pthread_mutex_t lock;
+    char last[ERR_LEN];
+    unsigned long seq;
+    unsigned printed;
+} notes = {PTHREAD_MUTEX_INITIALIZER, "", 0, 0};
+
+static void CL_CALLBACK ctx_notify(const char *errinfo, const void *private_info, size_t cb,
+                                   void *user)
+{
+    (void)private_info;
+    (void)cb;
+    (void)user;
+    pthread_mutex_lock(&notes.lock);
+    snprintf(notes.last, sizeof notes.last, "%s", errinfo ? errinfo : "(no text)");
+    notes.seq++;
+    if (notes.printed < OCL_NOTES_PRINTED) {
+        notes.printed++;
+        fprintf(stderr, "OpenCL driver: %s%s\n", notes.last,
+                notes.printed == OCL_NOTES_PRINTED ? " (its further messages are not printed)"
+                                                   : "");
+    }
+    pthread_mutex_unlock(&notes.lock);
+}
+
+int ocl_ctx_driver_message(ocl_ctx *c, char *out, size_t cap)
+{
+    int fresh = 0;
+    pthread_mutex_lock(&notes.lock);
+    if (notes.seq != c->notes_seen) {
+        c->notes_seen = notes.seq;
+        snprintf(out, cap, "%s", notes.last);
+        fresh = 1;
+    }
+    pthread_mutex_unlock(&notes.lock);
+    if (!fresh && cap)
+        out[0] = '\0';
+    return fresh;
+}
+
+/* fail() for a call on c, with the driver's message when one came since the last error. */
+static int ctx_fail(ocl_ctx *c, char *err, cl_int rc, const char *what)
+{
+    char note[ERR_LEN];
+    if (ocl_ctx_driver_message(c, note, sizeof note))
+        return err_set(err, -EIO, "%s failed: %s (%d); the driver said: %s", what, ocl_strerror(rc),
+                       rc, note);
+    return fail(err, rc, what);
+}
+
+/* ptxas' report in an NVIDIA build log (-cl-nv-verbose) as one line into out: each kernel's
+ * registers, and the bytes it spills where it does ("gemm_tiled 40 regs, conv_dw 128 regs
+ * (spills 24 B stores, 24 B loads)"). ptxas writes per kernel "Compiling entry function 'NAME'",
+ * then "N bytes stack frame, S bytes spill stores, L bytes spill loads", then "Used R
+ * registers". Returns the number of kernels found; with none out is "". */
+static int nv_summary(const char *log, char *out, size_t cap)
+{
+    static const char frame[] = "bytes stack frame,";
+    char name[128] = "";
+    unsigned long st = 0, ld = 0, regs = 0;
+    size_t n = 0;
+    int kernels = 0;
+    if (cap)
+        out[0] = '\0';
+    for (const char *line = log; line && *line;) {
+        const char *end = strchr(line, '\n');
+        int len = end ? (int)(end - line) : (int)strlen(line);
+        char buf[512];
+        snprintf(buf, sizeof buf, "%.*s", len, line);
+        line = end ? end + 1 : NULL;
+        const char *p = strstr(buf, "Compiling entry function '");
+        if (p) {
+            if (sscanf(p, "Compiling entry function '%127[^']'", name) != 1)
+                name[0] = '\0';
+            st = ld = 0;
+            continue;
+        }
+        p = strstr(buf, frame);
+        if (p && sscanf(p + sizeof frame - 1, " %lu bytes spill stores, %lu bytes spill loads", &st,
+                        &ld) != 2)
+            st = ld = 0;
+        p = strstr(buf, "Used ");
+        if (!p || !name[0] || sscanf(p, "Used %lu registers", &regs) != 1)
+            continue;
+        char one[256];
+        if (st || ld)
+            snprintf(one, sizeof one, "%s%s %lu regs (spills %lu B stores, %lu B loads)",
+                     kernels ? ", " : "", name, regs, st, ld);
+        else
+            snprintf(one, sizeof one, "%s%s %lu regs", kernels ? ", " : "", name, regs);
+        size_t w = strlen(one);
+        if (n + w >= cap)
+            break; /* out is full: the line ends with the kernels that fit */
+        memcpy(out + n, one, w + 1);
+        n += w;
+        kernels++;
+        name[0] = '\0';
+    }
+    return kernels;
+}
+
+/* Builds p (made from source or binary) for c's device. On failure the build log is printed to
+ * stderr (its first OCL_LOG_PRINTED bytes) and its start ends the sentence in err. After a
+ * compile on NVIDIA the log's register and spill report is printed as one line per family when a
+ * kernel spills or TRAINYARD_PROFILE is set; a program from the cache has no such report. */
+static int program_build(ocl_ctx *c, cl_program p, const char *family, char *err)
+{
+    cl_int rc = clBuildProgram(p, 1, &c->dev.id, c->options, NULL, NULL);
+    size_t size = 0;
+    char *log = NULL;
+    if (clGetProgramBuildInfo(p, c->dev.id, CL_PROGRAM_BUILD_LOG, 0, NULL, &size) == CL_SUCCESS &&
+        size > 1) {
+        log = malloc(size + 1);
+        if (log && clGetProgramBuildInfo(p, c->dev.id, CL_PROGRAM_BUILD_LOG, size, log, NULL) !=
+                       CL_SUCCESS)
+            log[0] = '\0';
+        if (log)
+            log[size] = '\0';
+    }
+    int ret = 0;
+    if (rc != CL_SUCCESS) {
+        fprintf(stderr, "building %s for %s failed (%s); the build log:\n%.*s\n", family,
+                c->dev.name, ocl_strerror(rc), OCL_LOG_PRINTED, log ? log : "(empty)");
+        ret = err_set(err, -EIO, "building the OpenCL kernels of %s for %s failed (%s): %s", family,
+                      c->dev.name, ocl_strerror(rc), log ? log : "no build log");
+    } else if (log && strstr(c->options, OCL_NV_OPTIONS)) {
+        char line[2048];
+        if (nv_summary(log, line, sizeof line) > 0 &&
+            (strstr(line, "spills") || getenv("TRAINYARD_PROFILE")))
+            fprintf(stderr, "kernels %s on %s: %s\n", family, c->dev.name, line);
+    }
+    free(log);
+    return ret;
+}
+
 static cl_program program_from_cache(ocl_ctx *c, const char *path)
 {
     size_t len = 0;
@@ -390,7 +541,7 @@ static cl_program program_from_cache(ocl_ctx *c, const char *path)
         return NULL;
     }
     if (clBuildProgram(p, 1, &c->dev.id, c->options, NULL, NULL) != CL_SUCCESS) {
-        clReleaseProgram(p);
+        clReleaseProgram(p); /* a stale or corrupt binary: compiled again, quietly */
         return NULL;
     }
     return p;
@@ -403,14 +554,10 @@ static int program_from_source(ocl_ctx *c, int family, cl_program *out, char *er
     cl_program p = clCreateProgramWithSource(c->context, 2, srcs, NULL, &rc);
     if (rc != CL_SUCCESS)
         return fail(err, rc, "clCreateProgramWithSource");
-    rc = clBuildProgram(p, 1, &c->dev.id, c->options, NULL, NULL);
-    if (rc != CL_SUCCESS) {
-        char log[2048] = "";
-        clGetProgramBuildInfo(p, c->dev.id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
-        log[sizeof log - 1] = '\0';
+    int ret = program_build(c, p, kernels_source_names[family], err);
+    if (ret < 0) {
         clReleaseProgram(p);
-        return err_set(err, -EIO, "building the OpenCL kernels of %s for %s failed (%s): %s",
-                       kernels_source_names[family], c->dev.name, ocl_strerror(rc), log);
+        return ret;
     }
     *out = p;
     return 0;
@@ -493,19 +640,24 @@ int ocl_ctx_new(const ocl_device *dev, const char *cache_dir, ocl_ctx **out, cha
     }
 
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev->platform, 0};
-    c->context = clCreateContext(props, 1, &dev->id, NULL, NULL, &rc);
+    pthread_mutex_lock(&notes.lock);
+    c->notes_seen = notes.seq; /* earlier messages were about other contexts */
+    pthread_mutex_unlock(&notes.lock);
+    c->context = clCreateContext(props, 1, &dev->id, ctx_notify, NULL, &rc);
     if (rc != CL_SUCCESS) {
-        ret = fail(err, rc, "clCreateContext");
+        ret = ctx_fail(c, err, rc, "clCreateContext");
         goto out;
     }
     c->queue = clCreateCommandQueue(c->context, dev->id, 0, &rc);
     if (rc != CL_SUCCESS) {
-        ret = fail(err, rc, "clCreateCommandQueue");
+        ret = ctx_fail(c, err, rc, "clCreateCommandQueue");
         goto out;
     }
 
     const char *extra = getenv("TRAINYARD_CL_OPTIONS");
-    snprintf(c->options, sizeof c->options, "%s %s", OCL_BUILD_OPTIONS, extra ? extra : "");
+    snprintf(c->options, sizeof c->options, "%s%s%s %s", OCL_BUILD_OPTIONS,
+             strstr(dev->platform_name, "NVIDIA") ? " " : "",
+             strstr(dev->platform_name, "NVIDIA") ? OCL_NV_OPTIONS : "", extra ? extra : "");
     if (cache_dir_resolve(cache_dir, c->cache_dir, sizeof c->cache_dir) < 0)
         c->cache_dir[0] = '\0';
 out:
@@ -542,7 +694,7 @@ int ocl_buffer_new(ocl_ctx *c, size_t bytes, cl_mem *out, char *err)
                        bytes, c->dev.name, (unsigned long long)c->dev.max_alloc);
     cl_mem m = clCreateBuffer(c->context, CL_MEM_READ_WRITE, bytes, NULL, &rc);
     if (rc != CL_SUCCESS)
-        return fail(err, rc, "clCreateBuffer");
+        return ctx_fail(c, err, rc, "clCreateBuffer");
     *out = m;
     return 0;
 }
@@ -550,13 +702,13 @@ int ocl_buffer_new(ocl_ctx *c, size_t bytes, cl_mem *out, char *err)
 int ocl_write(ocl_ctx *c, cl_mem buf, size_t offset, size_t bytes, const void *src, char *err)
 {
     cl_int rc = clEnqueueWriteBuffer(c->queue, buf, CL_TRUE, offset, bytes, src, 0, NULL, NULL);
-    return rc == CL_SUCCESS ? 0 : fail(err, rc, "clEnqueueWriteBuffer");
+    return rc == CL_SUCCESS ? 0 : ctx_fail(c, err, rc, "clEnqueueWriteBuffer");
 }
 
 int ocl_read(ocl_ctx *c, cl_mem buf, size_t offset, size_t bytes, void *dst, char *err)
 {
     cl_int rc = clEnqueueReadBuffer(c->queue, buf, CL_TRUE, offset, bytes, dst, 0, NULL, NULL);
-    return rc == CL_SUCCESS ? 0 : fail(err, rc, "clEnqueueReadBuffer");
+    return rc == CL_SUCCESS ? 0 : ctx_fail(c, err, rc, "clEnqueueReadBuffer");
 }
 
 int ocl_map(ocl_ctx *c, cl_mem buf, size_t offset, size_t bytes, void **out, char *err)
@@ -564,17 +716,17 @@ int ocl_map(ocl_ctx *c, cl_mem buf, size_t offset, size_t bytes, void **out, cha
     cl_int rc = CL_SUCCESS;
     *out = clEnqueueMapBuffer(c->queue, buf, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, offset, bytes, 0,
                               NULL, NULL, &rc);
-    return rc == CL_SUCCESS ? 0 : fail(err, rc, "clEnqueueMapBuffer");
+    return rc == CL_SUCCESS ? 0 : ctx_fail(c, err, rc, "clEnqueueMapBuffer");
 }
 
 int ocl_unmap(ocl_ctx *c, cl_mem buf, void *ptr, char *err)
 {
     cl_int rc = clEnqueueUnmapMemObject(c->queue, buf, ptr, 0, NULL, NULL);
-    return rc == CL_SUCCESS ? 0 : fail(err, rc, "clEnqueueUnmapMemObject");
+    return rc == CL_SUCCESS ? 0 : ctx_fail(c, err, rc, "clEnqueueUnmapMemObject");
 }
 
 int ocl_finish(ocl_ctx *c, char *err)
 {
     cl_int rc = clFinish(c->queue);
-    return rc == CL_SUCCESS ? 0 : fail(err, rc, "clFinish");
+    return rc == CL_SUCCESS ? 0 : ctx_fail(c, err, rc, "clFinish");
 }

@@ -50,8 +50,9 @@ typedef struct ocl_ctx {
     unsigned char unsaved[OCL_MAX_FAMILIES]; /* compiled here, not yet written to the cache */
     char options[512];                       /* build options */
     char cache_dir[4096];                    /* "" when the cache is off */
-    int from_cache;       /* 1 while every program built so far came from the disk cache */
-    double build_seconds; /* time spent building programs so far, cache or compile */
+    int from_cache;           /* 1 while every program built so far came from the disk cache */
+    double build_seconds;     /* time spent building programs so far, cache or compile */
+    unsigned long notes_seen; /* the driver messages handed out so far (ocl_ctx_driver_message) */
 } ocl_ctx;
 
 /* Lists every device of every platform into a malloc'd array; *n may be 0 (no OpenCL). The
@@ -66,6 +67,11 @@ int ocl_device_pick(const char *want, ocl_device *out, char *err);
  * NULL uses the default ($TRAINYARD_KERNEL_CACHE, else $XDG_CACHE_HOME/trainyard/kernels, else
  * ~/.cache/...); "" disables the cache. */
 int ocl_ctx_new(const ocl_device *dev, const char *cache_dir, ocl_ctx **out, char *err);
+/* The driver's latest message (clCreateContext's notify callback: NVIDIA explains a
+ * CL_OUT_OF_RESOURCES there) not handed out before through c, into out: 1, or 0 and "" when none
+ * came. The failures of ocl_* calls on c and of kern launches end their sentence with it. The
+ * messages are the process's: with several contexts, one may be about another. */
+int ocl_ctx_driver_message(ocl_ctx *c, char *out, size_t cap);
 /* Index in kernels_sources of the family file ("gemm.cl"), or -ENOENT when it is not embedded. */
 int ocl_family_find(const char *file);
 /* Index of the family whose source defines kernel `name`, or -ENOENT. */

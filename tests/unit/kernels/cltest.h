@@ -44,7 +44,8 @@ static inline void cltest_open(cltest *t)
         cltest_die("creating the OpenCL context", err);
     if (kern_new(t->c, &t->k, err) < 0)
         cltest_die("creating the kernels", err);
-    printf("device: %s (%s), program %s in %.2f s\n", dev.name, ocl_device_kind(&dev),
+    printf("device: %s (%s, kernels of the %s class), program %s in %.2f s\n", dev.name,
+           ocl_device_kind(&dev), kern_class_of(t->k) == KERN_CLASS_CPU ? "CPU" : "GPU",
            t->c->from_cache ? "from cache" : "compiled", t->c->build_seconds);
 }
 
