@@ -39,6 +39,7 @@
 
 #include "kernels/embedded.h"
 #include "kernels/icd.h"
+#include "util/path.h"
 #include "util/err.h"
 #include "util/sha256.h"
 #include "util/timeutil.h"
@@ -155,6 +156,57 @@ static void device_describe(cl_platform_id p, cl_device_id d, int index, ocl_dev
     }
 }
 
+/* The cache directory into dir, not created; 0, or -1 for "no cache". */
+static int cache_dir_name(const char *given, char *dir, size_t cap)
+{
+    const char *env = getenv("TRAINYARD_KERNEL_CACHE");
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    if (given)
+        snprintf(dir, cap, "%s", given);
+    else if (env)
+        snprintf(dir, cap, "%s", env);
+    else if (xdg && *xdg)
+        snprintf(dir, cap, "%s/trainyard/kernels", xdg);
+    else if (home && *home)
+        snprintf(dir, cap, "%s/.cache/trainyard/kernels", home);
+    else
+        return -1;
+    return *dir ? 0 : -1;
+}
+
+/* Resolves the cache directory into dir (created if missing); returns 0 or -1 for "no cache". */
+static int cache_dir_resolve(const char *given, char *dir, size_t cap)
+{
+    if (cache_dir_name(given, dir, cap) < 0)
+        return -1;
+    /* mkdir -p, one component at a time; failures show up when the file is opened. */
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        mkdir(dir, 0755);
+        *p = '/';
+    }
+    mkdir(dir, 0755);
+    return 0;
+}
+
+/* NVIDIA's OpenCL gives PTX as a program's binary, so a program loaded from trainyard's cache
+ * is still compiled to the GPU's code at load, unless the driver's own compute cache has it:
+ * that cache goes beside trainyard's (its cuda/ folder), so one folder kept across restarts (a
+ * volume of a container) keeps both. CUDA_CACHE_PATH or CUDA_CACHE_DISABLE set by the user
+ * win. The driver reads them when the loader starts it, so this runs before the first call. */
+static void cuda_cache_place(void)
+{
+    char dir[4096], nv[4200];
+    if (getenv("CUDA_CACHE_PATH") || getenv("CUDA_CACHE_DISABLE"))
+        return;
+    if (cache_dir_name(NULL, dir, sizeof dir) == 0 &&
+        path_join(nv, sizeof nv, dir, "cuda", NULL) == 0)
+        setenv("CUDA_CACHE_PATH", nv, 0);
+}
+
 /* The driver search (kernels/icd.h) and the ICD loader's first call, once per process: the
  * loader reads its environment then, and the temporary vendors folder can go right after. */
 static void ocl_loader_start(void)
@@ -162,6 +214,7 @@ static void ocl_loader_start(void)
     char err[ERR_LEN];
     if (icd_prepare(err) < 0)
         fprintf(stderr, "trainyard: OpenCL: %s\n", err);
+    cuda_cache_place();
     cl_uint np = 0;
     clGetPlatformIDs(0, NULL, &np);
     icd_done();
@@ -283,36 +336,6 @@ static void cache_key(const ocl_device *d, const char *options, int family, char
     }
     sha256_final(&h, digest);
     sha256_hex(digest, hex);
-}
-
-/* Resolves the cache directory into dir (created if missing); returns 0 or -1 for "no cache". */
-static int cache_dir_resolve(const char *given, char *dir, size_t cap)
-{
-    const char *env = getenv("TRAINYARD_KERNEL_CACHE");
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    const char *home = getenv("HOME");
-    if (given)
-        snprintf(dir, cap, "%s", given);
-    else if (env)
-        snprintf(dir, cap, "%s", env);
-    else if (xdg && *xdg)
-        snprintf(dir, cap, "%s/trainyard/kernels", xdg);
-    else if (home && *home)
-        snprintf(dir, cap, "%s/.cache/trainyard/kernels", home);
-    else
-        return -1;
-    if (!*dir)
-        return -1;
-    /* mkdir -p, one component at a time; failures show up when the file is opened. */
-    for (char *p = dir + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        mkdir(dir, 0755);
-        *p = '/';
-    }
-    mkdir(dir, 0755);
-    return 0;
 }
 
 /* The cache file of a family: DIR/<family>-<key>.bin; 0, or -1 when the cache is off. */
@@ -579,26 +602,80 @@ int ocl_kernel_family(const char *name)
     return -ENOENT;
 }
 
+/* One family's build, on the caller's thread or one of its own: from the cache, else from
+ * source. Writes only its own slot of c->programs and its own fields. */
+typedef struct family_build {
+    ocl_ctx *c;
+    int family;
+    int rc, compiled;
+    char err[ERR_LEN];
+    pthread_t thread;
+    int started;
+} family_build;
+
+static void *family_build_run(void *arg)
+{
+    family_build *b = arg;
+    char path[4200];
+    cl_program p = NULL;
+    if (cache_path(b->c, b->family, path, sizeof path) == 0)
+        p = program_from_cache(b->c, path);
+    if (!p) {
+        b->compiled = 1;
+        b->rc = program_from_source(b->c, b->family, &p, b->err);
+    }
+    if (b->rc == 0)
+        b->c->programs[b->family] = p;
+    return NULL;
+}
+
+/* Whether the families of one ocl_ctx_build are built on threads of their own:
+ * TRAINYARD_KERNEL_BUILD=parallel|serial decides, else every platform but PoCL (PoCL 3.1
+ * compiles one program at a time per process, so threads only add their cost there; NVIDIA's
+ * compiler builds programs side by side). */
+static int build_parallel(const ocl_ctx *c)
+{
+    const char *how = getenv("TRAINYARD_KERNEL_BUILD");
+    if (how && strcmp(how, "parallel") == 0)
+        return 1;
+    if (how && strcmp(how, "serial") == 0)
+        return 0;
+    return strstr(c->dev.platform_name, "Portable Computing Language") == NULL;
+}
+
 int ocl_ctx_build(ocl_ctx *c, const int *families, size_t n, char *err)
 {
     double t0 = time_mono();
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
+    family_build b[OCL_MAX_FAMILIES];
+    size_t nb = 0;
+    for (size_t i = 0; i < n; i++) {
         int f = families[i];
-        if (f <= 0 || f >= OCL_MAX_FAMILIES || (unsigned)f >= kernels_source_count) {
-            rc = err_set(err, -EINVAL, "no kernel family %d", f);
-            break;
+        if (f <= 0 || f >= OCL_MAX_FAMILIES || (unsigned)f >= kernels_source_count)
+            return err_set(err, -EINVAL, "no kernel family %d", f);
+        int twice = 0;
+        for (size_t j = 0; j < nb; j++)
+            twice |= b[j].family == f;
+        if (c->programs[f] || twice)
+            continue;
+        b[nb++] = (family_build){.c = c, .family = f};
+    }
+    int threads = nb > 1 && build_parallel(c);
+    for (size_t i = 0; i < nb; i++) {
+        if (threads)
+            b[i].started = pthread_create(&b[i].thread, NULL, family_build_run, &b[i]) == 0;
+        if (!b[i].started) /* serial, or no thread to be had: here */
+            family_build_run(&b[i]);
+    }
+    int rc = 0;
+    for (size_t i = 0; i < nb; i++) {
+        if (b[i].started)
+            pthread_join(b[i].thread, NULL);
+        if (b[i].compiled) {
+            c->from_cache = 0;
+            c->unsaved[b[i].family] = b[i].rc == 0;
         }
-        if (c->programs[f])
-            continue;
-        char path[4200];
-        if (cache_path(c, f, path, sizeof path) == 0)
-            c->programs[f] = program_from_cache(c, path);
-        if (c->programs[f])
-            continue;
-        c->from_cache = 0;
-        rc = program_from_source(c, f, &c->programs[f], err);
-        c->unsaved[f] = rc == 0;
+        if (b[i].rc < 0 && rc == 0)
+            rc = err_set(err, b[i].rc, "%s", b[i].err);
     }
     c->build_seconds += time_mono() - t0;
     return rc;
