@@ -62,4 +62,15 @@ static inline void check_skip(const char *why)
     exit(77);
 }
 
+/* Removes the test's scratch folder dir and everything in it when every check passed (a failed
+ * run keeps it to look at), then returns check_exit(): the last line of a test's main. */
+static inline int check_exit_removing(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (check_failures == 0 && system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return check_exit();
+}
+
 #endif

@@ -664,9 +664,5 @@ int main(void)
     job_free(bin);
     job_free(cnn);
     cltest_close(&t);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (check_failures == 0 && system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
-    return check_exit();
+    return check_exit_removing(dir);
 }

@@ -356,9 +356,5 @@ int main(void)
     test_val_outputs(&t);
     test_failures(&t);
     cltest_close(&t);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (check_failures == 0 && system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
-    return check_exit();
+    return check_exit_removing(dir);
 }
