@@ -21,9 +21,9 @@
  * Diagnostics. The context's notify callback keeps the driver's latest message (NVIDIA explains
  * there what it reports as CL_OUT_OF_RESOURCES, such as an illegal address) and prints the first
  * few; a failing call on the context, or a kern launch, ends its error sentence with it. A build
- * that fails prints its whole log to stderr. On NVIDIA programs are built with -cl-nv-verbose,
- * and a compiled family whose kernels spill registers says so in one line (every family's
- * registers with TRAINYARD_PROFILE set).
+ * that fails prints its whole log to stderr. On NVIDIA (a device with cl_nv_compiler_options)
+ * programs are built with -cl-nv-verbose, and a compiled family whose kernels spill registers
+ * says so in one line (every family's registers with TRAINYARD_PROFILE set).
  *
  * Invariant: an ocl_ctx owns one context, one in-order queue and at most one program per
  * family. */
@@ -701,6 +701,26 @@ void ocl_ctx_save(ocl_ctx *c)
     }
 }
 
+/* 1 when device d lists extension name (a whole word of CL_DEVICE_EXTENSIONS), else 0. */
+static int device_has_extension(cl_device_id d, const char *name)
+{
+    size_t size = 0;
+    if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, NULL, &size) != CL_SUCCESS || size == 0)
+        return 0;
+    char *all = malloc(size + 1);
+    if (!all || clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, size, all, NULL) != CL_SUCCESS) {
+        free(all);
+        return 0;
+    }
+    all[size] = '\0';
+    int found = 0;
+    for (char *save = NULL, *w = strtok_r(all, " ", &save); w && !found;
+         w = strtok_r(NULL, " ", &save))
+        found = strcmp(w, name) == 0;
+    free(all);
+    return found;
+}
+
 int ocl_ctx_new(const ocl_device *dev, const char *cache_dir, ocl_ctx **out, char *err)
 {
     cl_int rc;
@@ -732,9 +752,9 @@ int ocl_ctx_new(const ocl_device *dev, const char *cache_dir, ocl_ctx **out, cha
     }
 
     const char *extra = getenv("TRAINYARD_CL_OPTIONS");
-    snprintf(c->options, sizeof c->options, "%s%s%s %s", OCL_BUILD_OPTIONS,
-             strstr(dev->platform_name, "NVIDIA") ? " " : "",
-             strstr(dev->platform_name, "NVIDIA") ? OCL_NV_OPTIONS : "", extra ? extra : "");
+    int nv = device_has_extension(dev->id, "cl_nv_compiler_options");
+    snprintf(c->options, sizeof c->options, "%s%s%s %s", OCL_BUILD_OPTIONS, nv ? " " : "",
+             nv ? OCL_NV_OPTIONS : "", extra ? extra : "");
     if (cache_dir_resolve(cache_dir, c->cache_dir, sizeof c->cache_dir) < 0)
         c->cache_dir[0] = '\0';
 out:

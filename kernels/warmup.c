@@ -199,11 +199,14 @@ static int warm_conv(kern *k, char *err)
     if (rc == 0)
         rc = warm_conv_one(k, 1, 48, 64, 128, 3, 1, 1, err);
     /* 1×1 with stride 2 on 1..32 channels: every column block of the GEMM path's patch kernels;
-     * then 65,536 output pixels: those kernels on a wide grid */
+     * then 65,536 output pixels: those kernels on a wide grid, with 9 patch columns (16-wide
+     * blocks) and 27 (32-wide: an RGB image's 3×3 windows, the seed CNN's first layer) */
     for (int c = 1; c <= 32 && rc == 0; c *= 2)
         rc = warm_conv_one(k, 1, 8, c, 4, 1, 2, 0, err);
     if (rc == 0)
         rc = warm_conv_one(k, 1, 256, 1, 1, 3, 1, 1, err);
+    if (rc == 0)
+        rc = warm_conv_one(k, 1, 256, 3, 1, 3, 1, 1, err);
     return rc;
 }
 
