@@ -93,7 +93,7 @@ static json_t *api_job_links(const char *id)
 
 /* The Job object with `document` given (a new reference, stolen; NULL means out of memory) and
  * `attempts` when not NULL (stolen too). */
-static json_t *api_job_with(const db_job *j, json_t *doc, json_t *attempts, json_t *model)
+static json_t *api_job_with(const db_job *j, json_t *doc, json_t *attempts, json_t *extra)
 {
     static const char *const keys[] = {"id",
                                        "job_id", /* the same: seed 002's name */
@@ -150,12 +150,11 @@ static json_t *api_job_with(const db_job *j, json_t *doc, json_t *attempts, json
                       attempts};
     size_t n = sizeof vals / sizeof vals[0];
     json_t *o = api_encode_object(keys, vals, attempts ? n : n - 1);
-    if (model && o && json_object_set_new(o, "model", model) < 0) {
+    if (extra && o && json_object_update(o, extra) < 0) {
         json_decref(o);
-        return NULL;
+        o = NULL;
     }
-    if (model && !o)
-        json_decref(model);
+    json_decref(extra);
     return o;
 }
 
@@ -174,7 +173,7 @@ char *api_encode_job_text(const db_job *j, size_t *len)
     return api_encode_job_text_with(j, NULL, NULL, len);
 }
 
-char *api_encode_job_text_with(const db_job *j, json_t *attempts, json_t *model, size_t *len)
+char *api_encode_job_text_with(const db_job *j, json_t *attempts, json_t *extra, size_t *len)
 {
     /* The stored document is compact JSON the server wrote itself at submit time; parsing and
      * printing it again on every GET was most of a GET's cost. The outer object is dumped with a
@@ -183,10 +182,10 @@ char *api_encode_job_text_with(const db_job *j, json_t *attempts, json_t *model,
     static const char hole[] = "\"document\":null";
     if (!j->document || j->document[0] != '{') {
         json_decref(attempts);
-        json_decref(model);
+        json_decref(extra);
         return NULL;
     }
-    json_t *o = api_job_with(j, json_null(), attempts, model);
+    json_t *o = api_job_with(j, json_null(), attempts, extra);
     char *outer = o ? json_out_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     char *at = outer ? strstr(outer, hole) : NULL;
@@ -290,11 +289,27 @@ json_t *api_encode_artifact(const db_artifact *a)
     return api_encode_object(keys, vals, 3);
 }
 
+/* What leasing gives a worker (scheduler/waiting.h's rule): built-in jobs unless its devices
+ * lack OpenCL, script jobs when it runs them, jobs asking for the kinds of device it has, up to
+ * its slots in replicas, and only its own Slurm job when it was made for one. */
+static json_t *api_worker_takes(const db_worker *w)
+{
+    json_t *kinds = json_array();
+    if (kinds && (w->kinds & DB_KIND_GPU))
+        json_array_append_new(kinds, json_string("gpu"));
+    if (kinds && (w->kinds & DB_KIND_CPU))
+        json_array_append_new(kinds, json_string("cpu"));
+    return json_pack("{s:b, s:b, s:o, s:i, s:b}", "built_in",
+                     w->kinds != 0 && !(w->kinds & DB_KIND_SCRIPTS_ONLY), "scripts",
+                     w->kinds != 0 && w->scripts, "devices", kinds ? kinds : json_null(),
+                     "replicas", w->slots > 1 ? w->slots : 1, "only_its_slurm_job", w->bound);
+}
+
 json_t *api_encode_worker(const db_worker *w, int64_t gone_before, int lease_seconds)
 {
     static const char *const keys[] = {"id",      "name",          "status",       "devices",
                                        "job",     "registered_at", "last_seen_at", "lease_seconds",
-                                       "scripts", "slots"};
+                                       "scripts", "slots",         "takes"};
     const char *status = w->gone || w->last_seen_at < gone_before ? "gone"
                          : w->job_id[0]                           ? "busy"
                                                                   : "idle";
@@ -312,8 +327,20 @@ json_t *api_encode_worker(const db_worker *w, int64_t gone_before, int lease_sec
                       api_encode_time(w->last_seen_at),
                       json_integer(lease_seconds),
                       json_boolean(w->scripts),
-                      json_integer(w->slots > 1 ? w->slots : 1)};
+                      json_integer(w->slots > 1 ? w->slots : 1),
+                      api_worker_takes(w)};
     return api_encode_object(keys, vals, sizeof vals / sizeof vals[0]);
+}
+
+json_t *api_encode_wait(const sched_wait *w)
+{
+    json_t *o = json_pack("{s:s, s:s}", "reason", w->reason, "message", w->message);
+    if (o && w->jobs_ahead > 0 &&
+        json_object_set_new(o, "jobs_ahead", json_integer((json_int_t)w->jobs_ahead)) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 json_t *api_encode_lease(const db_job *j)

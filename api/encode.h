@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "scheduler/waiting.h"
 #include "db/artifacts.h"
 #include "db/events.h"
 #include "db/jobs.h"
@@ -46,9 +47,11 @@ json_t *api_encode_job(const db_job *j);
  * in as it is rather than parsed and printed again; NULL when out of memory or the stored
  * document is not an object. */
 char *api_encode_job_text(const db_job *j, size_t *len);
-/* The same with an `attempts` array and a `model` object {name, version} (both stolen, NULL:
- * none), as GET /jobs/{id} answers. */
-char *api_encode_job_text_with(const db_job *j, json_t *attempts, json_t *model, size_t *len);
+/* The same with an `attempts` array and the members of `extra` (the published `model`
+ * {name, version}, `waiting`) added (both stolen, NULL: none), as GET /jobs/{id} answers. */
+char *api_encode_job_text_with(const db_job *j, json_t *attempts, json_t *extra, size_t *len);
+/* The Waiting object of a queued job (sched_job_wait's answer). */
+json_t *api_encode_wait(const sched_wait *w);
 /* Folds one event of a job's history (oldest first) into `attempts`, an array of openapi's
  * Attempt objects: a lease starts one, the end of a running attempt (requeue, release, finish)
  * closes the last. Other events change nothing. 0, or -ENOMEM. */

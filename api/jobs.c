@@ -32,6 +32,7 @@
 #include "db/events.h"
 #include "db/jobs.h"
 #include "db/models.h"
+#include "scheduler/waiting.h"
 #include "scheduler/lifecycle.h"
 #include "util/datadir.h"
 #include "util/json_out.h"
@@ -45,11 +46,59 @@
 #define API_LIST_MAX     500
 #define API_IDEM_MAX     200 /* characters of an Idempotency-Key */
 
-/* Answers one job: status, the Location header when asked, the Job body. */
-static int api_reply_job(http_req *r, int status, const db_job *j, int location)
+/* {"waiting": Waiting} for a queued job (why it has not started: scheduler/waiting.h) into
+ * *out (a new object), {"waiting": null} for any other; ws the live workers, loaded by the
+ * caller once per request. */
+static int api_job_waiting(db *d, const db_job *j, const sched_wait_workers *ws, json_t **out,
+                           char *err)
 {
+    json_t *w = json_null();
+    if (j->status == DB_QUEUED) {
+        sched_wait why;
+        int rc = sched_job_wait(d, j, ws, &why, err);
+        if (rc < 0)
+            return rc;
+        w = api_encode_wait(&why);
+    }
+    json_t *o = w ? json_pack("{s:o}", "waiting", w) : NULL;
+    if (!o)
+        return err_set(err, -ENOMEM, "out of memory");
+    *out = o;
+    return 0;
+}
+
+/* The members GET /jobs/{id} adds to a Job: `waiting`, and `model` when given (stolen). */
+static int api_job_extra(app *a, db *d, const db_job *j, json_t *model, json_t **out, char *err)
+{
+    json_t *extra = NULL;
+    sched_wait_workers ws = {0};
+    int rc = sched_wait_workers_load(d, api_live_since(a), &ws, err);
+    if (rc == 0)
+        rc = api_job_waiting(d, j, &ws, &extra, err);
+    sched_wait_workers_free(&ws);
+    if (rc == 0 && model) {
+        if (json_object_set_new(extra, "model", model) < 0) /* stolen even on failure */
+            rc = err_set(err, -ENOMEM, "out of memory");
+        model = NULL;
+    }
+    json_decref(model);
+    if (rc < 0) {
+        json_decref(extra);
+        return rc;
+    }
+    *out = extra;
+    return 0;
+}
+
+/* Answers one job: status, the Location header when asked, the Job body with `waiting`. */
+static int api_reply_job(http_req *r, app *a, db *d, int status, const db_job *j, int location)
+{
+    json_t *extra = NULL;
+    int rc = api_job_extra(a, d, j, NULL, &extra, http_errbuf(r));
+    if (rc < 0)
+        return rc;
     size_t len = 0;
-    char *body = api_encode_job_text(j, &len);
+    char *body = api_encode_job_text_with(j, NULL, extra, &len);
     if (!body)
         return err_set(http_errbuf(r), -ENOMEM, "cannot build the job's JSON");
     if (location) {
@@ -57,7 +106,7 @@ static int api_reply_job(http_req *r, int status, const db_job *j, int location)
         snprintf(loc, sizeof loc, "/jobs/%s", j->id);
         http_header_add(r, "Location", loc);
     }
-    int rc = http_reply_bytes(r, status, "application/json", body, len);
+    rc = http_reply_bytes(r, status, "application/json", body, len);
     free(body);
     return rc;
 }
@@ -301,7 +350,7 @@ int api_jobs_submit(http_req *r, void *ctx)
         api_raise(a->queued);
         api_raise(a->changed);
     }
-    rc = api_reply_job(r, created ? 202 : 200, &j, 1);
+    rc = api_reply_job(r, a, d, created ? 202 : 200, &j, 1);
 out:
     db_job_clear(&j);
     free(doc);
@@ -321,6 +370,9 @@ typedef struct api_page {
     int64_t last_seq; /* seq of the last job on the page */
     int more;
     int failed;
+    db *d;                      /* for the waiting reasons of queued jobs */
+    sched_wait_workers workers; /* the live workers, read once for the page */
+    char *err;
 } api_page;
 
 static int api_page_add(void *ctx, const db_job *j)
@@ -330,11 +382,17 @@ static int api_page_add(void *ctx, const db_job *j)
         p->more = 1;
         return 0;
     }
-    json_t *o = api_encode_job(j);
-    if (!o || json_array_append_new(p->jobs, o) < 0) {
+    json_t *o = api_encode_job(j), *waiting = NULL;
+    if (o && api_job_waiting(p->d, j, &p->workers, &waiting, p->err) < 0) {
+        json_decref(o);
+        return -EIO;
+    }
+    if (!o || json_object_update(o, waiting) < 0 || json_array_append_new(p->jobs, o) < 0) {
+        json_decref(waiting);
         p->failed = 1;
         return -ENOMEM;
     }
+    json_decref(waiting);
     p->got++;
     p->last_seq = j->seq;
     return 0;
@@ -377,10 +435,13 @@ int api_jobs_list(http_req *r, void *ctx)
     db *d = api_db(r, a);
     if (!d)
         return -EIO;
-    api_page page = {.jobs = json_array(), .want = (int)lim};
+    api_page page = {.jobs = json_array(), .want = (int)lim, .d = d, .err = err};
     if (!page.jobs)
         return err_set(err, -ENOMEM, "out of memory");
-    int rc = db_job_list(d, &f, api_page_add, &page, err);
+    int rc = sched_wait_workers_load(d, api_live_since(a), &page.workers, err);
+    if (rc == 0)
+        rc = db_job_list(d, &f, api_page_add, &page, err);
+    sched_wait_workers_free(&page.workers);
     if (rc < 0) {
         if (page.failed)
             err_set(err, rc, "cannot build the job list");
@@ -485,8 +546,15 @@ int api_jobs_get(http_req *r, void *ctx)
         db_job_clear(&j);
         return rc;
     }
+    json_t *extra = NULL;
+    rc = api_job_extra(a, d, &j, model, &extra, http_errbuf(r));
+    if (rc < 0) {
+        json_decref(attempts);
+        db_job_clear(&j);
+        return rc;
+    }
     size_t len = 0;
-    char *text = api_encode_job_text_with(&j, attempts, model, &len);
+    char *text = api_encode_job_text_with(&j, attempts, extra, &len);
     char owner[DB_ID_LEN + 1];
     memcpy(owner, j.owner, sizeof owner);
     db_job_clear(&j);
@@ -520,7 +588,7 @@ int api_jobs_cancel(http_req *r, void *ctx)
         return api_no_job(r, rc, id);
     app_log(a, j.status == DB_CANCELLED ? "job %s cancelled" : "job %s: cancel requested", j.id);
     api_raise(a->changed);
-    rc = api_reply_job(r, 200, &j, 0);
+    rc = api_reply_job(r, a, d, 200, &j, 0);
     db_job_clear(&j);
     return rc;
 }
@@ -561,7 +629,7 @@ int api_jobs_stop(http_req *r, void *ctx)
         return api_no_job(r, rc, id);
     app_log(a, rc == 1 ? "job %s stopped while queued" : "job %s: stop requested", j.id);
     api_raise(a->changed);
-    rc = api_reply_job(r, 200, &j, 0);
+    rc = api_reply_job(r, a, d, 200, &j, 0);
     db_job_clear(&j);
     return rc;
 }

@@ -93,6 +93,7 @@ int api_workers_register(http_req *r, void *ctx)
     rc = db_worker_insert(d, &w, err);
     if (rc < 0)
         goto out;
+    api_raise(a->changed); /* what the queued jobs wait for may have changed (their `waiting`) */
     json_t *answer =
         api_encode_worker(&w, api_gone_before(a, w.last_seen_at), api_lease_seconds(a));
     rc = answer ? http_reply_json(r, 201, answer) : err_set(err, -ENOMEM, "out of memory");

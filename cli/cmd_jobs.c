@@ -275,6 +275,10 @@ static void status_print(const json_t *job, const json_t *metrics)
            json_is_true(json_object_get(job, "cancel_requested"))   ? ", cancel requested"
            : json_is_string(json_object_get(job, "stop_requested")) ? ", stop requested"
                                                                     : "");
+    const char *waiting =
+        json_string_value(json_object_get(json_object_get(job, "waiting"), "message"));
+    if (waiting)
+        printf("waiting:   %s\n", waiting);
     if (json_is_string(json_object_get(job, "stop_reason"))) {
         json_t *after = json_object_get(job, "stopped_epoch"),
                *best = json_object_get(job, "best_epoch");
@@ -411,7 +415,8 @@ int cmd_list(int argc, char **argv)
         json_decref(doc);
         goto out;
     }
-    printf("%-32s  %-9s  %-7s  %-24s  %s\n", "ID", "STATUS", "ATTEMPT", "CREATED", "NAME");
+    printf("%-32s  %-9s  %-7s  %-24s  %-17s  %s\n", "ID", "STATUS", "ATTEMPT", "CREATED", "WAITING",
+           "NAME");
     size_t i;
     json_t *j;
     json_array_foreach (all, i, j) {
@@ -419,8 +424,10 @@ int cmd_list(int argc, char **argv)
         snprintf(attempt, sizeof attempt, "%lld/%lld",
                  (long long)json_integer_value(json_object_get(j, "attempt")),
                  (long long)json_integer_value(json_object_get(j, "max_attempts")));
-        printf("%-32s  %-9s  %-7s  %-24s  %s\n", cli_str(j, "id"), cli_str(j, "status"), attempt,
-               cli_str(j, "created_at"), cli_str(j, "name"));
+        const char *why =
+            json_string_value(json_object_get(json_object_get(j, "waiting"), "reason"));
+        printf("%-32s  %-9s  %-7s  %-24s  %-17s  %s\n", cli_str(j, "id"), cli_str(j, "status"),
+               attempt, cli_str(j, "created_at"), why ? why : "-", cli_str(j, "name"));
     }
     if (cursor && json_array_size(all) == (size_t)a.limit)
         fprintf(stderr, "(more: trainyard list --cursor %s)\n", cursor);

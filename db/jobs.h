@@ -127,6 +127,13 @@ int db_job_count(db *d, int status, int64_t *out, char *err);
 
 /* How many jobs owner (a token id) has in status. */
 int db_job_count_owned(db *d, const char *owner, int status, int64_t *out, char *err);
+/* The queued jobs that a worker able to do what `can` says (kinds, scripts, slots; db/workers.h)
+ * would lease before j (a higher priority, or the same and submitted earlier) into *ahead, and
+ * of those the ones of a higher priority into *higher, each counted up to limit (a deep queue
+ * costs no more than that). */
+struct db_worker;
+int db_job_count_ahead(db *d, const db_job *j, const struct db_worker *can, int limit,
+                       int64_t *ahead, int64_t *higher, char *err);
 
 /* queued → running for worker on device, attempt + 1, lease until lease_until. */
 int db_job_set_running(db *d, int64_t seq, const char *worker_id, const char *device, int64_t now,

@@ -101,7 +101,8 @@ static void test_encode_job_schema(void)
         return;
     }
     CHECK(n_req >= 16);
-    CHECK_INT(n_props, n_req + 2); /* attempts, model: GET /jobs/{id} only */
+    CHECK_INT(n_props,
+              n_req + 3); /* attempts, model: GET /jobs/{id} only; waiting: not in streams */
 
     db_job j = sample_job();
     json_t *o = api_encode_job(&j);
@@ -265,11 +266,19 @@ static void test_attempts(void)
     CHECK(json_object_get(back, "model") == NULL);
     json_decref(back);
     free(text);
-    /* and with the model it published */
+    /* and with the model it published and why it waits, the extra members */
     json_t *model = json_pack("{s:s, s:i}", "name", "digits-mlp", "version", 2);
-    text = api_encode_job_text_with(&j, NULL, json_incref(model), &len);
+    sched_wait why = {.reason = "behind_jobs", .jobs_ahead = 3};
+    snprintf(why.message, sizeof why.message, "behind 3 job(s) submitted earlier");
+    json_t *extra = json_pack("{s:O, s:o}", "model", model, "waiting", api_encode_wait(&why));
+    text = api_encode_job_text_with(&j, NULL, extra, &len);
     back = text ? json_loadb(text, len, 0, NULL) : NULL;
     CHECK(back != NULL && json_equal(json_object_get(back, "model"), model));
+    json_t *w = back ? json_object_get(back, "waiting") : NULL;
+    CHECK_STR(json_string_value(json_object_get(w, "reason")), "behind_jobs");
+    CHECK_STR(json_string_value(json_object_get(w, "message")),
+              "behind 3 job(s) submitted earlier");
+    CHECK_INT(json_integer_value(json_object_get(w, "jobs_ahead")), 3);
     CHECK(back != NULL && json_object_get(back, "attempts") == NULL);
     json_decref(back);
     json_decref(model);
@@ -336,9 +345,23 @@ static void test_small_objects(void)
     CHECK(json_is_null(json_object_get(o, "job")));
     CHECK_INT(json_array_size(json_object_get(o, "devices")), 1);
     CHECK_INT(json_integer_value(json_object_get(o, "lease_seconds")), 30);
-    CHECK_INT(json_object_size(o), 10);
+    CHECK_INT(json_object_size(o), 11);
     CHECK_INT(json_integer_value(json_object_get(o, "slots")), 1);
     CHECK(json_is_false(json_object_get(o, "scripts")));
+    /* what it takes: no devices of a kind leasing knows (kinds 0), so nothing */
+    json_t *takes = json_object_get(o, "takes");
+    CHECK(json_is_false(json_object_get(takes, "built_in")));
+    CHECK_INT(json_array_size(json_object_get(takes, "devices")), 0);
+    json_decref(o);
+    w.kinds = DB_KIND_GPU | DB_KIND_CPU;
+    w.scripts = 1;
+    w.slots = 4;
+    o = api_encode_worker(&w, 4000, 30);
+    takes = json_object_get(o, "takes");
+    CHECK(json_is_true(json_object_get(takes, "built_in")) &&
+          json_is_true(json_object_get(takes, "scripts")));
+    CHECK_INT(json_array_size(json_object_get(takes, "devices")), 2);
+    CHECK_INT(json_integer_value(json_object_get(takes, "replicas")), 4);
     json_decref(o);
     snprintf(w.job_id, sizeof w.job_id, "%s", "j1");
     o = api_encode_worker(&w, 4000, 30);
