@@ -175,6 +175,21 @@ static int loss(model *m, int rows, int of_rows, cl_mem logits, cl_mem targets, 
     return rc < 0 ? kfail(m, err) : 0;
 }
 
+void model_row_probabilities(int loss, float *row, int k)
+{
+    if (loss == MODEL_LOSS_BCE) {
+        row[0] = (float)(1.0 / (1.0 + exp(-(double)row[0])));
+    } else if (loss == MODEL_LOSS_SOFTMAX_XENT) {
+        double top = row[0], sum = 0;
+        for (int j = 1; j < k; j++)
+            top = row[j] > top ? row[j] : top;
+        for (int j = 0; j < k; j++)
+            sum += exp((double)row[j] - top);
+        for (int j = 0; j < k; j++)
+            row[j] = (float)(exp((double)row[j] - top) / sum);
+    }
+}
+
 /* Whether conv layer i takes its weight gradient straight from the max pool's dy and argmax
  * after it (kern_conv2d_bwd_weights_maxpool), so that the pool writes no conv-sized dx: the
  * forward was fused, and the conv is the first layer with parameters (it needs no dx of its

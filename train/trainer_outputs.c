@@ -74,20 +74,8 @@ static int outputs_chunk(trainer_ctx *r, size_t start, int rows, cl_mem x, cl_me
     int rc = model_forward(r->m, rows, x, &out, err);
     if (rc == 0)
         rc = ocl_read(r->c, out, 0, (size_t)rows * (size_t)k * sizeof *dst, dst, err);
-    for (int i = 0; rc == 0 && i < rows; i++) {
-        float *row = dst + (size_t)i * (size_t)k;
-        if (r->loss == MODEL_LOSS_BCE) {
-            row[0] = (float)(1.0 / (1.0 + exp(-(double)row[0])));
-        } else if (r->loss == MODEL_LOSS_SOFTMAX_XENT) {
-            double top = row[0], sum = 0;
-            for (int j = 1; j < k; j++)
-                top = row[j] > top ? row[j] : top;
-            for (int j = 0; j < k; j++)
-                sum += exp((double)row[j] - top);
-            for (int j = 0; j < k; j++)
-                row[j] = (float)(exp((double)row[j] - top) / sum);
-        }
-    }
+    for (int i = 0; rc == 0 && i < rows; i++)
+        model_row_probabilities(r->loss, dst + (size_t)i * (size_t)k, k);
     return rc;
 }
 
