@@ -230,8 +230,9 @@ out:
     json_decref(r.history);
     if (r.log)
         fclose(r.log);
-    if (r.metrics && fclose(r.metrics) != 0 && rc == 0)
-        rc = err_set(err, -EIO, "writing metrics.csv failed");
+    int closed = metrics_csv_close(r.metrics, rc == 0 ? err : NULL);
+    if (rc == 0)
+        rc = closed;
     if (rc == 0 && res)
         *res = out;
     return rc;

@@ -18,6 +18,10 @@
 #include "model/safetensors.h"
 #include "train/imagedata.h"
 
+/* metrics.csv's columns; a row's values are trainer_epoch_json's of the same names. */
+static const char *const metrics_columns[] = {"epoch",    "loss",         "val_loss",
+                                              "accuracy", "val_accuracy", "seconds"};
+
 int trainer_open_outputs(trainer_ctx *r, char *err)
 {
     const char *dir = r->opts->out_dir;
@@ -34,33 +38,17 @@ int trainer_open_outputs(trainer_ctx *r, char *err)
     rc = trainer_path_join(path, sizeof path, dir, "metrics.csv", err);
     if (rc < 0)
         return rc;
-    r->metrics = fopen(path, "w");
-    if (!r->metrics)
-        return err_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
-    fprintf(r->metrics, "epoch,loss,val_loss,accuracy,val_accuracy,seconds\n");
-    fflush(r->metrics);
-    return 0;
-}
-
-static void csv_num(FILE *f, double v, int last)
-{
-    if (isnan(v))
-        fputs(last ? "\n" : ",", f);
-    else
-        fprintf(f, last ? "%.6g\n" : "%.6g,", v);
+    return metrics_csv_open(path, metrics_columns, sizeof metrics_columns / sizeof *metrics_columns,
+                            &r->metrics, err);
 }
 
 void trainer_metrics_row(trainer_ctx *r, const trainer_epoch *e)
 {
     if (!r->metrics)
         return; /* a data-parallel rank but 0 writes nothing */
-    fprintf(r->metrics, "%d,", e->epoch);
-    csv_num(r->metrics, e->loss, 0);
-    csv_num(r->metrics, e->val_loss, 0);
-    csv_num(r->metrics, e->accuracy, 0);
-    csv_num(r->metrics, e->val_accuracy, 0);
-    csv_num(r->metrics, e->seconds, 1);
-    fflush(r->metrics);
+    json_t *row = trainer_epoch_json(e);
+    metrics_csv_row(r->metrics, row);
+    json_decref(row);
 }
 
 /* The model's outputs on a chunk of validation rows, as probabilities, into user (floats). */

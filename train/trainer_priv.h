@@ -23,6 +23,7 @@
 #include "train/early_stop.h"
 #include "train/imagedata.h"
 #include "train/kbuild.h"
+#include "train/metrics_csv.h"
 #include "train/trainer.h"
 
 typedef struct trainer_ctx {
@@ -32,7 +33,7 @@ typedef struct trainer_ctx {
     ocl_ctx *c;
     kern *k;
     FILE *log;
-    FILE *metrics;
+    metrics_csv *metrics;       /* NULL on a rank but 0 */
     dataset *all, *train, *val; /* CSV data */
     imagedata *img;             /* image data (then all, train and val are NULL) */
     float *mean, *std;          /* the standardisation (for images img's, borrowed) */

@@ -51,10 +51,11 @@ static double num_or_nan(const json_t *v)
 
 json_t *trainer_epoch_json(const trainer_epoch *e)
 {
-    return json_pack("{s:i, s:o, s:o, s:o, s:o, s:f, s:f}", "epoch", e->epoch, "loss",
+    return json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:o}", "epoch", e->epoch, "loss",
                      num_or_null(e->loss), "val_loss", num_or_null(e->val_loss), "accuracy",
                      num_or_null(e->accuracy), "val_accuracy", num_or_null(e->val_accuracy),
-                     "seconds", e->seconds, "samples_per_second", e->samples_per_second);
+                     "seconds", num_or_null(e->seconds), "samples_per_second",
+                     num_or_null(e->samples_per_second));
 }
 
 static trainer_epoch epoch_from_json(const json_t *j, int epochs)
