@@ -15,11 +15,11 @@
  *
  * A resumed run (opts->resume_from) reads and checks the checkpoint before anything is fetched,
  * checks the dataset against it after parsing, restores the model after building it, and then
- * joins the same epoch loop at the epoch after the checkpoint's. Its run->history holds every
+ * joins the same epoch loop at the epoch after the checkpoint's. Its r->history holds every
  * finished epoch's metrics (restored ones included), which each checkpoint carries.
  *
- * The parts share one trainer_ctx (trainer_priv.h); this file owns it: it is made, filled and
- * released here, and only here is anything freed. */
+ * The parts share one trainer_ctx (trainer_priv.h); this file owns it: it is made here, the
+ * parts fill it, and everything it holds is released here at the end of trainer_run. */
 #include "train/trainer_priv.h"
 
 #include <stdarg.h>

@@ -200,6 +200,8 @@ static int train_epoch(trainer_ctx *r, int32_t *perm, int epoch, int *stopped, c
     return rc;
 }
 
+/* Validation in chunks that fit the model's batch buffers; a set that fits them whole (CSV) is
+ * one call on the uploaded arrays. */
 int trainer_each_val_chunk(trainer_ctx *r, trainer_val_fn fn, void *user, char *err)
 {
     size_t n = trainer_val_rows(r), cap = (size_t)r->m->capacity;
