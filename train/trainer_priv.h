@@ -26,6 +26,8 @@
 #include "train/metrics_csv.h"
 #include "train/trainer.h"
 
+/* One run's state: what trainer_run was given, the data, the model and its buffers on the
+ * device, the outputs, and what resume and early stopping carry across epochs. */
 typedef struct trainer_ctx {
     const job_spec *job;
     const trainer_opts *opts;
