@@ -170,17 +170,6 @@ static void pool_add(walk *w, const model_layer *l)
                    l->kh, l->kw, l->sh, l->sw, pad_t, pad_l);
 }
 
-/* The shortest decimal that reads back as the float v ("0.001", not "0.00100000005"). */
-static const char *float_text(float v, char *buf, size_t cap)
-{
-    for (int digits = 1; digits <= 9; digits++) {
-        snprintf(buf, cap, "%.*g", digits, (double)v);
-        if ((float)strtod(buf, NULL) == v)
-            break;
-    }
-    return buf;
-}
-
 static void batchnorm_add(walk *w, const model_layer *l, json_t *entry)
 {
     export_set *e = w->e;
@@ -203,11 +192,11 @@ static void batchnorm_add(walk *w, const model_layer *l, json_t *entry)
     char prefix[32];
     snprintf(prefix, sizeof prefix, "%d", w->module);
     /* PyTorch's momentum is 1 − ours, taken from our momentum as written (0.99 → 0.01). */
-    char eps[32], ours[32], theirs[32];
-    float_text(l->bn_momentum, ours, sizeof ours);
-    float_text((float)(1.0 - strtod(ours, NULL)), theirs, sizeof theirs);
-    module_add(w, "BatchNorm%dd(%d, eps=%s, momentum=%s)", w->four_d ? 2 : 1, l->oc,
-               float_text(l->bn_eps, eps, sizeof eps), theirs);
+    char eps[JSON_OUT_REAL_MAX], ours[JSON_OUT_REAL_MAX], theirs[JSON_OUT_REAL_MAX];
+    json_out_float_text(l->bn_momentum, ours);
+    json_out_float_text((float)(1.0 - strtod(ours, NULL)), theirs);
+    json_out_float_text(l->bn_eps, eps);
+    module_add(w, "BatchNorm%dd(%d, eps=%s, momentum=%s)", w->four_d ? 2 : 1, l->oc, eps, theirs);
     json_object_set_new(entry, "momentum", json_real(json_out_float(l->bn_momentum)));
     json_object_set_new(entry, "epsilon", json_real(json_out_float(l->bn_eps)));
     json_object_set_new(entry, "module", json_string(prefix));
@@ -228,8 +217,9 @@ static void layer_add(walk *w, const model_layer *l, json_t *layers)
     } else if (l->type == JOB_LAYER_DROPOUT) {
         json_object_set_new(entry, "type", json_string("dropout"));
         json_object_set_new(entry, "rate", json_real(json_out_float(l->rate)));
-        char p[32];
-        module_add(w, "Dropout(p=%s)", float_text(l->rate, p, sizeof p));
+        char p[JSON_OUT_REAL_MAX];
+        json_out_float_text(l->rate, p);
+        module_add(w, "Dropout(p=%s)", p);
     } else {
         static const char *const names[] = {
             [JOB_LAYER_CONV2D] = "conv2d",       [JOB_LAYER_MAXPOOL2D] = "maxpool2d",

@@ -158,6 +158,12 @@ int model_evaluate(model *m, int rows, cl_mem x, cl_mem targets, char *err);
  * valid until the next call). */
 int model_forward(model *m, int rows, cl_mem x, cl_mem *out, char *err);
 
+/* One row of k outputs of model_forward (logits) as the loss reads them: class probabilities
+ * for softmax cross-entropy (a softmax in double, shifted by the row's largest logit), the
+ * positive class's probability for binary cross-entropy (sigmoid); MSE's predictions stay. In
+ * place; what the trainer's --val-outputs and predict/ answer. */
+void model_row_probabilities(int loss, float *row, int k);
+
 /* Starts the totals afresh (start of an epoch): the next sum into each overwrites it, so this
  * enqueues nothing. */
 int model_reset_totals(model *m, char *err);

@@ -1,8 +1,8 @@
 /* load: a trainyard model.safetensors → a predict_model (host side), and its upload to a device.
  *
- * The file is the trainer's (train/trainer.c write_model): tensors in PyTorch's layouts
- * (model/export.h) and metadata trainyard.job (the resolved job: it fixes the layers),
- * trainyard.model (per layer the tensor names), trainyard.classes, .features, .label,
+ * The file is the trainer's (train/trainer_outputs.c, trainer_write_model): tensors in
+ * PyTorch's layouts (model/export.h) and metadata trainyard.job (the resolved job: it fixes the
+ * layers), trainyard.model (per layer the tensor names), trainyard.classes, .features, .label,
  * .standardization and .input (images: the pixel scale; absent in older files: 1/255).
  *
  * Reading is the inverse of export.c, done on the caller's thread with no device:

@@ -24,7 +24,6 @@
  *
  * Counters and the table are under e->mu; device pointers of models belong to the thread. */
 #include <inttypes.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -348,22 +347,6 @@ static int staging(float **p, size_t *cap, size_t n, char *err)
     return 0;
 }
 
-/* Logits → answers, per row as the trainer's --val-outputs (trainer.c outputs_chunk). */
-static void answers(int loss, float *row, int k)
-{
-    if (loss == MODEL_LOSS_BCE) {
-        row[0] = (float)(1.0 / (1.0 + exp(-(double)row[0])));
-    } else if (loss == MODEL_LOSS_SOFTMAX_XENT) {
-        double top = row[0], sum = 0;
-        for (int j = 1; j < k; j++)
-            top = row[j] > top ? row[j] : top;
-        for (int j = 0; j < k; j++)
-            sum += exp((double)row[j] - top);
-        for (int j = 0; j < k; j++)
-            row[j] = (float)(exp((double)row[j] - top) / sum);
-    }
-}
-
 /* One forward of m over the segments' rows (rows in all), answers into the requests. */
 static int run_forward(predict_engine *e, predict_model *m, const segment *segs, size_t n_segs,
                        size_t rows, char *err)
@@ -396,7 +379,7 @@ static int run_forward(predict_engine *e, predict_model *m, const segment *segs,
     for (size_t i = 0; i < n_segs; i++) {
         for (size_t r = 0; r < segs[i].n; r++, at++) {
             float *row = e->yout + at * outs;
-            answers(m->loss, row, (int)outs);
+            model_row_probabilities(m->loss, row, (int)outs);
             memcpy(segs[i].q->out + (segs[i].off + r) * outs, row, outs * sizeof *row);
         }
     }

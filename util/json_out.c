@@ -50,6 +50,20 @@ static void jo_puts(jo_buf *b, const char *s)
 
 /* ---- reals ------------------------------------------------------------------------------ */
 
+/* The locale's decimal point in text (printf's) made '.'. */
+static void jo_point(char *text)
+{
+    const char *point = localeconv()->decimal_point;
+    if (point && strcmp(point, ".") != 0) {
+        char *at = strstr(text, point);
+        if (at) {
+            size_t pl = strlen(point);
+            *at = '.';
+            memmove(at + 1, at + pl, strlen(at + pl) + 1);
+        }
+    }
+}
+
 /* "%.{k}g" of d into out with '.' as the decimal point whatever the locale; 1 when strtod
  * reads it back to d's bits (checked before the point is swapped: strtod follows the locale). */
 static int jo_try(double d, int k, char out[JSON_OUT_REAL_MAX])
@@ -58,15 +72,7 @@ static int jo_try(double d, int k, char out[JSON_OUT_REAL_MAX])
         return 0; /* cannot happen for k <= 17: at most 24 bytes */
     double back = strtod(out, NULL);
     int same = memcmp(&back, &d, sizeof d) == 0;
-    const char *point = localeconv()->decimal_point;
-    if (point && strcmp(point, ".") != 0) {
-        char *at = strstr(out, point);
-        if (at) {
-            size_t pl = strlen(point);
-            *at = '.';
-            memmove(at + 1, at + pl, strlen(at + pl) + 1);
-        }
-    }
+    jo_point(out);
     return same;
 }
 
@@ -117,20 +123,33 @@ int json_out_real(double d, int precision, char out[JSON_OUT_REAL_MAX])
     return (int)strlen(out);
 }
 
+/* The least k (1..9) for which "%.{k}g" of f reads back (strtof) to f's bits: 9 always does. */
+static int jo_float_digits(float f)
+{
+    char text[JSON_OUT_REAL_MAX];
+    for (int k = 1; k < 9; k++) {
+        snprintf(text, sizeof text, "%.*g", k, (double)f);
+        float back = strtof(text, NULL);
+        if (memcmp(&back, &f, sizeof f) == 0)
+            return k;
+    }
+    return 9;
+}
+
 double json_out_float(float f)
 {
     char text[JSON_OUT_REAL_MAX];
     if (!isfinite(f))
         return (double)f;
-    for (int k = 1; k < 9; k++) { /* 9 digits always read back to a float */
-        if (snprintf(text, sizeof text, "%.*g", k, (double)f) >= (int)sizeof text)
-            break;
-        float back = strtof(text, NULL);
-        if (memcmp(&back, &f, sizeof f) == 0)
-            return strtod(text, NULL);
-    }
-    snprintf(text, sizeof text, "%.9g", (double)f);
+    snprintf(text, sizeof text, "%.*g", jo_float_digits(f), (double)f);
     return strtod(text, NULL);
+}
+
+int json_out_float_text(float f, char out[JSON_OUT_REAL_MAX])
+{
+    snprintf(out, JSON_OUT_REAL_MAX, "%.*g", isfinite(f) ? jo_float_digits(f) : 1, (double)f);
+    jo_point(out);
+    return (int)strlen(out);
 }
 
 /* ---- strings ---------------------------------------------------------------------------- */

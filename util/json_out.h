@@ -34,5 +34,9 @@ int json_out_real(double d, int precision, char out[JSON_OUT_REAL_MAX]);
 /* The double that the shortest decimal reading back to f (through strtof) denotes: a float
  * stored in a json_real this way prints as "0.1" rather than "0.10000000149011612". */
 double json_out_float(float f);
+/* The same shortest digits of f as text in %g's notation ("0.001", "1e-05", "1", "0.99"; NaN
+ * and infinity as %g writes them), '.' the decimal point whatever the locale: a float written
+ * into code or prose (model/export.c's PyTorch modules). Returns its length. */
+int json_out_float_text(float f, char out[JSON_OUT_REAL_MAX]);
 
 #endif

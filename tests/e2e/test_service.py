@@ -37,6 +37,15 @@ def test_round_trip_submit_poll_download(serve, blobs):
     names = {a["name"]: a for a in listing}
     assert {"model.safetensors", "metrics.csv", "job.json", "train.log"} <= set(names)
 
+    # metrics.csv holds the API's numbers to the last digit (train/metrics_csv.h)
+    csv = svc.http.get(f"{svc.url}/jobs/{job['id']}/artifacts/metrics.csv").text.splitlines()
+    cols = csv[0].split(",")
+    assert cols == ["epoch", "loss", "val_loss", "accuracy", "val_accuracy", "seconds"]
+    assert len(csv) == 1 + len(epochs)
+    for line, e in zip(csv[1:], epochs):
+        cells = line.split(",")
+        assert [float(c) if c else None for c in cells] == [e[k] for k in cols], (line, e)
+
     r = svc.http.get(f"{svc.url}/jobs/{job['id']}/artifacts/model.safetensors")
     assert r.status_code == 200
     digest = hashlib.sha256(r.content).digest()

@@ -158,7 +158,7 @@ def test_event_file_holds_every_epoch_and_histogram(rings_csv, train):
     for tag in ("loss", "val_loss", "accuracy", "val_accuracy", "seconds"):
         scalars = acc.Scalars(tag)
         assert [s.step for s in scalars] == [int(r["epoch"]) for r in rows], tag
-        # metrics.csv has 6 significant digits; the event file the float of the same number
+        # metrics.csv has the double's shortest digits; the event file its float
         assert [s.value for s in scalars] == pytest.approx([float(r[tag]) for r in rows],
                                                           rel=1e-5), tag
     tensors, _ = load_model(out)

@@ -562,8 +562,32 @@ static void shares_add_up(cltest *t)
     free(job);
 }
 
+/* model_row_probabilities: softmax rows sum to 1 in the logits' order and are unchanged by a
+ * shift of every logit (large ones included, which a softmax without the shift overflows);
+ * binary rows are the sigmoid; regression rows stay as they are. */
+static void row_probabilities(void)
+{
+    float a[3] = {1.0f, 2.0f, 3.0f}, b[3] = {1001.0f, 1002.0f, 1003.0f};
+    model_row_probabilities(MODEL_LOSS_SOFTMAX_XENT, a, 3);
+    model_row_probabilities(MODEL_LOSS_SOFTMAX_XENT, b, 3);
+    double sum = (double)a[0] + a[1] + a[2];
+    CHECK(fabs(sum - 1.0) < 1e-6);
+    CHECK(a[0] < a[1] && a[1] < a[2]);
+    CHECK(fabs(a[2] / a[1] - exp(1.0)) < 1e-5 && fabs(a[1] / a[0] - exp(1.0)) < 1e-5);
+    for (int j = 0; j < 3; j++)
+        CHECK(isfinite(b[j]) && fabs(b[j] - a[j]) < 1e-6);
+    float p[1] = {0.0f}, q[1] = {2.0f};
+    model_row_probabilities(MODEL_LOSS_BCE, p, 1);
+    model_row_probabilities(MODEL_LOSS_BCE, q, 1);
+    CHECK(p[0] == 0.5f && fabs(q[0] - 1.0 / (1.0 + exp(-2.0))) < 1e-7);
+    float y[2] = {-3.5f, 7.25f};
+    model_row_probabilities(MODEL_LOSS_MSE, y, 2);
+    CHECK(y[0] == -3.5f && y[1] == 7.25f);
+}
+
 int main(void)
 {
+    row_probabilities();
     cltest t;
     cltest_open(&t);
     const int acts[] = {JOB_ACT_RELU, JOB_ACT_TANH, JOB_ACT_SIGMOID, JOB_ACT_LINEAR};

@@ -182,7 +182,7 @@ static void test_hooks_and_artifacts(cltest *t)
     CHECK(s.epochs[EPOCHS - 1].loss < s.epochs[0].loss);
     CHECK(s.epochs[EPOCHS - 1].val_accuracy > 0.8);
     CHECK(res.last.epoch == EPOCHS && res.last.loss == s.epochs[EPOCHS - 1].loss);
-    /* metrics.csv: a header and the values on_epoch saw, row by row */
+    /* metrics.csv: a header and the values on_epoch saw, row by row, bit for bit */
     char *csv = slurp("plain", "metrics.csv");
     CHECK(csv != NULL);
     if (csv) {
@@ -198,8 +198,9 @@ static void test_hooks_and_artifacts(cltest *t)
             CHECK_INT(sscanf(line, "%d,%lf,%lf,%lf,%lf", &epoch, &loss, &val_loss, &acc, &val_acc),
                       5);
             CHECK_INT(epoch, i + 1);
-            CHECK(fabs(loss - s.epochs[i].loss) <= 1e-5 * fabs(s.epochs[i].loss));
-            CHECK(fabs(val_acc - s.epochs[i].val_accuracy) <= 1e-5);
+            /* the shortest digits of each double read back to it exactly (metrics_csv.h) */
+            CHECK(loss == s.epochs[i].loss && val_loss == s.epochs[i].val_loss);
+            CHECK(acc == s.epochs[i].accuracy && val_acc == s.epochs[i].val_accuracy);
         }
         CHECK(strtok(NULL, "\n") == NULL);
         free(csv);

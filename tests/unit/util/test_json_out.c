@@ -105,6 +105,43 @@ static void test_named_reals(void)
     CHECK_STR(text, "16777216.0");
 }
 
+/* json_out_float_text: the shortest digits in %g's notation, as export.c writes a float into
+ * PyTorch code; random floats read back (strtof) to their own bits, and strtod of the text is
+ * json_out_float's double (whose shortness test_named_reals checks). */
+static void test_float_text(void)
+{
+    char text[JSON_OUT_REAL_MAX];
+    const struct {
+        float f;
+        const char *want;
+    } named[] = {{0.001f, "0.001"}, {1e-5f, "1e-05"},
+                 {1.0f, "1"},       {0.99f, "0.99"},
+                 {0.1f, "0.1"},     {16777216.0f, "16777216"},
+                 {-0.0f, "-0"},     {3.4028235e38f, "3.4028235e+38"}};
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+        int n = json_out_float_text(named[i].f, text);
+        CHECK_STR(text, named[i].want);
+        CHECK_INT(n, strlen(named[i].want));
+    }
+    json_out_float_text(NAN, text);
+    CHECK_STR(text, "nan");
+    int bad = 0;
+    for (int i = 0; i < 100000 && bad < 10; i++) {
+        uint32_t bits = (uint32_t)rng_next();
+        float f;
+        memcpy(&f, &bits, sizeof f);
+        if (!isfinite(f))
+            continue;
+        json_out_float_text(f, text);
+        float back = strtof(text, NULL);
+        if (memcmp(&back, &f, sizeof f) != 0 || strtod(text, NULL) != json_out_float(f)) {
+            fprintf(stderr, "float %a: text %s\n", (double)f, text);
+            bad++;
+        }
+    }
+    CHECK_INT(bad, 0);
+}
+
 static void test_random_reals(void)
 {
     char text[JSON_OUT_REAL_MAX];
@@ -235,6 +272,7 @@ int main(void)
 {
     test_named_reals();
     test_random_reals();
+    test_float_text();
     test_layout_and_escapes();
     test_reals_in_documents();
     return check_exit();
