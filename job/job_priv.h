@@ -1,5 +1,6 @@
-/* job_priv: what job.c (the document, its sections and the getters) shares with job_model.c (the
- * model section: layers, input shape, shape inference). Not part of the job/ API.
+/* job_priv: what the files of job/ share (job.c lists which part lives where): the getters and
+ * messages of job_fields.c, and each section's check and resolved form. Not part of the job/
+ * API.
  *
  * The getters return 1 when the member is present and valid (out written), 0 when it is absent
  * (out untouched) and -1 when it is invalid (one {field, message} recorded, out untouched), so a
@@ -66,6 +67,10 @@ json_t *job_str(const char *s, int *bad);
 /* [a, b], or NULL (flagging bad) when out of memory. */
 json_t *job_pair(int a, int b, int *bad);
 
+/* Which of a field and its alias (seed 002's names) the document gives: key, or alias when only
+ * it is there; NULL (an error recorded on the alias) when both are. */
+const char *job_alias(job_vctx *v, const json_t *doc, const char *key, const char *alias);
+
 /* A copy of s, or NULL with v->rc = -ENOMEM. */
 char *job_strdup(job_vctx *v, const char *s);
 /* A string member, borrowed from obj. */
@@ -80,6 +85,13 @@ int job_url_check(job_vctx *v, const char *field, const char *url, int credentia
  * delete_checkpoint into doc, which it returns; NULL (doc released) when bad was set by an
  * earlier failure or one of these fails. */
 json_t *job_doc_finish(json_t *doc, const job_spec *s, int bad);
+
+/* The dataset (job_dataset.c): dataset_url or dataset_location into s->dataset_url (required
+ * unless a script job); the "dataset" section into s (format, its options, sha256). */
+void job_v_url(job_vctx *v, const json_t *doc, job_spec *s, int required);
+void job_v_dataset(job_vctx *v, const json_t *doc, job_spec *s);
+/* The resolved "dataset" object (new reference; NULL with *bad set on failure). */
+json_t *job_dataset_to_json(const job_spec *s, int *bad);
 
 /* A script job's own sections (job_script.c): training_script, code / code_url / code_sha256,
  * dataset (sha256 only), hyperparameters (any object); model, task and binary refused. */

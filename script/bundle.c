@@ -1,11 +1,12 @@
-/* bundle: check, unpack and pack users' code bundles (.tar.gz); see bundle.h for the rules.
+/* bundle: the streaming reader of users' code bundles (.tar.gz) and every check on them;
+ * see bundle.h for the rules. bundle_unpack.c writes what this reads, bundle_pack.c packs.
  *
  * Design: one streaming walker. gzip is inflated 64 KiB at a time and the bytes pushed into a
  * tar state machine (header → data → padding, with pax/GNU extension members collected into a
  * bounded buffer), which hands each member to callbacks: none for bundle_check, the file
  * writers for bundle_unpack. What must be known about the whole archive (duplicates, members
  * beneath a symlink, symlink targets that step back out of another symlink) is decided at the
- * end from the list of member paths, which the caps bound (BUNDLE_BOOK_MAX bytes of paths).
+ * end from the list of member paths, which the caps bound (BOOK_MAX bytes of paths).
  * bundle_unpack runs the whole check first and writes only when it passed, then walks again,
  * opening every folder with O_NOFOLLOW so nothing it writes can land outside dir even if a check
  * were wrong.
@@ -13,69 +14,20 @@
  * Caps: lim->max_files counts members of every kind (files, folders, links); bundle_info.files
  * counts regular files; max_unpacked_bytes is the sum of the regular files' sizes, refused at
  * the header that passes it, before its data is inflated. */
-#include "script/bundle.h"
-
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <zlib.h>
 
+#include "script/bundle_priv.h"
 #include "util/err.h"
 
-#define BLOCK         512
-#define PATH_CAP      4096        /* bytes in a member's path or a symlink target */
-#define EXT_MAX       (64 * 1024) /* a pax header or GNU long name member */
-#define BOOK_MAX      (16u << 20) /* bytes of remembered paths and targets */
-#define CHUNK         (64 * 1024) /* inflate/deflate buffer */
-#define DEF_MAX_FILES 10000u
-#define DEF_MAX_BYTES (1024ull << 20)
-#define OCTAL12_MAX   077777777777ull /* the largest size an octal size field holds */
+#define EXT_MAX  (64 * 1024) /* a pax header or GNU long name member */
+#define BOOK_MAX (16u << 20) /* bytes of remembered paths and targets */
 
-enum { M_FILE, M_DIR, M_LINK };
 enum { S_HEADER, S_DATA, S_EXT, S_SKIP, S_PAD, S_END };
-
-typedef struct member {
-    char *path, *target; /* target: symlinks only */
-    int type;
-} member;
-
-typedef struct walker walker;
-typedef struct walk_cb {
-    int (*begin)(walker *w, const char *path, int type, unsigned mode, const char *target,
-                 char *err);
-    int (*data)(walker *w, const unsigned char *p, size_t n, char *err);
-    int (*end)(walker *w, char *err);
-} walk_cb;
-
-struct walker {
-    uint64_t max_files, max_bytes;
-    const walk_cb *cb; /* NULL: check only */
-    void *ctx;
-    int state;
-    unsigned char hdr[BLOCK];
-    size_t hdr_fill;
-    uint64_t remaining, pad, size; /* size: the current file member's */
-    uint64_t fed;                  /* tar bytes seen */
-    int zero_blocks;
-    char ext_type; /* 'x', 'L' or 'K' while collecting */
-    char *ext;
-    size_t ext_len;
-    char longname[PATH_CAP], longlink[PATH_CAP];
-    int has_longname, has_longlink;
-    uint64_t pax_size;
-    int has_pax_size;
-    char path[PATH_CAP]; /* the current member's normalised path */
-    member *m;
-    size_t n, cap, book;
-    uint64_t members, files, bytes;
-};
 
 /* Normalises a member path ("./a//b/" → "a/b"): 0, 1 for the root itself ("./"), or -EINVAL
  * with the reason. */
@@ -548,7 +500,7 @@ static int finish_checks(walker *w, char *err)
     return 0;
 }
 
-static void walker_free(walker *w)
+void bundle_walker_free(walker *w)
 {
     for (size_t i = 0; i < w->n; i++) {
         free(w->m[i].path);
@@ -559,7 +511,7 @@ static void walker_free(walker *w)
 }
 
 /* Inflates gz and pushes it through the tar walker; then the end-of-archive rules. */
-static int walk(walker *w, const void *gz, size_t len, char *err)
+int bundle_walk(walker *w, const void *gz, size_t len, char *err)
 {
     const unsigned char *in = gz;
     if (len < 18 || in[0] != 0x1f || in[1] != 0x8b)
@@ -625,7 +577,7 @@ out:
     return rc;
 }
 
-static void walker_init(walker *w, const bundle_limits *lim)
+void bundle_walker_init(walker *w, const bundle_limits *lim)
 {
     memset(w, 0, sizeof *w);
     w->max_files = lim && lim->max_files ? lim->max_files : DEF_MAX_FILES;
@@ -636,578 +588,12 @@ static void walker_init(walker *w, const bundle_limits *lim)
 int bundle_check(const void *gz, size_t len, const bundle_limits *lim, bundle_info *info, char *err)
 {
     walker w;
-    walker_init(&w, lim);
-    int rc = walk(&w, gz, len, err);
+    bundle_walker_init(&w, lim);
+    int rc = bundle_walk(&w, gz, len, err);
     if (rc == 0 && info) {
         info->files = w.files;
         info->unpacked_bytes = w.bytes;
     }
-    walker_free(&w);
-    return rc;
-}
-
-/* ---- unpack ---- */
-
-typedef struct unpacker {
-    int root; /* the target folder, O_DIRECTORY */
-    int fd;   /* the file being written, or -1 */
-    const char *path;
-} unpacker;
-
-/* Opens the folder that holds path's last component, making the folders on the way; each one
- * opened with O_NOFOLLOW, so a symlink on the way is an error, never followed. */
-static int open_parent(int root, const char *path, const char **last, char *err)
-{
-    char buf[PATH_CAP];
-    snprintf(buf, sizeof buf, "%s", path);
-    int dfd = dup(root);
-    if (dfd < 0)
-        return err_set(err, -errno, "cannot unpack \"%s\": %s", path, strerror(errno));
-    char *s = buf;
-    for (char *slash = strchr(s, '/'); slash; slash = strchr(s, '/')) {
-        *slash = '\0';
-        if (mkdirat(dfd, s, 0755) < 0 && errno != EEXIST) {
-            int e = errno;
-            close(dfd);
-            return err_set(err, -e, "cannot make the folder of \"%s\": %s", path, strerror(e));
-        }
-        int next = openat(dfd, s, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        int e = errno;
-        close(dfd);
-        if (next < 0)
-            return err_set(err, -e, "cannot open the folder of \"%s\": %s", path, strerror(e));
-        dfd = next;
-        s = slash + 1;
-    }
-    *last = path + (s - buf);
-    return dfd;
-}
-
-static int up_begin(walker *w, const char *path, int type, unsigned mode, const char *target,
-                    char *err)
-{
-    unpacker *u = w->ctx;
-    const char *last;
-    int dfd = open_parent(u->root, path, &last, err);
-    if (dfd < 0)
-        return dfd;
-    int rc = 0;
-    if (type == M_DIR) {
-        if (mkdirat(dfd, last, 0755) < 0 && errno != EEXIST)
-            rc = err_set(err, -errno, "cannot make the folder \"%s\": %s", path, strerror(errno));
-        else if (fchmodat(dfd, last, 0755, 0) < 0)
-            rc = err_set(err, -errno, "cannot set the mode of \"%s\": %s", path, strerror(errno));
-    } else if (type == M_LINK) {
-        if (symlinkat(target, dfd, last) < 0)
-            rc = err_set(err, -errno, "cannot make the symlink \"%s\": %s", path, strerror(errno));
-    } else {
-        unsigned m = mode & 0100 ? 0755 : 0644;
-        u->fd = openat(dfd, last, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, m);
-        if (u->fd < 0)
-            rc = err_set(err, -errno, "cannot write \"%s\": %s", path, strerror(errno));
-        else if (fchmod(u->fd, m) < 0)
-            rc = err_set(err, -errno, "cannot set the mode of \"%s\": %s", path, strerror(errno));
-        u->path = path;
-    }
-    close(dfd);
-    return rc;
-}
-
-static int up_data(walker *w, const unsigned char *p, size_t n, char *err)
-{
-    unpacker *u = w->ctx;
-    while (n > 0) {
-        ssize_t k = write(u->fd, p, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return err_set(err, -errno, "cannot write \"%s\": %s", w->path, strerror(errno));
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-static int up_end(walker *w, char *err)
-{
-    unpacker *u = w->ctx;
-    int rc = 0;
-    if (u->fd >= 0 && close(u->fd) < 0)
-        rc = err_set(err, -errno, "cannot write \"%s\": %s", w->path, strerror(errno));
-    u->fd = -1;
-    return rc;
-}
-
-static const walk_cb unpack_cb = {up_begin, up_data, up_end};
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    if (ftw->level > 0)
-        remove(path);
-    return 0;
-}
-
-/* Removes what is inside dir (not dir itself), never following symlinks. */
-static void empty_dir(const char *dir)
-{
-    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static int dir_is_empty(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    struct dirent *e;
-    int empty = 1;
-    while (empty && (e = readdir(d)))
-        empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
-    closedir(d);
-    return empty;
-}
-
-int bundle_unpack(const void *gz, size_t len, const char *dir, const bundle_limits *lim,
-                  bundle_info *info, char *err)
-{
-    bundle_info got;
-    int rc = bundle_check(gz, len, lim, &got, err);
-    if (rc < 0)
-        return rc;
-    int made = 0;
-    if (mkdir(dir, 0755) == 0)
-        made = 1;
-    else if (errno != EEXIST)
-        return err_set(err, -errno, "cannot make %s: %s", dir, strerror(errno));
-    else if (!dir_is_empty(dir))
-        return err_set(err, -EEXIST, "cannot unpack into %s: it is not an empty folder", dir);
-    unpacker u = {.root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), .fd = -1};
-    if (u.root < 0) {
-        rc = err_set(err, -errno, "cannot open %s: %s", dir, strerror(errno));
-        goto fail;
-    }
-    walker w;
-    walker_init(&w, lim);
-    w.cb = &unpack_cb;
-    w.ctx = &u;
-    rc = walk(&w, gz, len, err);
-    walker_free(&w);
-    if (u.fd >= 0)
-        close(u.fd);
-    close(u.root);
-    if (rc < 0)
-        goto fail;
-    if (info)
-        *info = got;
-    return 0;
-fail:
-    empty_dir(dir);
-    if (made)
-        rmdir(dir);
-    return rc;
-}
-
-/* ---- pack ---- */
-
-typedef struct entry {
-    char *path; /* relative, no trailing slash */
-    int type;
-    uint64_t size;
-    unsigned exec;
-    char *target;
-} entry;
-
-typedef struct packer {
-    entry *e;
-    size_t n, cap;
-    uint64_t members, files, bytes, max_files, max_bytes;
-    int root_fd; /* the folder packed */
-    z_stream z;
-    FILE *f;
-    unsigned char *out;
-} packer;
-
-static int cmp_entry(const void *a, const void *b)
-{
-    return strcmp(((const entry *)a)->path, ((const entry *)b)->path);
-}
-
-/* Lists the folder dfd (rel below the root; dfd is closed here) into p->e. Everything is
- * opened relative to its folder and without following symlinks, so a tree that changes while it
- * is packed (a script's checkpoint/) cannot swap a folder for a link and have a file outside
- * read into the pack. */
-static int collect(packer *p, int dfd, const char *root, const char *rel, char *err)
-{
-    DIR *d = fdopendir(dfd);
-    if (!d) {
-        close(dfd);
-        return err_set(err, -errno, "cannot read the folder %s/%s: %s", root, rel, strerror(errno));
-    }
-    int rc = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        char path[PATH_CAP];
-        int len = snprintf(path, sizeof path, "%s%s%s", rel, rel[0] ? "/" : "", de->d_name);
-        if (len < 0 || (size_t)len >= sizeof path) {
-            rc =
-                err_set(err, -ENAMETOOLONG, "a path under %s is over %d bytes", root, PATH_CAP - 1);
-            break;
-        }
-        struct stat st;
-        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-            if (errno == ENOENT)
-                continue; /* gone meanwhile */
-            rc = err_set(err, -errno, "cannot stat %s/%s: %s", root, path, strerror(errno));
-            break;
-        }
-        int type;
-        if (S_ISREG(st.st_mode))
-            type = M_FILE;
-        else if (S_ISDIR(st.st_mode))
-            type = M_DIR;
-        else if (S_ISLNK(st.st_mode))
-            type = M_LINK;
-        else
-            continue; /* sockets, FIFOs, devices: skipped */
-        if (++p->members > p->max_files) {
-            rc = err_set(err, -EFBIG, "%s has more than %llu files and folders", root,
-                         (unsigned long long)p->max_files);
-            break;
-        }
-        entry e = {.type = type, .exec = (st.st_mode & 0100) != 0};
-        if (type == M_FILE) {
-            p->files++;
-            e.size = (uint64_t)st.st_size;
-            if (e.size > p->max_bytes - p->bytes) {
-                rc = err_set(err, -EFBIG, "%s holds more than %llu bytes", root,
-                             (unsigned long long)p->max_bytes);
-                break;
-            }
-            p->bytes += e.size;
-        }
-        if (type == M_LINK) {
-            char t[PATH_CAP];
-            ssize_t k = readlinkat(dirfd(d), de->d_name, t, sizeof t - 1);
-            if (k < 0) {
-                rc = err_set(err, -errno, "cannot read the symlink %s/%s: %s", root, path,
-                             strerror(errno));
-                break;
-            }
-            t[k] = '\0';
-            e.target = strdup(t);
-        }
-        e.path = strdup(path);
-        if (p->n == p->cap) {
-            size_t cap = p->cap ? p->cap * 2 : 64;
-            entry *ne = realloc(p->e, cap * sizeof *ne);
-            if (!ne) {
-                free(e.path);
-                free(e.target);
-                rc = err_set(err, -ENOMEM, "out of memory packing %s", root);
-                break;
-            }
-            p->e = ne;
-            p->cap = cap;
-        }
-        p->e[p->n++] = e;
-        if (!e.path || (type == M_LINK && !e.target)) {
-            rc = err_set(err, -ENOMEM, "out of memory packing %s", root);
-            break;
-        }
-        if (type == M_DIR) {
-            int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub < 0) {
-                rc = err_set(err, -errno, "cannot open the folder %s/%s: %s", root, path,
-                             strerror(errno));
-                break;
-            }
-            rc = collect(p, sub, root, path, err);
-            if (rc < 0)
-                break;
-        }
-    }
-    closedir(d);
-    return rc;
-}
-
-/* Opens the regular file rel below the folder root_fd, following no symlink on the way. */
-static int open_beneath(int root_fd, const char *rel)
-{
-    char buf[PATH_CAP];
-    snprintf(buf, sizeof buf, "%s", rel);
-    int dfd = dup(root_fd);
-    char *s = buf;
-    for (char *slash = strchr(s, '/'); dfd >= 0 && slash; slash = strchr(s, '/')) {
-        *slash = '\0';
-        int next = openat(dfd, s, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        close(dfd);
-        dfd = next;
-        s = slash + 1;
-    }
-    if (dfd < 0)
-        return -errno;
-    /* O_NONBLOCK: a FIFO put in the file's place must not block the open */
-    int fd = openat(dfd, s, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    int e = errno;
-    close(dfd);
-    if (fd < 0)
-        return -e;
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return -EAGAIN;
-    }
-    return fd;
-}
-
-static int gz_write(packer *p, const void *data, size_t n, int flush, char *err)
-{
-    p->z.next_in = (unsigned char *)data;
-    p->z.avail_in = (uInt)n;
-    do {
-        p->z.next_out = p->out;
-        p->z.avail_out = CHUNK;
-        int zr = deflate(&p->z, flush);
-        if (zr == Z_STREAM_ERROR)
-            return err_set(err, -EIO, "zlib failed while packing");
-        size_t have = CHUNK - p->z.avail_out;
-        if (have && fwrite(p->out, 1, have, p->f) != have)
-            return err_set(err, -errno, "cannot write the bundle: %s", strerror(errno));
-    } while (p->z.avail_out == 0 || (flush == Z_FINISH && p->z.avail_in > 0));
-    return 0;
-}
-
-static void put_octal(unsigned char *f, size_t len, uint64_t v)
-{
-    /* len - 1 digits and a NUL; base-256 when the value does not fit */
-    if (len == 12 && v > OCTAL12_MAX) {
-        memset(f, 0, len);
-        f[0] = 0x80;
-        for (size_t i = len - 1; i > 0 && v; i--, v >>= 8)
-            f[i] = (unsigned char)(v & 0xff);
-        return;
-    }
-    snprintf((char *)f, len, "%0*llo", (int)len - 1, (unsigned long long)v);
-}
-
-static int put_block(packer *p, char type, const char *name, uint64_t size, unsigned mode,
-                     const char *link, char *err)
-{
-    unsigned char h[BLOCK];
-    memset(h, 0, sizeof h);
-    size_t nl = strlen(name);
-    if (nl <= 100) {
-        memcpy(h, name, nl);
-    } else {
-        /* ustar's prefix: split at a '/' so that name ≤ 100 and prefix ≤ 155 (callers ensure
-         * it fits or a pax path record precedes, in which case a cut name is fine) */
-        const char *cut = NULL;
-        for (const char *s = name; (s = strchr(s, '/')); s++)
-            if ((size_t)(s - name) <= 155 && nl - (size_t)(s - name) - 1 <= 100 && s[1] != '\0') {
-                cut = s;
-                break;
-            }
-        if (cut) {
-            memcpy(h + 345, name, (size_t)(cut - name));
-            memcpy(h, cut + 1, nl - (size_t)(cut - name) - 1);
-        } else {
-            memcpy(h, name, 100);
-        }
-    }
-    put_octal(h + 100, 8, mode);
-    put_octal(h + 108, 8, 0);
-    put_octal(h + 116, 8, 0);
-    put_octal(h + 124, 12, size);
-    put_octal(h + 136, 12, 0);
-    h[156] = (unsigned char)type;
-    if (link)
-        memcpy(h + 157, link, strlen(link) > 100 ? 100 : strlen(link));
-    memcpy(h + 257,
-           "ustar\0"
-           "00",
-           8);
-    memset(h + 148, ' ', 8);
-    unsigned sum = 0;
-    for (size_t i = 0; i < BLOCK; i++)
-        sum += h[i];
-    snprintf((char *)h + 148, 8, "%06o", sum);
-    h[155] = ' ';
-    return gz_write(p, h, BLOCK, Z_NO_FLUSH, err);
-}
-
-static int fits_ustar(const char *name)
-{
-    size_t nl = strlen(name);
-    if (nl <= 100)
-        return 1;
-    for (const char *s = name; (s = strchr(s, '/')); s++)
-        if ((size_t)(s - name) <= 155 && nl - (size_t)(s - name) - 1 <= 100 && s[1] != '\0')
-            return 1;
-    return 0;
-}
-
-/* Appends "LEN key=value\n" (LEN counting itself) to buf. */
-static size_t pax_record(char *buf, size_t at, const char *key, const char *val)
-{
-    size_t body = 1 + strlen(key) + 1 + strlen(val) + 1; /* ' ' key '=' val '\n' */
-    size_t len = body + 1;
-    while (snprintf(NULL, 0, "%zu", len) + body != len)
-        len++;
-    return at + (size_t)sprintf(buf + at, "%zu %s=%s\n", len, key, val);
-}
-
-static int put_member(packer *p, const entry *e, char *err)
-{
-    char name[PATH_CAP + 2];
-    snprintf(name, sizeof name, "%s%s", e->path, e->type == M_DIR ? "/" : "");
-    uint64_t size = e->type == M_FILE ? e->size : 0;
-    int need_path = !fits_ustar(name), need_link = e->target && strlen(e->target) > 100;
-    if (need_path || need_link) {
-        char pax[2 * PATH_CAP + 64];
-        size_t n = 0;
-        if (need_path)
-            n = pax_record(pax, n, "path", name);
-        if (need_link)
-            n = pax_record(pax, n, "linkpath", e->target);
-        int rc = put_block(p, 'x', "././@PaxHeader", n, 0644, NULL, err);
-        if (rc == 0)
-            rc = gz_write(p, pax, n, Z_NO_FLUSH, err);
-        static const unsigned char zeros[BLOCK];
-        if (rc == 0 && n % BLOCK)
-            rc = gz_write(p, zeros, BLOCK - n % BLOCK, Z_NO_FLUSH, err);
-        if (rc < 0)
-            return rc;
-    }
-    char type = e->type == M_DIR ? '5' : e->type == M_LINK ? '2' : '0';
-    unsigned mode = e->type == M_LINK ? 0777 : (e->type == M_DIR || e->exec) ? 0755 : 0644;
-    return put_block(p, type, name, size, mode, e->target, err);
-}
-
-static int put_data(packer *p, const char *root, const entry *e, char *err)
-{
-    char full[PATH_CAP * 2];
-    snprintf(full, sizeof full, "%s/%s", root, e->path);
-    int fd = open_beneath(p->root_fd, e->path);
-    if (fd == -EAGAIN)
-        return err_set(err, -EAGAIN, "%s changed while it was packed", full);
-    if (fd < 0)
-        return err_set(err, fd, "cannot read %s: %s", full, strerror(-fd));
-    uint64_t left = e->size;
-    int rc = 0;
-    while (left > 0 && rc == 0) {
-        size_t want = left < CHUNK ? (size_t)left : CHUNK;
-        ssize_t k = read(fd, p->out + CHUNK, want);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0) {
-            rc = err_set(err, -errno, "cannot read %s: %s", full, strerror(errno));
-            break;
-        }
-        if (k == 0) { /* shrank since it was listed: pad with zeros to the size in the header */
-            memset(p->out + CHUNK, 0, want);
-            k = (ssize_t)want;
-        }
-        rc = gz_write(p, p->out + CHUNK, (size_t)k, Z_NO_FLUSH, err);
-        left -= (uint64_t)k;
-    }
-    close(fd);
-    static const unsigned char zeros[BLOCK];
-    if (rc == 0 && e->size % BLOCK)
-        rc = gz_write(p, zeros, BLOCK - e->size % BLOCK, Z_NO_FLUSH, err);
-    return rc;
-}
-
-int bundle_pack(const char *dir, const char *out_path, const bundle_limits *lim, bundle_info *info,
-                char *err)
-{
-    packer p;
-    memset(&p, 0, sizeof p);
-    p.max_files = lim && lim->max_files ? lim->max_files : DEF_MAX_FILES;
-    p.max_bytes = lim && lim->max_unpacked_bytes ? lim->max_unpacked_bytes : DEF_MAX_BYTES;
-    char tmp[PATH_CAP + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", out_path);
-    int zinit = 0, made_tmp = 0, rc = 0;
-    p.root_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int list_fd = p.root_fd < 0 ? -1 : dup(p.root_fd);
-    if (list_fd < 0) {
-        rc = err_set(err, -errno, "cannot open the folder %s: %s", dir, strerror(errno));
-        goto out;
-    }
-    rc = collect(&p, list_fd, dir, "", err);
-    if (rc < 0)
-        goto out;
-    qsort(p.e, p.n, sizeof *p.e, cmp_entry);
-    p.out = malloc(2 * CHUNK); /* deflate's output, then a read buffer */
-    if (!p.out) {
-        rc = err_set(err, -ENOMEM, "out of memory packing %s", dir);
-        goto out;
-    }
-    if (deflateInit2(&p.z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-        rc = err_set(err, -ENOMEM, "out of memory starting zlib");
-        goto out;
-    }
-    zinit = 1;
-    /* a fresh name (O_EXCL): a link put there beforehand is never written through */
-    int tfd = mkostemp(tmp, O_CLOEXEC);
-    if (tfd < 0) {
-        rc = err_set(err, -errno, "cannot write %s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    made_tmp = 1;
-    p.f = fdopen(tfd, "wb");
-    if (!p.f || fchmod(tfd, 0644) < 0) {
-        if (!p.f)
-            close(tfd);
-        rc = err_set(err, -errno, "cannot write %s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    for (size_t i = 0; i < p.n && rc == 0; i++) {
-        rc = put_member(&p, &p.e[i], err);
-        if (rc == 0 && p.e[i].type == M_FILE)
-            rc = put_data(&p, dir, &p.e[i], err);
-    }
-    static const unsigned char end[2 * BLOCK];
-    if (rc == 0)
-        rc = gz_write(&p, end, sizeof end, Z_NO_FLUSH, err);
-    if (rc == 0)
-        rc = gz_write(&p, NULL, 0, Z_FINISH, err);
-    if (rc < 0)
-        goto out;
-    if (fflush(p.f) != 0 || fsync(fileno(p.f)) < 0) {
-        rc = err_set(err, -errno, "cannot write %s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    if (fclose(p.f) != 0) {
-        p.f = NULL;
-        rc = err_set(err, -errno, "cannot write %s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    p.f = NULL;
-    if (rename(tmp, out_path) < 0) {
-        rc = err_set(err, -errno, "cannot rename %s to %s: %s", tmp, out_path, strerror(errno));
-        goto out;
-    }
-    if (info) {
-        info->files = p.files;
-        info->unpacked_bytes = p.bytes;
-    }
-out:
-    if (p.root_fd >= 0)
-        close(p.root_fd);
-    if (p.f)
-        fclose(p.f);
-    if (rc < 0 && made_tmp)
-        unlink(tmp);
-    if (zinit)
-        deflateEnd(&p.z);
-    free(p.out);
-    for (size_t i = 0; i < p.n; i++) {
-        free(p.e[i].path);
-        free(p.e[i].target);
-    }
-    free(p.e);
+    bundle_walker_free(&w);
     return rc;
 }
