@@ -630,9 +630,10 @@ static void *family_build_run(void *arg)
 }
 
 /* Whether the families of one ocl_ctx_build are built on threads of their own:
- * TRAINYARD_KERNEL_BUILD=parallel|serial decides, else every platform but PoCL (PoCL 3.1
- * compiles one program at a time per process, so threads only add their cost there; NVIDIA's
- * compiler builds programs side by side). */
+ * TRAINYARD_KERNEL_BUILD=parallel|serial decides, else NVIDIA's platform alone, whose compiler
+ * builds programs side by side. Not the others: PoCL 3.1 compiles one program at a time per
+ * process (threads only add their cost), and Oclgrind's compiler corrupts its heap when two
+ * threads build at once. */
 static int build_parallel(const ocl_ctx *c)
 {
     const char *how = getenv("TRAINYARD_KERNEL_BUILD");
@@ -640,7 +641,7 @@ static int build_parallel(const ocl_ctx *c)
         return 1;
     if (how && strcmp(how, "serial") == 0)
         return 0;
-    return strstr(c->dev.platform_name, "Portable Computing Language") == NULL;
+    return strstr(c->dev.platform_name, "NVIDIA") != NULL;
 }
 
 int ocl_ctx_build(ocl_ctx *c, const int *families, size_t n, char *err)
