@@ -62,13 +62,6 @@ void trainer_phase(trainer_ctx *r, int phase_now)
         r->hooks->on_phase(r->hooks->user, phase_now);
 }
 
-int trainer_path_join(char *out, size_t cap, const char *dir, const char *name, char *err)
-{
-    if ((size_t)snprintf(out, cap, "%s/%s", dir, name) >= cap)
-        return err_set(err, -ENAMETOOLONG, "path %s/%s is too long", dir, name);
-    return 0;
-}
-
 static void release(cl_mem m)
 {
     if (m)

@@ -233,7 +233,8 @@ static int validate_epoch(trainer_ctx *r, char *err)
     return trainer_each_val_chunk(r, evaluate_chunk, NULL, err);
 }
 
-static void report_epoch(trainer_ctx *r, const trainer_epoch *e)
+/* An epoch's line in the log and its row in metrics.csv. */
+static void record_epoch(trainer_ctx *r, const trainer_epoch *e)
 {
     char line[512];
     int n = snprintf(line, sizeof line, "epoch %d/%d  loss %.4f", e->epoch, e->epochs, e->loss);
@@ -391,7 +392,7 @@ int trainer_train_all(trainer_ctx *r, trainer_result *res, char *err)
                          epoch);
             break;
         }
-        report_epoch(r, &e);
+        record_epoch(r, &e);
         res->epochs_done = epoch;
         res->last = e;
         if (json_array_append_new(r->history, trainer_epoch_json(&e)) != 0) {

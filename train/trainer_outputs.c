@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/path.h"
 #include "util/err.h"
 #include "util/json_out.h"
 #include "util/mkdirs.h"
@@ -29,13 +30,13 @@ int trainer_open_outputs(trainer_ctx *r, char *err)
     int rc = mkdirs(dir, 0755, err);
     if (rc < 0)
         return rc;
-    rc = trainer_path_join(path, sizeof path, dir, "train.log", err);
+    rc = path_join(path, sizeof path, dir, "train.log", err);
     if (rc < 0)
         return rc;
     r->log = fopen(path, r->resume ? "a" : "w");
     if (!r->log)
         return err_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
-    rc = trainer_path_join(path, sizeof path, dir, "metrics.csv", err);
+    rc = path_join(path, sizeof path, dir, "metrics.csv", err);
     if (rc < 0)
         return rc;
     return metrics_csv_open(path, metrics_columns, sizeof metrics_columns / sizeof *metrics_columns,
@@ -170,12 +171,12 @@ int trainer_write_model(trainer_ctx *r, char *err)
     }
     char path[4096];
     if (rc == 0)
-        rc = trainer_path_join(path, sizeof path, r->opts->out_dir, "model.safetensors", err);
+        rc = path_join(path, sizeof path, r->opts->out_dir, "model.safetensors", err);
     if (rc == 0)
         rc = safetensors_write(path, e->tensors, e->n, meta, nm, err);
     /* model.onnx: the same network and tensors, with the trainyard.* metadata */
     if (rc == 0)
-        rc = trainer_path_join(path, sizeof path, r->opts->out_dir, "model.onnx", err);
+        rc = path_join(path, sizeof path, r->opts->out_dir, "model.onnx", err);
     if (rc == 0)
         rc = export_onnx_write(r->m, e, meta + 1, nm - 1, path, err);
     for (int i = 0; i < NMETA; i++)
@@ -190,7 +191,7 @@ done:
 int trainer_write_job(trainer_ctx *r, char *err)
 {
     char path[4096];
-    int rc = trainer_path_join(path, sizeof path, r->opts->out_dir, "job.json", err);
+    int rc = path_join(path, sizeof path, r->opts->out_dir, "job.json", err);
     if (rc < 0)
         return rc;
     if (json_out_dump_file(r->job_json, path, JSON_INDENT(2)) != 0)

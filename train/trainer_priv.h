@@ -66,8 +66,6 @@ int trainer_lead(const trainer_ctx *r);
 void trainer_say(trainer_ctx *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The on_phase hook (enum trainer_phase). */
 void trainer_phase(trainer_ctx *r, int phase_now);
-/* dir/name into out[cap]; -ENAMETOOLONG when it does not fit. */
-int trainer_path_join(char *out, size_t cap, const char *dir, const char *name, char *err);
 
 /* ---- trainer_data.c ---- */
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/path.h"
 #include "util/err.h"
 #include "util/timeutil.h"
 #include "model/export.h"
@@ -129,7 +130,7 @@ int trainer_save_checkpoint(trainer_ctx *r, int epoch, trainer_result *res, char
     s.early_stopping = es;
     float *p = NULL, *m1 = NULL, *m2 = NULL, *st = NULL;
     char path[4096];
-    int rc = trainer_path_join(path, sizeof path, r->opts->out_dir, CHECKPOINT_FILE, err);
+    int rc = path_join(path, sizeof path, r->opts->out_dir, CHECKPOINT_FILE, err);
     if (rc == 0)
         rc = model_state_save(r->m, &p, &m1, &m2, &st, err);
     if (rc < 0) {

@@ -34,6 +34,7 @@
 #include "util/sha256.h"
 #include "util/timeutil.h"
 #include "worker/agent_priv.h"
+#include "train/metrics_csv.h"
 #include "train/early_stop.h"
 #include "data/fetch.h"
 #include "worker/pymodule.h"
@@ -732,16 +733,6 @@ out:
     return rc;
 }
 
-/* One metric value for metrics.csv: the shortest decimal, or empty for null. */
-static void csv_value(FILE *f, const json_t *v)
-{
-    char text[JSON_OUT_REAL_MAX];
-    if (json_is_integer(v))
-        fprintf(f, "%lld", (long long)json_integer_value(v));
-    else if (json_is_real(v) && json_out_real(json_real_value(v), 0, text) > 0)
-        fputs(text, f);
-}
-
 /* dir/artifacts/metrics.csv from the server's metrics of the job (every attempt's epochs):
  * epoch, then every metric name in the order first seen. */
 static int write_metrics_csv(client *c, const char *prefix, const char *path, char *err)
@@ -775,25 +766,22 @@ static int write_metrics_csv(client *c, const char *prefix, const char *path, ch
                 json_array_append_new(cols, json_string(key));
         }
     }
-    FILE *f = rc == 0 ? fopen(path, "w") : NULL;
-    if (rc == 0 && !f)
-        rc = err_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
-    if (f) {
-        fputs("epoch", f);
+    const char **names = rc == 0 ? calloc(json_array_size(cols) + 1, sizeof *names) : NULL;
+    if (rc == 0 && !names)
+        rc = err_set(err, -ENOMEM, "out of memory");
+    metrics_csv *w = NULL;
+    if (rc == 0) {
+        names[0] = "epoch";
         for (size_t k = 0; k < json_array_size(cols); k++)
-            fprintf(f, ",%s", json_string_value(json_array_get(cols, k)));
-        fputc('\n', f);
-        json_array_foreach (epochs, i, e) {
-            csv_value(f, json_object_get(e, "epoch"));
-            for (size_t k = 0; k < json_array_size(cols); k++) {
-                fputc(',', f);
-                csv_value(f, json_object_get(e, json_string_value(json_array_get(cols, k))));
-            }
-            fputc('\n', f);
-        }
-        if (fclose(f) != 0)
-            rc = err_set(err, -EIO, "cannot write %s", path);
+            names[k + 1] = json_string_value(json_array_get(cols, k));
+        rc = metrics_csv_open(path, names, json_array_size(cols) + 1, &w, err);
     }
+    if (rc == 0) {
+        json_array_foreach (epochs, i, e)
+            metrics_csv_row(w, e);
+        rc = metrics_csv_close(w, err);
+    }
+    free(names);
     json_decref(cols);
     json_decref(reply);
     return rc;
