@@ -61,10 +61,10 @@ struct db *app_db(app *a);
 /* http_config.json_max_depth for this table: the job document's limit, the deepest any
  * of its bodies may be. */
 unsigned api_json_max_depth(void);
-/* One scheduler sweep (scheduler/sweeper.h) with the calling thread's connection, logging what
+/* One scheduler sweep (scheduler/expiry.h) with the calling thread's connection, logging what
  * it did and raising the app's signals (api/housekeeping.c). Returns the number of jobs
  * changed, or a negative code with err filled (err may be NULL). */
-int api_sweep(app *a, int64_t now, char *err);
+int api_expire(app *a, int64_t now, char *err);
 /* The workers that token_id registered as name are dead (why says how): sched_workers_lost,
  * then its log lines and signals. Returns the number of jobs changed, or a negative code with
  * err filled. */
@@ -75,11 +75,11 @@ int api_workers_lost(app *a, const char *token_id, const char *name, const char 
  * logging how many (api/housekeeping.c). Returns the number removed or a negative code. */
 int api_retain(app *a, int64_t now, long days, char *err);
 
-struct sched_sweep_stats;
+struct sched_expiry_stats;
 /* Jobs changed outside a request (the Slurm executor's passes, scheduler/slurm.h): logs what
  * st counts under who's name and raises the app's signals (changed always: a log line may be
  * all that changed). */
-void api_jobs_changed(app *a, const struct sched_sweep_stats *st, const char *who);
+void api_jobs_changed(app *a, const struct sched_expiry_stats *st, const char *who);
 
 /* The sweep controller's pass (scheduler/sweep.h) queued trials, asked running ones to stop
  * or ended sweeps: its log lines and the API's signals (api/housekeeping.c). */

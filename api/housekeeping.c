@@ -1,7 +1,7 @@
-/* housekeeping: the API's side of the scheduler's sweeps — what the sweeper changed becomes log
- * lines and raised signals.
+/* housekeeping: the API's side of the scheduler's housekeeping — what lease expiry changed becomes
+ * log lines and raised signals.
  *
- * The scheduler sits below the API and knows nothing of HTTP (scheduler/sweeper.h): it changes
+ * The scheduler sits below the API and knows nothing of HTTP (scheduler/expiry.h): it changes
  * the database and reports what changed. These wrappers, which serve calls from its
  * housekeeping thread and its supervisor's exit callback (never from an HTTP thread), take the
  * thread's connection, run the sweep, log it, and raise app->queued when a job went back to the
@@ -11,12 +11,12 @@
 
 #include "api/api_priv.h"
 #include "scheduler/retention.h"
-#include "scheduler/sweeper.h"
+#include "scheduler/expiry.h"
 
 /* Raises the app's signals for what st counts; returns the number of jobs changed. */
-static int api_sweep_announce(app *a, const sched_sweep_stats *st)
+static int api_expiry_announce(app *a, const sched_expiry_stats *st)
 {
-    int changed = sched_sweep_changed(st);
+    int changed = sched_expiry_changed(st);
 
     if (st->requeued)
         api_raise(a->queued);
@@ -25,32 +25,34 @@ static int api_sweep_announce(app *a, const sched_sweep_stats *st)
     return changed;
 }
 
-void api_jobs_changed(app *a, const sched_sweep_stats *st, const char *who)
+void api_jobs_changed(app *a, const sched_expiry_stats *st, const char *who)
 {
     if (st->requeued)
         app_log(a, "%s: %d job(s) back in the queue", who, st->requeued);
     if (st->failed)
         app_log(a, "%s: %d job(s) failed: attempts used up", who, st->failed);
-    if (api_sweep_announce(a, st) == 0)
+    if (api_expiry_announce(a, st) == 0)
         api_raise(a->changed); /* a log line or a submit: followers look again */
 }
 
-int api_sweep(app *a, int64_t now, char *err)
+int api_expire(app *a, int64_t now, char *err)
 {
     db *d = app_db(a);
-    sched_sweep_stats st;
+    sched_expiry_stats st;
     int rc;
 
     if (!d)
         return err_set(err, -EIO, "the database cannot be opened (see the log)");
-    rc = sched_sweep_db(d, a->artifacts_dir, now, a->worker_gone_seconds, &st, err);
+    rc = sched_expire_db(d, a->artifacts_dir, now, a->worker_gone_seconds, &st, err);
     if (rc < 0)
         return rc;
     if (st.requeued)
-        app_log(a, "sweep: %d job(s) back in the queue after their lease lapsed", st.requeued);
+        app_log(a, "lease expiry: %d job(s) back in the queue after their lease lapsed",
+                st.requeued);
     if (st.failed)
-        app_log(a, "sweep: %d job(s) failed: attempts or max_runtime_seconds used up", st.failed);
-    return api_sweep_announce(a, &st);
+        app_log(a, "lease expiry: %d job(s) failed: attempts or max_runtime_seconds used up",
+                st.failed);
+    return api_expiry_announce(a, &st);
 }
 
 int api_workers_lost(app *a, const char *token_id, const char *name, const char *why, int64_t now,
@@ -67,7 +69,7 @@ int api_workers_lost(app *a, const char *token_id, const char *name, const char 
         if (rep.workers[i].to >= 0)
             app_log(a, "worker %s is gone (%s): its job is %s", rep.workers[i].worker_id, why,
                     db_status_name(rep.workers[i].to));
-    changed = api_sweep_announce(a, &rep.st);
+    changed = api_expiry_announce(a, &rep.st);
     return rc < 0 ? rc : changed;
 }
 

@@ -103,7 +103,7 @@ int db_job_get_seq(db *d, int64_t seq, db_job *out, char *err);
 int db_job_get_by_key(db *d, const char *idem_key, db_job *out, char body_hash[65], char *err);
 /* Jobs matching f, newest first, at most f->limit. */
 int db_job_list(db *d, const db_job_filter *f, db_job_fn fn, void *ctx, char *err);
-/* Every running job (for the sweeper). */
+/* Every running job (for lease expiry). */
 int db_job_list_running(db *d, db_job_fn fn, void *ctx, char *err);
 /* At most limit queued jobs that are not script jobs and are bound to no worker, in leasing
  * order (the Slurm executor submits them). */

@@ -3,7 +3,7 @@
  *
  * `devices` is the JSON array the worker registered with (text, as given after validation);
  * `kinds` is the set of DB_KIND_* bits of those devices, which is what leasing matches a job's
- * resources.device against. `last_seen_at` moves on every request a worker makes; the sweeper
+ * resources.device against. `last_seen_at` moves on every request a worker makes; lease expiry
  * sets `gone` on workers silent for too long, and any later request clears it. */
 #ifndef TRAINYARD_DB_WORKERS_H
 #define TRAINYARD_DB_WORKERS_H

@@ -43,7 +43,7 @@
  * |   at once: the worker's process died     |                         |
  * | running → queued (worker hands it back)  | sched_job_release (**)  |
  * | terminal → deleted                       | sched_job_delete        |
- * | (every lapsed lease, silent worker)      | sched_sweep_db          |
+ * | (every lapsed lease, silent worker)      | sched_expire_db          |
  *
  * (*) Concurrent submits share one transaction and one fsync (group commit, submit.c); each
  *     still gets its own job, its own event row and its own result.

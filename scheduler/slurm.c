@@ -306,7 +306,7 @@ static int slurm_poll(slurm_executor *x, slurm_list *l, char *err)
 /* Job b's Slurm job is gone while b was queued or running (or b was never submitted: serve
  * stopped during its sbatch): its worker is lost, which ends a running attempt as a lapsed
  * lease would, then the job is unbound to be submitted again. */
-static int slurm_lost(slurm_executor *x, const slurm_bound *b, int64_t now, sched_sweep_stats *st,
+static int slurm_lost(slurm_executor *x, const slurm_bound *b, int64_t now, sched_expiry_stats *st,
                       char *err)
 {
     char why[256], line[DATADIR_PATH_MAX + 512];
@@ -354,7 +354,7 @@ static int slurm_cancel(slurm_executor *x, const char *id, char *err)
 }
 
 /* Settles one bound job by its Slurm state (slurm.h has the table). */
-static int slurm_settle(slurm_executor *x, const slurm_bound *b, int64_t now, sched_sweep_stats *st,
+static int slurm_settle(slurm_executor *x, const slurm_bound *b, int64_t now, sched_expiry_stats *st,
                         char *err)
 {
     int cls = b->state[0] ? slurm_state_class(b->state) : SLURM_ENDED;
@@ -387,7 +387,7 @@ static int slurm_settle(slurm_executor *x, const slurm_bound *b, int64_t now, sc
     return slurm_unbind(x, b, NULL, now, err);
 }
 
-static int slurm_settle_all(slurm_executor *x, int64_t now, sched_sweep_stats *st, char *err)
+static int slurm_settle_all(slurm_executor *x, int64_t now, sched_expiry_stats *st, char *err)
 {
     slurm_list *l = &x->bound;
     l->n = 0;
@@ -631,7 +631,7 @@ static int slurm_submit_all(slurm_executor *x, int64_t now, int *submitted, char
 
 /* ---- the executor ------------------------------------------------------------------------- */
 
-int slurm_executor_tick(slurm_executor *x, int64_t now, sched_sweep_stats *st, char *err)
+int slurm_executor_tick(slurm_executor *x, int64_t now, sched_expiry_stats *st, char *err)
 {
     int submitted = 0;
     memset(st, 0, sizeof *st);
@@ -640,7 +640,7 @@ int slurm_executor_tick(slurm_executor *x, int64_t now, sched_sweep_stats *st, c
     if (rc < 0)
         snprintf(settle_err, sizeof settle_err, "%s", err);
     int rc2 = slurm_submit_all(x, now, &submitted, err);
-    if ((sched_sweep_changed(st) || submitted) && x->o.changed)
+    if ((sched_expiry_changed(st) || submitted) && x->o.changed)
         x->o.changed(x->o.user, st);
     if (rc < 0) {
         snprintf(err, ERR_LEN, "%s", settle_err);
@@ -676,7 +676,7 @@ static void *slurm_thread(void *arg)
         pthread_mutex_unlock(&x->mu);
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        sched_sweep_stats st;
+        sched_expiry_stats st;
         int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
         err[0] = '\0';
         if (slurm_executor_tick(x, now, &st, err) < 0 && strcmp(err, last) != 0)

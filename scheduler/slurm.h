@@ -46,7 +46,7 @@
 #include <stdint.h>
 
 #include "db/db.h"
-#include "scheduler/sweeper.h"
+#include "scheduler/expiry.h"
 #include "util/datadir.h"
 
 #define SLURM_BACKOFF_MIN_MS 5000            /* after a failed sbatch, the first wait */
@@ -75,7 +75,7 @@ typedef struct slurm_opts {
     void (*log)(const char *line); /* one line per submit, loss, cancel; NULL: none */
     /* Called after a pass that changed jobs (st counts them; st->requeued: jobs queued again,
      * which a local worker's parked lease may want to know; logs: job log lines added). */
-    void (*changed)(void *user, const sched_sweep_stats *st);
+    void (*changed)(void *user, const sched_expiry_stats *st);
     void *user;
 } slurm_opts;
 
@@ -113,7 +113,7 @@ void slurm_executor_stop(slurm_executor *x);
 int slurm_executor_new(const slurm_opts *o, db *d, slurm_executor **out, char *err);
 /* One pass at now (ms): submit the unbound queued jobs, settle the bound ones. *st counts the
  * jobs whose state changed. */
-int slurm_executor_tick(slurm_executor *x, int64_t now, sched_sweep_stats *st, char *err);
+int slurm_executor_tick(slurm_executor *x, int64_t now, sched_expiry_stats *st, char *err);
 
 /* The sbatch command line for s into *a (a->v is NULL-terminated). */
 int slurm_sbatch_argv(const slurm_opts *o, const slurm_submit *s, slurm_argv *a, char *err);

@@ -16,7 +16,7 @@
  *
  * kill -9: nothing to do here by design. Every acknowledged change is committed (WAL,
  * synchronous=FULL); local workers die with serve (--parent); remote ones re-attach; the
- * restarted serve's sweeper requeues the jobs whose leases lapsed meanwhile.
+ * restarted serve's lease expiry (scheduler/expiry.c) requeues the jobs whose leases lapsed meanwhile.
  *
  * One serve per data directory: DATA-DIR/serve.lock is locked before anything there changes
  * (serve_lock). A local worker process that dies while serve runs is reported by the supervisor
@@ -103,7 +103,7 @@ typedef struct serve_local {
 } serve_local;
 
 /* A local worker process ended (crash, kill -9, OOM): the job it held goes back to the queue
- * now rather than when its lease lapses (api_workers_lost, over scheduler/sweeper.h). */
+ * now rather than when its lease lapses (api_workers_lost, over scheduler/expiry.h). */
 static void serve_predict_log(void *user, const char *line)
 {
     char buf[ERR_LEN + 16];
@@ -127,7 +127,7 @@ static void serve_worker_exited(void *user, const char *name, pid_t pid, const c
 }
 
 /* The Slurm executor changed jobs (scheduler/slurm.h): the API's log lines and signals. */
-static void serve_slurm_changed(void *user, const sched_sweep_stats *st)
+static void serve_slurm_changed(void *user, const sched_expiry_stats *st)
 {
     api_jobs_changed(user, st, "slurm");
 }
@@ -657,7 +657,7 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     fflush(stdout);
 
     while (!stop_requested) {
-        if (api_sweep(&a, time_wall_ms(), err) < 0)
+        if (api_expire(&a, time_wall_ms(), err) < 0)
             log_line(err);
         if (o->retain_days > 0 && api_retain(&a, time_wall_ms(), o->retain_days, err) < 0)
             log_line(err);

@@ -1,6 +1,6 @@
 /* lifecycle_test: what the scheduler/ lifecycle tests share (test_lifecycle_states.c,
  * test_lifecycle_leases.c, test_lifecycle_ending.c): a temporary folder, a fresh database per
- * test, workers, submits, leases, a job's event history and the sweeper, each call checked.
+ * test, workers, submits, leases, a job's event history and lease expiry, each call checked.
  * Header-only: each test executable includes it once.
  *
  * The clock is the test's: every call gets `now` explicitly (T0 and on). */
@@ -23,7 +23,7 @@
 #include "db/events.h"
 #include "db/models.h"
 #include "db/workers.h"
-#include "scheduler/sweeper.h"
+#include "scheduler/expiry.h"
 #include "tests/unit/check.h"
 #include "tests/unit/db/db_query.h"
 #include "job/job.h"
@@ -170,8 +170,8 @@ static inline const char *events_of(db *d, const char *id)
 static inline int sweep(db *d, int64_t now)
 {
     char err[ERR_LEN];
-    sched_sweep_stats st;
-    CHECK_INT(sched_sweep_db(d, NULL, now, 60, &st, err), 0);
+    sched_expiry_stats st;
+    CHECK_INT(sched_expire_db(d, NULL, now, 60, &st, err), 0);
     return st.requeued + st.failed + st.cancelled;
 }
 

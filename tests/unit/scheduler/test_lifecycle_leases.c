@@ -1,7 +1,7 @@
 /* Unit tests of scheduler/: what happens when time passes: lapsed leases (requeue, then failure
  * after max_attempts; metrics replaced per epoch across attempts, checkpoints stored for the
  * lease holder only), max_runtime_seconds over attempts, reports from a worker that does not hold
- * the lease, the sweeper (sched_sweep_db; the signals api_sweep() raises for what it reports are
+ * the lease, lease expiry (sched_expire_db; the signals api_expire() raises for what it reports are
  * seen by the end-to-end tests over HTTP), and a worker known dead (sched_worker_lost). */
 #include "tests/unit/scheduler/lifecycle_test.h"
 
@@ -165,14 +165,14 @@ static void test_sweep(void)
     add_worker(d, "gpu", w);
     submit(d, "swept", 0, JOB_DEVICE_ANY, 3, 3600, T0, id);
     CHECK_INT(lease(d, w, T0, got), 1);
-    sched_sweep_stats st;
-    CHECK_INT(sched_sweep_db(d, NULL, T0 + 1000, 60, &st, err), 0);
+    sched_expiry_stats st;
+    CHECK_INT(sched_expire_db(d, NULL, T0 + 1000, 60, &st, err), 0);
     CHECK_INT(st.requeued + st.failed + st.cancelled, 0);
-    CHECK_INT(sched_sweep_db(d, NULL, T0 + 1 + LEASE * 1000, 60, &st, err), 0);
+    CHECK_INT(sched_expire_db(d, NULL, T0 + 1 + LEASE * 1000, 60, &st, err), 0);
     CHECK_INT(st.requeued, 1);
     /* the worker, silent for a minute, is marked gone */
     char err2[ERR_LEN];
-    CHECK_INT(sched_sweep_db(d, NULL, T0 + 61000, 60, &st, err2), 0);
+    CHECK_INT(sched_expire_db(d, NULL, T0 + 61000, 60, &st, err2), 0);
     CHECK_INT(st.workers_gone, 1);
     db_worker wk;
     CHECK_INT(db_worker_get(d, w, &wk, err), 0);

@@ -188,7 +188,7 @@ static void fake_write(const char *name, const char *text)
 }
 
 static int changes;
-static void on_changed(void *user, const sched_sweep_stats *st)
+static void on_changed(void *user, const sched_expiry_stats *st)
 {
     (void)user, (void)st;
     changes++;
@@ -207,7 +207,7 @@ static db_job job_now(db *d, const char *id)
 static void tick(slurm_executor *x, int64_t now)
 {
     char err[ERR_LEN] = "";
-    sched_sweep_stats st;
+    sched_expiry_stats st;
     int rc = slurm_executor_tick(x, now, &st, err);
     if (rc < 0)
         fprintf(stderr, "tick: %s\n", err);

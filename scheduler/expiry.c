@@ -1,8 +1,8 @@
-/* sweeper: expiring lapsed leases and marking silent workers (see sweeper.h).
+/* expiry: expiring lapsed leases and marking silent workers (see expiry.h).
  *
  * The scan of running jobs is a plain read (no write lock): it only picks candidates, at most
- * SCHED_SWEEP_MAX_JOBS, and sched_job_expire() decides each one under the lock. */
-#include "scheduler/sweeper.h"
+ * SCHED_EXPIRE_MAX_JOBS, and sched_job_expire() decides each one under the lock. */
+#include "scheduler/expiry.h"
 
 #include <errno.h>
 #include <string.h>
@@ -13,12 +13,12 @@
 
 typedef struct sched_due {
     int64_t now;
-    int64_t seqs[SCHED_SWEEP_MAX_JOBS];
+    int64_t seqs[SCHED_EXPIRE_MAX_JOBS];
     int n;
 } sched_due;
 
 /* Counts a job that left running for to (-1: none did). */
-static void sched_stats_count(sched_sweep_stats *s, int to)
+static void sched_stats_count(sched_expiry_stats *s, int to)
 {
     s->requeued += to == DB_QUEUED;
     s->failed += to == DB_FAILED;
@@ -32,15 +32,15 @@ static int sched_due_add(void *ctx, const db_job *j)
     int64_t used = j->runtime_ms + (j->attempt_started_at ? due->now - j->attempt_started_at : 0);
     int over = used > (int64_t)j->max_runtime_seconds * 1000;
     int lapsed = j->lease_expires_at != 0 && j->lease_expires_at < due->now;
-    if ((over || lapsed) && due->n < SCHED_SWEEP_MAX_JOBS)
+    if ((over || lapsed) && due->n < SCHED_EXPIRE_MAX_JOBS)
         due->seqs[due->n++] = j->seq;
     return 0;
 }
 
-int sched_sweep_db(db *d, const char *artifacts_dir, int64_t now, int worker_gone_seconds,
-                   sched_sweep_stats *st, char *err)
+int sched_expire_db(db *d, const char *artifacts_dir, int64_t now, int worker_gone_seconds,
+                    sched_expiry_stats *st, char *err)
 {
-    sched_sweep_stats s;
+    sched_expiry_stats s;
     memset(&s, 0, sizeof s);
     sched_due due;
     due.now = now;
@@ -66,7 +66,7 @@ int sched_sweep_db(db *d, const char *artifacts_dir, int64_t now, int worker_gon
     return 0;
 }
 
-int sched_sweep_changed(const sched_sweep_stats *st)
+int sched_expiry_changed(const sched_expiry_stats *st)
 {
     return st->requeued + st->failed + st->cancelled;
 }
