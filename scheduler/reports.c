@@ -21,6 +21,8 @@
  * the old one (the directory fsync of that replacement makes the removal durable with it) and
  * written after; where it is missing or unreadable (a crash between the two, a checkpoint from
  * an older version) settle hashes the file instead. */
+#include "scheduler/reports.h"
+
 #include "scheduler/lifecycle.h"
 
 #include <errno.h>

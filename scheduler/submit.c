@@ -21,6 +21,8 @@
  * into jobs, one into job_events. Requests in one batch see each other: a
  * retry of a key earlier in the same batch finds that job. If the COMMIT fails, every request
  * of the batch fails with its error: none was acknowledged. */
+#include "scheduler/submit.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
