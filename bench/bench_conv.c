@@ -1,13 +1,17 @@
 /* bench-conv: the image kernels (kernels/conv.c) on the default OpenCL device, beside this
  * machine's FMA peak measured in the same run (bench/fma_peak.c).
  *
- * Prints one JSON object per line: first the peak
+ * Prints one JSON object per line: first the peak (fma_peak_print: this CPU's, and on a device
+ * that is not a CPU the device's own, which "of_peak" then refers to)
  *   {"fma_peak_gflops": p, "isa": "avx512", "threads": 2}
+ *   {"device_fma_peak_gflops": p, "device": "NVIDIA H200"}
  * then, per op and shape, seconds per call and GFLOP/s (convolutions: 2·N·OH·OW·F·KH·KW·C
  * FLOPs, and the fraction of the peak) or GB/s (the memory-bound families: bytes read + written
  * once)
  *   {"op": "conv_fwd", "shape": "32x64x64x3 f32 k3x3 s1 valid", "ms": t, "variant": "direct",
- *    "gflops": g, "of_peak": g/p}
+ *    "gflops": g, "of_peak": g/p, "cpus": u}
+ * (cpus: this process's CPU seconds per second over the timed batches; on a CPU device, how many
+ * cores the kernels keep busy)
  * and the peak again at the end (the machine is shared: compare lines with the nearer peak).
  * The shapes are the seed CNN's at batch 32: conv 64×64×3 → 32 filters 3×3 valid, then a second
  * layer 31×31×32 → 64 filters 3×3 same; max pooling 2×2 of 62×62×32; batchnorm over
@@ -16,15 +20,18 @@
  * with flip and crop. Each time is the best of at least five batches of back-to-back calls (~20 ms
  * a batch, ~0.5 s per line at most), warm-up untimed.
  *
- * The convolutions run twice: the direct kernels CPU devices use ("variant": "direct") and the
- * im2col + kern_gemm path of other devices ("gemm"), which --quick leaves out.
+ * The convolutions run twice, each on its own kern made with TRAINYARD_CONV set (whatever the
+ * device would pick): the direct kernels CPU devices use ("variant": "direct") and the im2col +
+ * kern_gemm path of other devices ("gemm"), which --quick leaves out.
  *
- * Run: ./build/bench/bench-conv [--quick]   (--quick: the direct convolutions only;
- * TRAINYARD_DEVICE=<index> picks another device). */
+ * Run: ./build/bench/bench-conv [--quick] [--device-peak]   (--quick: the direct convolutions
+ * only; --device-peak: the OpenCL FMA loop on a CPU device too, to try it there;
+ * TRAINYARD_DEVICE=<index> picks another device, TRAINYARD_GEMM=tiled the GPU GEMM on a CPU). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench/fma_peak.h"
 #include "kernels/kernels.h"
@@ -40,6 +47,7 @@ struct bench {
     kern *k;
     double peak;
     const char *variant; /* the conv path: "direct" or "gemm" (TRAINYARD_CONV) */
+    double cpus;         /* of the last time_op: CPU seconds per second */
 };
 
 /* One op's call, with its buffers. */
@@ -129,7 +137,16 @@ static int run_image(struct bench *b, struct op *o)
     return kern_image_batch(b->k, &o->im, o->rows, o->m[0], o->m[1], 0, NULL, NULL, o->m[2]);
 }
 
-/* Seconds per call, the best batch; negative when a call fails. */
+/* CPU seconds this process (PoCL's worker threads included) has used. */
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Seconds per call, the best batch; negative when a call fails. b->cpus: CPU seconds per second
+ * over the timed batches. */
 static double time_op(struct bench *b, struct op *o)
 {
     if (o->run(b, o) < 0 || clFinish(b->c->queue) != CL_SUCCESS)
@@ -140,7 +157,7 @@ static double time_op(struct bench *b, struct op *o)
     double one = time_mono() - t0;
     int calls = one > 0 ? (int)(BENCH_BATCH_SECONDS / one) : 100;
     calls = calls < 1 ? 1 : calls > 100 ? 100 : calls;
-    double best = -1, start = time_mono();
+    double best = -1, start = time_mono(), cpu0 = cpu_seconds();
     for (int n = 0; n < 64 && (n < BENCH_MIN_BATCHES || time_mono() - start < BENCH_MAX_SECONDS);
          n++) {
         t0 = time_mono();
@@ -152,6 +169,8 @@ static double time_op(struct bench *b, struct op *o)
         double t = (time_mono() - t0) / calls;
         best = n == 0 || t < best ? t : best;
     }
+    double wall = time_mono() - start;
+    b->cpus = wall > 0 ? (cpu_seconds() - cpu0) / wall : 0;
     return best;
 }
 
@@ -165,10 +184,12 @@ static void report(struct bench *b, struct op *o, const char *shape, double flop
         return;
     }
     printf("{\"op\": \"%s\", \"shape\": \"%s\", \"ms\": %.3f", o->name, shape, t * 1e3);
-    if (flops > 0)
-        printf(", \"variant\": \"%s\", \"gflops\": %.1f, \"of_peak\": %.2f", b->variant,
-               flops / t / 1e9, b->peak > 0 ? flops / t / 1e9 / b->peak : 0.0);
-    else
+    if (flops > 0) {
+        printf(", \"variant\": \"%s\", \"gflops\": %.1f", b->variant, flops / t / 1e9);
+        printf(b->peak > 0 ? ", \"of_peak\": %.2f" : ", \"of_peak\": null",
+               b->peak > 0 ? flops / t / 1e9 / b->peak : 0.0);
+        printf(", \"cpus\": %.2f", b->cpus);
+    } else
         printf(", \"gbps\": %.1f", bytes / t / 1e9);
     printf("}\n");
     fflush(stdout);
@@ -254,50 +275,49 @@ static void bench_memory_bound(struct bench *b)
     release(&o);
 }
 
-static void print_peak(struct bench *b, int threads)
+/* One pass of the convolutions on a kern made with TRAINYARD_CONV=variant: the variant is read
+ * when the kern is made (kernels/conv.c), so each pass needs its own. The memory-bound families
+ * have one path and run in the first pass only. */
+static int bench_variant(struct bench *b, const char *variant, int memory_bound)
 {
-    const char *isa = "none";
-    b->peak = fma_peak_gflops(threads, &isa);
-    printf("{\"fma_peak_gflops\": %.1f, \"isa\": \"%s\", \"threads\": %d}\n", b->peak, isa,
-           threads);
-    fflush(stdout);
+    char err[ERR_LEN];
+    setenv("TRAINYARD_CONV", variant, 1);
+    if (kern_new(b->c, &b->k, err) < 0) {
+        fprintf(stderr, "bench-conv: %s\n", err);
+        return -1;
+    }
+    kern_conv l1 = {32, 64, 64, 3, 32, 3, 3, 1, 1, 0, 0, 62, 62};
+    kern_conv l2 = {32, 31, 31, 32, 64, 3, 3, 1, 1, 1, 1, 31, 31};
+    b->variant = variant;
+    bench_conv(b, l1, "valid");
+    bench_conv(b, l2, "same");
+    if (memory_bound)
+        bench_memory_bound(b);
+    kern_free(b->k);
+    b->k = NULL;
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
-    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    int quick, device_loop;
+    if (fma_peak_args(argc, argv, "bench-conv", &quick, &device_loop) < 0)
+        return 2;
     char err[ERR_LEN];
     ocl_device dev;
     struct bench b = {0};
-    if (ocl_device_pick("any", &dev, err) < 0 || ocl_ctx_new(&dev, NULL, &b.c, err) < 0 ||
-        kern_new(b.c, &b.k, err) < 0) {
+    if (ocl_device_pick("any", &dev, err) < 0 || ocl_ctx_new(&dev, NULL, &b.c, err) < 0) {
         fprintf(stderr, "bench-conv: %s\n", err);
         return 1;
     }
-    int threads = dev.compute_units > 0 ? (int)dev.compute_units : 1;
-    print_peak(&b, threads);
-    kern_conv l1 = {32, 64, 64, 3, 32, 3, 3, 1, 1, 0, 0, 62, 62};
-    kern_conv l2 = {32, 31, 31, 32, 64, 3, 3, 1, 1, 1, 1, 31, 31};
-    b.variant = "direct";
-    bench_conv(&b, l1, "valid");
-    bench_conv(&b, l2, "same");
-    if (!quick)
-        bench_memory_bound(&b);
-    if (!quick) { /* the im2col + kern_gemm path, for comparison */
-        setenv("TRAINYARD_CONV", "gemm", 1);
-        kern_free(b.k);
-        if (kern_new(b.c, &b.k, err) < 0) {
-            fprintf(stderr, "bench-conv: %s\n", err);
-            return 1;
-        }
-        b.variant = "gemm";
-        bench_conv(&b, l1, "valid");
-        bench_conv(&b, l2, "same");
-    }
+    b.peak = fma_peak_print(b.c, device_loop);
+    int rc = bench_variant(&b, "direct", !quick);
+    if (rc == 0 && !quick) /* the im2col + kern_gemm path, for comparison */
+        rc = bench_variant(&b, "gemm", 0);
+    unsetenv("TRAINYARD_CONV");
     double first = b.peak;
-    print_peak(&b, threads);
+    fma_peak_print(b.c, device_loop);
     b.peak = first;
-    kern_free(b.k);
     ocl_ctx_free(b.c);
-    return 0;
+    return rc < 0 ? 1 : 0;
 }

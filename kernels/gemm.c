@@ -7,8 +7,15 @@
  * out evenly over the compute units (PoCL runs one work-group at a time per unit). When C is too
  * small for that but K is long (a weight gradient over a whole data set), K is split instead: each
  * part writes a partial product to a scratch buffer and gemm_cpu_sum adds the parts into C in a
- * fixed order. Every other device type runs gemm_tiled, the shared-memory GPU kernel.
- * TRAINYARD_GEMM=cpu|tiled forces one (tests and benchmarks use it to reach both on one machine).
+ * fixed order. Every other device type runs gemm_tiled, the shared-memory GPU kernel: one
+ * 16×16 work-group per 64×64 tile of C. It splits K the same way, into the same scratch and sum,
+ * when C has fewer tiles than the device has compute units (a conv weight gradient, 27×32 from
+ * 123,008 pixels, is one tile: one work-group on one SM of a GPU). The rule: parts =
+ * ceil(GEMM_TILED_GROUPS·units / tiles), a few work-groups per compute unit, but no part shorter
+ * than GEMM_TILED_KPART_MIN (a K under twice that is never split); kpart is rounded up to the
+ * kernel's K slice and parts recounted from it. The parts, and so the bits of C, depend only on the
+ * shape and the device's compute units, never on scheduling. TRAINYARD_GEMM=cpu|tiled forces one
+ * (tests and benchmarks use it to reach both on one machine).
  *
  * Invariant: a call enqueues one kernel (two when K is split) and returns 0, or enqueues nothing
  * and returns a negative code with the reason in k->err. The scratch buffer belongs to the
@@ -25,6 +32,12 @@ enum gemm_variant { GEMM_CPU = 0, GEMM_TILED = 1 };
 #define GEMM_NR  32
 #define GEMM_TS  64
 #define GEMM_RTS 16
+#define GEMM_TK  16
+
+/* gemm_tiled's split K: work-groups aimed at per compute unit, and the shortest K range of a part
+ * (a part then runs at least 16 K slices, each a barrier pair and 16 FMAs per work-item). */
+#define GEMM_TILED_GROUPS    4
+#define GEMM_TILED_KPART_MIN 256
 
 /* CPU blocking, measured on a 2-core Zen 4 under PoCL (bench/README.md): the packed B panel
  * (kc×nb) and A block (mb×kc) fit L2 and __local memory together, one kc×GEMM_NR micro-panel of
@@ -267,6 +280,33 @@ static int gemm_enqueue(kern *k, cl_kernel kl, cl_uint dims, const size_t *globa
     return 0;
 }
 
+/* C = alpha·Σ W[s] + beta·C over the parts of a split K, in order (gemm_cpu_sum). */
+static int gemm_sum_enqueue(kern *k, int M, int N, int K, int parts, float alpha, float beta,
+                            cl_mem C, int ldc)
+{
+    struct gemm_kernels *g = k->gemm;
+    cl_int crc = 0;
+    crc |= clSetKernelArg(g->cpu_sum, 0, sizeof(int), &M);
+    crc |= clSetKernelArg(g->cpu_sum, 1, sizeof(int), &N);
+    crc |= clSetKernelArg(g->cpu_sum, 2, sizeof(int), &parts);
+    crc |= clSetKernelArg(g->cpu_sum, 3, sizeof(float), &alpha);
+    crc |= clSetKernelArg(g->cpu_sum, 4, sizeof(cl_mem), &g->scratch);
+    crc |= clSetKernelArg(g->cpu_sum, 5, sizeof(float), &beta);
+    crc |= clSetKernelArg(g->cpu_sum, 6, sizeof(cl_mem), &C);
+    crc |= clSetKernelArg(g->cpu_sum, 7, sizeof(int), &ldc);
+    if (crc != CL_SUCCESS)
+        return err_set(k->err, -EIO, "gemm: clSetKernelArg (split-K sum) failed");
+    /* An explicit local size (32 columns by local_1d/32 rows; the kernel checks bounds): left
+     * to the driver, PoCL picks one from each shape and compiles a work-group function for it
+     * on first use, which no warm-up could foresee. */
+    size_t lx = k->local_1d < 32 ? k->local_1d : 32, ly = k->local_1d / lx;
+    if (ly > k->max_item[1])
+        ly = kern_pow2_floor(k->max_item[1]);
+    size_t sum_local[2] = {lx, ly};
+    size_t sum_global[2] = {kern_round_up((size_t)N, lx), kern_round_up((size_t)M, ly)};
+    return gemm_enqueue(k, g->cpu_sum, 2, sum_global, sum_local, M, N, K);
+}
+
 /* Sets gemm_cpu's blocking arguments (its first 13 are set) and enqueues it, then gemm_cpu_sum
  * when K is split. */
 static int gemm_cpu_enqueue(kern *k, int narrow, int M, int N, int K, float alpha, float beta,
@@ -306,27 +346,48 @@ static int gemm_cpu_enqueue(kern *k, int narrow, int M, int N, int K, float alph
     int rc = gemm_enqueue(k, kl, 3, global, local, M, N, K);
     if (rc < 0 || p.parts == 1)
         return rc;
+    return gemm_sum_enqueue(k, M, N, K, p.parts, alpha, beta, C, ldc);
+}
 
-    crc = 0;
-    crc |= clSetKernelArg(g->cpu_sum, 0, sizeof(int), &M);
-    crc |= clSetKernelArg(g->cpu_sum, 1, sizeof(int), &N);
-    crc |= clSetKernelArg(g->cpu_sum, 2, sizeof(int), &p.parts);
-    crc |= clSetKernelArg(g->cpu_sum, 3, sizeof(float), &alpha);
-    crc |= clSetKernelArg(g->cpu_sum, 4, sizeof(cl_mem), &W);
-    crc |= clSetKernelArg(g->cpu_sum, 5, sizeof(float), &beta);
-    crc |= clSetKernelArg(g->cpu_sum, 6, sizeof(cl_mem), &C);
-    crc |= clSetKernelArg(g->cpu_sum, 7, sizeof(int), &ldc);
+/* gemm_tiled's K parts for an M×N×K call (the rule in the header); *kpart the K range of each. */
+static int gemm_tiled_parts(const struct gemm_kernels *g, int M, int N, int K, int *kpart)
+{
+    int tiles = ceil_div(M, GEMM_TS) * ceil_div(N, GEMM_TS);
+    int parts = 1;
+    *kpart = K;
+    if (tiles < g->units && K >= 2 * GEMM_TILED_KPART_MIN) {
+        parts = min_int(ceil_div(GEMM_TILED_GROUPS * g->units, tiles), K / GEMM_TILED_KPART_MIN);
+        *kpart = round_up(ceil_div(K, parts), GEMM_TK);
+        parts = ceil_div(K, *kpart);
+    }
+    return parts;
+}
+
+/* Sets gemm_tiled's split arguments (its first 13 are set) and enqueues it, then gemm_cpu_sum
+ * when K is split. */
+static int gemm_tiled_enqueue(kern *k, int M, int N, int K, float alpha, float beta, cl_mem C,
+                              int ldc)
+{
+    struct gemm_kernels *g = k->gemm;
+    int kpart, parts = gemm_tiled_parts(g, M, N, K, &kpart);
+    cl_mem W = C; /* unused with one part, but the argument must be a buffer */
+    if (parts > 1) {
+        int rc = gemm_scratch_reserve(k, (size_t)parts * M * N * sizeof(float));
+        if (rc < 0)
+            return rc;
+        W = g->scratch;
+    }
+    cl_int crc = clSetKernelArg(g->tiled, 13, sizeof(int), &kpart);
+    crc |= clSetKernelArg(g->tiled, 14, sizeof(cl_mem), &W);
     if (crc != CL_SUCCESS)
-        return err_set(k->err, -EIO, "gemm: clSetKernelArg (split-K sum) failed");
-    /* An explicit local size (32 columns by local_1d/32 rows; the kernel checks bounds): left
-     * to the driver, PoCL picks one from each shape and compiles a work-group function for it
-     * on first use, which no warm-up could foresee. */
-    size_t lx = k->local_1d < 32 ? k->local_1d : 32, ly = k->local_1d / lx;
-    if (ly > k->max_item[1])
-        ly = kern_pow2_floor(k->max_item[1]);
-    size_t sum_local[2] = {lx, ly};
-    size_t sum_global[2] = {kern_round_up((size_t)N, lx), kern_round_up((size_t)M, ly)};
-    return gemm_enqueue(k, g->cpu_sum, 2, sum_global, sum_local, M, N, K);
+        return err_set(k->err, -EIO, "gemm: clSetKernelArg (tiled split) failed");
+    size_t global[3] = {(size_t)ceil_div(N, GEMM_TS) * GEMM_RTS,
+                        (size_t)ceil_div(M, GEMM_TS) * GEMM_RTS, (size_t)parts};
+    size_t local[3] = {GEMM_RTS, GEMM_RTS, 1};
+    int rc = gemm_enqueue(k, g->tiled, 3, global, local, M, N, K);
+    if (rc < 0 || parts == 1)
+        return rc;
+    return gemm_sum_enqueue(k, M, N, K, parts, alpha, beta, C, ldc);
 }
 
 /* gemm_tn_narrow (ta) or gemm_nt_narrow: the long side of C (M for TN, N for NT) cut into a few
@@ -393,8 +454,5 @@ int kern_gemm(kern *k, int ta, int tb, int M, int N, int K, float alpha, cl_mem 
             rc = gemm_args(k, g->nn_narrow, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return rc < 0 ? rc : gemm_cpu_enqueue(k, narrow, M, N, K, alpha, beta, C, ldc);
     }
-    size_t global[2] = {(size_t)ceil_div(N, GEMM_TS) * GEMM_RTS,
-                        (size_t)ceil_div(M, GEMM_TS) * GEMM_RTS};
-    size_t local[2] = {GEMM_RTS, GEMM_RTS};
-    return gemm_enqueue(k, kl, 2, global, local, M, N, K);
+    return gemm_tiled_enqueue(k, M, N, K, alpha, beta, C, ldc);
 }

@@ -18,7 +18,9 @@
  *   scratch W[s], and gemm_cpu_sum adds the parts into C in a fixed order.
  *
  * gemm_tiled — for GPUs and anything else: the classic shared-memory tiling, a TS×TS tile of C
- *   per work-group of (TS/WPT)² work-items, each computing WPT×WPT outputs.
+ *   per work-group of (TS/WPT)² work-items, each computing WPT×WPT outputs. When C has too few
+ *   tiles to fill the device, the host splits K as for gemm_cpu: part s (group id 2) writes its
+ *   plain product of its K range into W[s], and gemm_cpu_sum adds the parts into C in order.
  *
  * Invariants: each C element in range is written once per K block of its tile (or W's, then once
  * by gemm_cpu_sum); for the first block C is read only when beta != 0, so beta 0 overwrites NaNs;
@@ -303,8 +305,8 @@ static void gemm_micro_direct(__local const float *a, __global const float *b, i
     GEMM_TILE_STORE;
 }
 
-/* Where a group of gemm_cpu (or gemm_nn_narrow) writes: C, or with K split into parts its own
- * scratch slice W[part] (M×N dense), plainly (alpha 1, beta 0); declares out and ldo. */
+/* Where a group of gemm_cpu (gemm_nn_narrow, gemm_tiled) writes: C, or with K split into parts
+ * its own scratch slice W[part] (M×N dense), plainly (alpha 1, beta 0); declares out and ldo. */
 #define GEMM_PART_OUT                                                                              \
     __global float *out = C;                                                                       \
     int ldo = ldc;                                                                                 \
@@ -378,10 +380,12 @@ __kernel void gemm_cpu_sum(int M, int N, int parts, float alpha, __global const 
 #define GEMM_TK  16 /* K slice staged in local memory */
 #define GEMM_RTS (GEMM_TS / GEMM_WPT)
 
-/* Global size (ceil(N/TS)·RTS, ceil(M/TS)·RTS), local size (RTS, RTS). */
+/* Global size (ceil(N/TS)·RTS, ceil(M/TS)·RTS, parts), local size (RTS, RTS, 1). Part s covers
+ * k ∈ [s·kpart, (s+1)·kpart); with one part it writes C, with several W[s] (GEMM_PART_OUT). */
 __kernel __attribute__((reqd_work_group_size(GEMM_RTS, GEMM_RTS, 1))) void
 gemm_tiled(int ta, int tb, int M, int N, int K, float alpha, __global const float *A, int lda,
-           __global const float *B, int ldb, float beta, __global float *C, int ldc)
+           __global const float *B, int ldb, float beta, __global float *C, int ldc, int kpart,
+           __global float *W)
 {
     __local float As[GEMM_TK][GEMM_TS + 1];
     __local float Bs[GEMM_TK][GEMM_TS + 1];
@@ -393,7 +397,9 @@ gemm_tiled(int ta, int tb, int M, int N, int K, float alpha, __global const floa
         for (int j = 0; j < GEMM_WPT; j++)
             acc[i][j] = 0.0f;
 
-    for (int k0 = 0; k0 < K; k0 += GEMM_TK) {
+    int kbeg = get_group_id(2) * kpart, kend = min(K, kbeg + kpart);
+    GEMM_PART_OUT;
+    for (int k0 = kbeg; k0 < kend; k0 += GEMM_TK) {
         /* TS·TK values of each operand, RTS² work-items, loaded so that consecutive work-items
          * read consecutive addresses of whichever layout the operand has. */
         for (int e = lin; e < GEMM_TS * GEMM_TK; e += GEMM_RTS * GEMM_RTS) {
@@ -405,7 +411,7 @@ gemm_tiled(int ta, int tb, int M, int N, int K, float alpha, __global const floa
             }
             int gm = m0 + m, gp = k0 + p;
             float v = 0.0f;
-            if (gm < M && gp < K)
+            if (gm < M && gp < kend)
                 v = ta ? A[(size_t)gp * lda + gm] : A[(size_t)gm * lda + gp];
             As[p][m] = v;
             if (tb) {
@@ -416,7 +422,7 @@ gemm_tiled(int ta, int tb, int M, int N, int K, float alpha, __global const floa
             int gn = n0 + n;
             gp = k0 + p;
             v = 0.0f;
-            if (gn < N && gp < K)
+            if (gn < N && gp < kend)
                 v = tb ? B[(size_t)gn * ldb + gp] : B[(size_t)gp * ldb + gn];
             Bs[p][n] = v;
         }
@@ -441,7 +447,7 @@ gemm_tiled(int ta, int tb, int M, int N, int K, float alpha, __global const floa
             int gn = n0 + tx + j * GEMM_RTS;
             if (gn >= N)
                 continue;
-            __global float *c = C + (size_t)gm * ldc + gn;
+            __global float *c = out + (size_t)gm * ldo + gn;
             float v = alpha * acc[i][j];
             *c = beta != 0.0f ? fma(beta, *c, v) : v;
         }

@@ -1,11 +1,14 @@
 /* Unit tests of kern_gemm against ref_gemm, for both kernels (gemm_cpu, gemm_tiled) whatever the
  * device: every transpose combination over a cube of awkward sizes, alpha/beta other than 1/0,
  * beta 0 over a NaN-filled C, row strides longer than the rows, K = 0, the trainer's shapes, and
- * argument checks; some shapes (small C, long K) make gemm_cpu split K. TRAINYARD_GEMM=cpu-packed
+ * argument checks; some shapes (small C, long K) make gemm_cpu and gemm_tiled split K, and
+ * gemm_check_tiled_split goes through gemm_tiled's split on its own. TRAINYARD_GEMM=cpu-packed
  * runs gemm_cpu alone; with plain cpu the narrow kernels take their shapes, and those must give
  * gemm_cpu's bits exactly.
  * An element passes when |got − ref| ≤ 1e-4·sqrt(K)·(|alpha|·Σ|a||b| + |beta·c|), plus a hair
- * for exact zeros: the error budget of a K-term float sum, relative to its size.
+ * for exact zeros: the error budget of a K-term float sum, relative to its size. The split-K
+ * cases use 1e-6 (about 8 float epsilons) instead: at K = 10^5 and more, Σ|a||b| grows like K and
+ * the result like sqrt(K), and 1e-4 would let a lost part through.
  * Exits 77 without an OpenCL device. */
 #include <stdlib.h>
 
@@ -20,6 +23,10 @@ struct gemm_case {
     float alpha, beta;
     int pad; /* added to every minimal row stride */
 };
+
+/* The tolerances' factors of sqrt(K) (the header says why two). */
+#define GEMM_REL       1e-4
+#define GEMM_REL_SPLIT 1e-6
 
 static ocl_ctx *ctx;
 
@@ -43,8 +50,10 @@ static cl_mem upload(const float *h, size_t n)
     return m;
 }
 
-/* Runs one case on k and compares every element of C, padding included (which must not move). */
-static int gemm_case_check(kern *k, const char *variant, const struct gemm_case *t)
+/* Runs one case on k and compares every element of C, padding included (which must not move),
+ * at rel·sqrt(K) of the bound; keep, when not NULL, receives C (M·ldc floats). */
+static int gemm_case_check(kern *k, const char *variant, const struct gemm_case *t, double rel,
+                           float *keep)
 {
     int ar = t->ta ? t->K : t->M, ac = t->ta ? t->M : t->K;
     int br = t->tb ? t->N : t->K, bc = t->tb ? t->K : t->N;
@@ -89,7 +98,7 @@ static int gemm_case_check(kern *k, const char *variant, const struct gemm_case 
                 t->M, t->N, t->K, err);
         bad = 1;
     }
-    double tol = 1e-4 * sqrt(t->K > 1 ? (double)t->K : 1.0);
+    double tol = rel * sqrt(t->K > 1 ? (double)t->K : 1.0);
     for (size_t i = 0; i < nc && rc == 0; i++) {
         double d = fabs((double)got[i] - want[i]);
         if (!(d <= tol * bound[i] + 1e-30)) {
@@ -102,6 +111,8 @@ static int gemm_case_check(kern *k, const char *variant, const struct gemm_case 
             bad++;
         }
     }
+    if (keep && rc == 0)
+        memcpy(keep, got, nc * sizeof(float));
     clReleaseMemObject(A);
     clReleaseMemObject(B);
     clReleaseMemObject(C);
@@ -134,7 +145,7 @@ static void gemm_check_all(kern *k, const char *variant)
                         t.beta = 1.5f;
                         t.pad = 3 + l;
                     }
-                    ok += gemm_case_check(k, variant, &t);
+                    ok += gemm_case_check(k, variant, &t, GEMM_REL, NULL);
                     n++;
                 }
     static const struct gemm_case extra[] = {
@@ -150,10 +161,43 @@ static void gemm_check_all(kern *k, const char *variant)
         {1, 1, 40, 50, 30001, 0.5f, -2.0f, 7}, {0, 0, 33, 70, 20000, 1.0f, 1.0f, 0},
     };
     for (size_t e = 0; e < sizeof extra / sizeof *extra; e++) {
-        ok += gemm_case_check(k, variant, &extra[e]);
+        ok += gemm_case_check(k, variant, &extra[e], GEMM_REL, NULL);
         n++;
     }
     printf("%s: %d/%d cases pass\n", variant, ok, n);
+}
+
+/* gemm_tiled with K split over work-groups (C with fewer 64×64 tiles than the compute units, K
+ * of 512 and more; kernels/gemm.c): every transpose, odd sizes, alpha/beta with beta applied once,
+ * the trainer's long products (a conv weight gradient, 27×32 over 123,007 pixels; a dense forward,
+ * 32×10 from 30,752), K = 10^6 onto a 3×5 C, shapes too small to split, and the same call twice
+ * giving the same bits (the parts are added in a fixed order). */
+static void gemm_check_tiled_split(kern *k)
+{
+    static const struct gemm_case cases[] = {
+        {0, 0, 33, 17, 5001, -0.75f, 1.5f, 3}, {0, 1, 33, 17, 5001, 1.0f, 0.0f, 0},
+        {1, 0, 33, 17, 5001, 0.5f, -1.0f, 2},  {1, 1, 33, 17, 5001, 2.0f, 0.25f, 1},
+        {1, 0, 27, 32, 123007, 1.0f, 0.0f, 0}, {1, 0, 27, 32, 123007, -0.75f, 1.5f, 5},
+        {0, 0, 32, 10, 30752, 1.0f, 0.0f, 0},  {1, 0, 3, 5, 1000000, 1.0f, 0.5f, 1},
+        {0, 1, 1, 33, 1, 1.0f, 0.0f, 0},       {0, 0, 1, 33, 1, -0.75f, 1.5f, 2},
+        {1, 1, 65, 1, 511, 1.0f, 1.0f, 0},     {0, 0, 1, 1, 513, 1.0f, 0.0f, 0},
+    };
+    int ok = 0, n = (int)(sizeof cases / sizeof *cases);
+    for (int e = 0; e < n; e++)
+        ok += gemm_case_check(k, "tiled split", &cases[e], GEMM_REL_SPLIT, NULL);
+    printf("tiled split: %d/%d cases pass\n", ok, n);
+
+    static const struct gemm_case twice = {1, 0, 27, 32, 123007, 0.5f, 1.0f, 1};
+    size_t nc = (size_t)twice.M * (twice.N + twice.pad);
+    float *first = malloc(nc * sizeof(float)), *second = malloc(nc * sizeof(float));
+    int same = first && second &&
+               gemm_case_check(k, "tiled split", &twice, GEMM_REL_SPLIT, first) &&
+               gemm_case_check(k, "tiled split", &twice, GEMM_REL_SPLIT, second) &&
+               memcmp(first, second, nc * sizeof(float)) == 0;
+    CHECK(same);
+    printf("tiled split twice: %s\n", same ? "the same bits" : "failed");
+    free(first);
+    free(second);
 }
 
 /* Bad arguments are refused with -EINVAL before anything is enqueued. */
@@ -247,6 +291,8 @@ int main(void)
         gemm_check_all(k, variants[v]);
         if (v == 0)
             gemm_check_args(k);
+        if (v == 1)
+            gemm_check_tiled_split(k);
         kern_free(k);
     }
     kern *k = NULL, *packed = NULL;
