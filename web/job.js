@@ -44,6 +44,8 @@ export function jobView(scope, id) {
      * after the event stream has delivered "cancelled" and ended. */
     if (job && TERMINAL.has(job.status) && !TERMINAL.has(j.status)) return;
     const wasTerminal = job && TERMINAL.has(job.status);
+    /* the event stream's status carries no reason: a job still queued keeps the last one read */
+    if (j.waiting === undefined && job && j.status === 'queued') j.waiting = job.waiting;
     job = j;
     title.replaceChildren(j.name || '(unnamed)', ' ', badge(j.status));
     document.title = `${j.name || j.id} · trainyard`;
@@ -52,6 +54,7 @@ export function jobView(scope, id) {
       ['Status', el('span', {id: 'job-status'}, j.status +
                     (j.cancel_requested && !TERMINAL.has(j.status) ? ' (cancelling)' : ''))],
       ['Phase', j.phase || '—'],
+      ...(j.waiting ? [['Waiting', el('span', {id: 'job-waiting'}, j.waiting.message)]] : []),
       ['Attempt', `${j.attempt} of ${j.max_attempts}`],
       ['Priority', j.priority],
       ['Device', j.device || '—'],

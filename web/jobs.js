@@ -83,6 +83,14 @@ export function jobsView(scope) {
   scope.every(JOBS_POLL_MS, poll);
 }
 
+/* A queued job's reason in a few words for the table (the whole sentence is its tooltip). */
+function waitingShort(w) {
+  const words = {no_worker: 'no worker connected', no_capable_worker: 'no worker can take it',
+                 workers_busy: 'next: workers busy', starting: 'starting', slurm: 'held by Slurm'};
+  if (w.reason === 'behind_jobs') return `behind ${w.jobs_ahead} job(s)`;
+  return words[w.reason] || w.reason;
+}
+
 function jobRow(j, picks) {
   const href = '#/jobs/' + encodeURIComponent(j.id);
   const box = el('input', {type: 'checkbox', 'data-pick': j.id, checked: picks.has(j.id),
@@ -93,8 +101,9 @@ function jobRow(j, picks) {
                j.sweep_id ? el('a', {href: '#sweep=' + encodeURIComponent(j.sweep_id),
                                      class: 'tag', title: 'The sweep this trial belongs to'},
                                'sweep') : null),
-            el('td', {}, badge(j.status)),
-            el('td', {}, j.phase || '—'),
+            el('td', {title: j.waiting ? j.waiting.message : ''}, badge(j.status)),
+            el('td', {class: j.waiting ? 'waiting' : '', title: j.waiting ? j.waiting.message : ''},
+               j.phase || (j.waiting ? waitingShort(j.waiting) : '—')),
             el('td', {class: 'num'}, `${j.attempt}/${j.max_attempts}`),
             el('td', {}, j.device || '—'),
             el('td', {}, when(j.created_at)),

@@ -205,7 +205,14 @@ def test_jobs_curves_logs_artifacts_cancel_and_workers(serve, data_server, blobs
     browser.get(f"{svc.url}/#/jobs")
     until("the new job in the table", lambda: css(
         browser, f'#jobs-body tr[data-id="{queued["id"]}"]'))
+    # why it waits: in a few words in the table, in a sentence on its page
+    until("the reason in the table", lambda: [
+        c for c in css(browser, f'#jobs-body tr[data-id="{queued["id"]}"] td.waiting')
+        if c.text == "no worker can take it"])
     css(browser, f'#jobs-body tr[data-id="{queued["id"]}"] a')[0].click()
+    until("the reason on its page", lambda: [
+        w for w in css(browser, "#job-waiting")
+        if w.text == "no connected worker can take it: it needs a GPU (resources.device: gpu)"])
     button = until("an enabled cancel button", lambda: [
         b for b in css(browser, "#cancel") if b.is_enabled()])[0]
     button.click()
