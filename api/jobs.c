@@ -49,13 +49,13 @@
 /* {"waiting": Waiting} for a queued job (why it has not started: scheduler/waiting.h) into
  * *out (a new object), {"waiting": null} for any other; ws the live workers, loaded by the
  * caller once per request. */
-static int api_job_waiting(db *d, const db_job *j, const sched_wait_workers *ws, json_t **out,
-                           char *err)
+static int api_job_waiting(db *d, const db_job *j, const sched_wait_workers *ws, int ahead_max,
+                           json_t **out, char *err)
 {
     json_t *w = json_null();
     if (j->status == DB_QUEUED) {
         sched_wait why;
-        int rc = sched_job_wait(d, j, ws, &why, err);
+        int rc = sched_job_wait(d, j, ws, ahead_max, &why, err);
         if (rc < 0)
             return rc;
         w = api_encode_wait(&why);
@@ -74,7 +74,7 @@ static int api_job_extra(app *a, db *d, const db_job *j, json_t *model, json_t *
     sched_wait_workers ws = {0};
     int rc = sched_wait_workers_load(d, api_live_since(a), &ws, err);
     if (rc == 0)
-        rc = api_job_waiting(d, j, &ws, &extra, err);
+        rc = api_job_waiting(d, j, &ws, SCHED_WAIT_AHEAD_MAX, &extra, err);
     sched_wait_workers_free(&ws);
     if (rc == 0 && model) {
         if (json_object_set_new(extra, "model", model) < 0) /* stolen even on failure */
@@ -383,7 +383,7 @@ static int api_page_add(void *ctx, const db_job *j)
         return 0;
     }
     json_t *o = api_encode_job(j), *waiting = NULL;
-    if (o && api_job_waiting(p->d, j, &p->workers, &waiting, p->err) < 0) {
+    if (o && api_job_waiting(p->d, j, &p->workers, SCHED_WAIT_AHEAD_LIST, &waiting, p->err) < 0) {
         json_decref(o);
         return -EIO;
     }

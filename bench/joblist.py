@@ -178,6 +178,10 @@ def main():
              lambda i: f"/jobs?limit=100&cursor={deep:016x}"),
             ("GET /jobs?limit=100&status=cancelled&cursor=<deep>", admin,
              lambda i: f"/jobs?limit=100&status=cancelled&cursor={deep + 20000:016x}"),
+            ("GET /jobs?limit=100&status=queued (no worker)", admin,
+             lambda i: "/jobs?limit=100&status=queued"),
+            ("GET /jobs?limit=100&status=queued (a worker: each job's place in line)", admin,
+             lambda i: "/jobs?limit=100&status=queued"),
             ("GET /jobs/{id}/metrics (20 epochs)", admin,
              lambda i: f"/jobs/{recent[i % len(recent)]}/metrics"),
             ("GET /jobs/{id}", admin, lambda i: f"/jobs/{recent[i % len(recent)]}"),
@@ -185,6 +189,13 @@ def main():
             ("GET /metrics (Prometheus: counts by status)", admin, lambda i: "/metrics"),
         ]
         for title, s, path in pages:
+            if "(a worker" in title:
+                # a connected CPU worker that could take every queued job: each job's `waiting`
+                # then counts the jobs ahead of it (up to 100 on a page). Registered now, it is
+                # live for the page's time; it never leases.
+                r = admin.post(url + "/workers", json={
+                    "name": "bench", "devices": [{"index": 0, "name": "cpu", "type": "cpu"}]})
+                assert r.status_code == 201, r.text
             for i in range(20):  # warm: connection, statement cache, page cache
                 s.get(url + path(i))
             lat = []

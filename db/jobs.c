@@ -429,42 +429,42 @@ int db_job_count_owned(db *d, const char *owner, int status, int64_t *out, char 
 }
 
 /* Queued jobs that a worker of can's kinds, scripts and slots would lease before j (a higher
- * priority, or the same and older: the order of jobs_queue), cut at ?8 rows so that a deep
- * queue costs no more than the cap; the second counts those of a higher priority alone. The
- * kind, script and slot tests are SQL_JOB_NEXT's. */
-#define SQL_AHEAD_FITS                                                                             \
-    " AND (device_kind = 'any' OR (device_kind = 'gpu' AND ?3) OR (device_kind = 'cpu' AND ?4))"   \
-    " AND (script = 0 OR ?5) AND (script = 1 OR NOT ?7) AND replicas <= ?6 AND for_worker IS NULL"
+ * priority, or the same and older), walked along jobs_queue in leasing's order and cut at ?8
+ * rows, so a deep queue costs no more than the cap; of those, the ones of a higher priority
+ * (they come first in that order, so up to the cap they are all counted). The kind, script and
+ * slot tests are SQL_JOB_NEXT's. */
 static const char SQL_JOB_AHEAD[] =
-    "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'queued'"
-    " AND (priority > ?1 OR (priority = ?1 AND seq < ?2))" SQL_AHEAD_FITS " LIMIT ?8)";
-static const char SQL_JOB_AHEAD_HIGHER[] =
-    "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'queued' AND priority > "
-    "?1" SQL_AHEAD_FITS " LIMIT ?8)";
+    "SELECT count(*), coalesce(sum(priority > ?1), 0) FROM (SELECT priority FROM jobs"
+    " WHERE status = 'queued' AND (priority > ?1 OR (priority = ?1 AND seq < ?2))"
+    " AND (device_kind = 'any' OR (device_kind = 'gpu' AND ?3) OR (device_kind = 'cpu' AND ?4))"
+    " AND (script = 0 OR ?5) AND (script = 1 OR NOT ?7) AND replicas <= ?6 AND for_worker IS NULL"
+    " ORDER BY priority DESC, seq LIMIT ?8)";
 
 int db_job_count_ahead(db *d, const db_job *j, const db_worker *can, int limit, int64_t *ahead,
                        int64_t *higher, char *err)
 {
-    const char *sql[2] = {SQL_JOB_AHEAD, SQL_JOB_AHEAD_HIGHER};
-    int64_t *out[2] = {ahead, higher};
-    for (int i = 0; i < 2; i++) {
-        sqlite3_stmt *st = NULL;
-        int rc = db_stmt(d, sql[i], &st, err);
-        if (rc < 0)
-            return rc;
-        sqlite3_bind_int(st, 1, j->priority);
-        sqlite3_bind_int64(st, 2, j->seq);
-        sqlite3_bind_int(st, 3, (can->kinds & DB_KIND_GPU) != 0);
-        sqlite3_bind_int(st, 4, (can->kinds & DB_KIND_CPU) != 0);
-        sqlite3_bind_int(st, 5, can->scripts != 0);
-        sqlite3_bind_int(st, 6, can->slots > 1 ? can->slots : 1);
-        sqlite3_bind_int(st, 7, (can->kinds & DB_KIND_SCRIPTS_ONLY) != 0);
-        sqlite3_bind_int(st, 8, limit);
-        rc = db_count(d, st, out[i], err);
-        if (rc < 0)
-            return rc;
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_AHEAD, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int(st, 1, j->priority);
+    sqlite3_bind_int64(st, 2, j->seq);
+    sqlite3_bind_int(st, 3, (can->kinds & DB_KIND_GPU) != 0);
+    sqlite3_bind_int(st, 4, (can->kinds & DB_KIND_CPU) != 0);
+    sqlite3_bind_int(st, 5, can->scripts != 0);
+    sqlite3_bind_int(st, 6, can->slots > 1 ? can->slots : 1);
+    sqlite3_bind_int(st, 7, (can->kinds & DB_KIND_SCRIPTS_ONLY) != 0);
+    sqlite3_bind_int(st, 8, limit);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *ahead = sqlite3_column_int64(st, 0);
+        *higher = sqlite3_column_int64(st, 1);
+        rc = 0;
+    } else {
+        rc = db_fail(d, rc, err);
     }
-    return 0;
+    db_stmt_done(st);
+    return rc;
 }
 
 /* ---- state writes ---------------------------------------------------------------------- */

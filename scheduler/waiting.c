@@ -126,7 +126,8 @@ static void no_capable(const db_job *j, const sched_wait_workers *ws, char *msg,
                                 parts[i]);
 }
 
-int sched_job_wait(db *d, const db_job *j, const sched_wait_workers *ws, sched_wait *out, char *err)
+int sched_job_wait(db *d, const db_job *j, const sched_wait_workers *ws, int ahead_max,
+                   sched_wait *out, char *err)
 {
     sched_wait w = {0};
     if (j->slurm_job_id[0]) {
@@ -160,10 +161,10 @@ int sched_job_wait(db *d, const db_job *j, const sched_wait_workers *ws, sched_w
         no_capable(j, ws, w.message, sizeof w.message);
     } else {
         int64_t ahead = 0, higher = 0;
-        int rc = db_job_count_ahead(d, j, &can, SCHED_WAIT_AHEAD_MAX, &ahead, &higher, err);
+        int rc = db_job_count_ahead(d, j, &can, ahead_max, &ahead, &higher, err);
         if (rc < 0)
             return rc;
-        const char *plus = ahead >= SCHED_WAIT_AHEAD_MAX ? "+" : "";
+        const char *plus = ahead >= ahead_max ? "+" : "";
         if (ahead > 0) {
             w.reason = "behind_jobs";
             w.jobs_ahead = ahead;

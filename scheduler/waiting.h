@@ -24,7 +24,8 @@
 #include "db/jobs.h"
 #include "db/workers.h"
 
-#define SCHED_WAIT_AHEAD_MAX 10000 /* jobs ahead counted at most ("10000+") */
+#define SCHED_WAIT_AHEAD_MAX  10000 /* jobs ahead counted at most for one job ("10000+") */
+#define SCHED_WAIT_AHEAD_LIST 100   /* ...and for each job of a page of GET /jobs ("100+") */
 
 /* The workers connected now (not gone, seen since a given time), loaded once per request. */
 typedef struct sched_wait_workers {
@@ -35,7 +36,7 @@ typedef struct sched_wait_workers {
 typedef struct sched_wait {
     const char *reason; /* one of the codes above (static) */
     char message[320];  /* a sentence for people */
-    int64_t jobs_ahead; /* behind_jobs: the count (SCHED_WAIT_AHEAD_MAX: at least that); else 0 */
+    int64_t jobs_ahead; /* behind_jobs: the count (at the cap: at least that); else 0 */
 } sched_wait;
 
 /* Loads the workers not gone and seen at or after since into *out. Free with ..._free. */
@@ -44,8 +45,10 @@ int sched_wait_workers_load(db *d, int64_t since, sched_wait_workers *out, char 
 void sched_wait_workers_free(sched_wait_workers *ws);
 /* 1 when w could lease j (busy or not), else 0: leasing's rule. */
 int sched_worker_takes(const db_worker *w, const db_job *j);
-/* Why queued job j waits, among the workers ws. 0, or a negative code from the database. */
-int sched_job_wait(db *d, const db_job *j, const sched_wait_workers *ws, sched_wait *out,
-                   char *err);
+/* Why queued job j waits, among the workers ws, the jobs ahead counted up to ahead_max (a page
+ * of a list asks less of each job than a single job's answer). 0, or a negative code from the
+ * database. */
+int sched_job_wait(db *d, const db_job *j, const sched_wait_workers *ws, int ahead_max,
+                   sched_wait *out, char *err);
 
 #endif

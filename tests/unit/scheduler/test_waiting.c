@@ -120,7 +120,7 @@ static void expect(db *d, const db_job *j, const sched_wait_workers *ws, const c
 {
     sched_wait w;
     char err[ERR_LEN];
-    CHECK_INT(sched_job_wait(d, j, ws, &w, err), 0);
+    CHECK_INT(sched_job_wait(d, j, ws, SCHED_WAIT_AHEAD_MAX, &w, err), 0);
     CHECK_STR(w.reason, reason);
     if (strcmp(w.message, message) != 0)
         fprintf(stderr, "got:  %s\nwant: %s\n", w.message, message);
