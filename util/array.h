@@ -20,12 +20,14 @@
 #define ARRAY_FIRST  16       /* elements of the first allocation, when need and max allow */
 #define ARRAY_NO_MAX SIZE_MAX /* no cap of the array's own: only size_t's limit */
 
-/* Room for need elements of elem bytes in *pp (a T **) of *cap: 0; -EFBIG past max; -ENOMEM. */
+/* Room for need elements of elem bytes in *pp (a T **) of *cap: 0; -EFBIG past max or SIZE_MAX
+ * bytes; -ENOMEM. */
 int array_grow(void *pp, size_t *cap, size_t need, size_t elem, size_t max);
 /* Exactly n elements (fewer shrinks, 0 frees to NULL): 0; -EFBIG past SIZE_MAX bytes; -ENOMEM. */
 int array_resize(void *pp, size_t *cap, size_t n, size_t elem);
 
-/* array_grow() on an lvalue pointer p and an lvalue size_t capacity cap. */
+/* array_grow() on an lvalue pointer p and an lvalue size_t capacity cap (another type of cap
+ * does not compile). */
 #define ARRAY_GROW(p, cap, need, max) array_grow(&(p), &(cap), (need), sizeof *(p), (max))
 /* array_resize() on an lvalue pointer p and an lvalue size_t capacity cap. */
 #define ARRAY_RESIZE(p, cap, n) array_resize(&(p), &(cap), (n), sizeof *(p))
