@@ -19,6 +19,7 @@
 #include "db/tokens.h"
 #include "db/workers.h"
 #include "job/job.h"
+#include "util/array.h"
 #include "util/json_out.h"
 #include "util/utf8.h"
 
@@ -398,10 +399,9 @@ static int api_epoch_histograms(const json_t *e, size_t i, int epoch, api_heartb
     size_t n = json_array_size(hs), k;
     if (n == 0)
         return 0;
-    db_histogram *more = realloc(hb->histograms, (hb->n_histograms + n) * sizeof *more);
-    if (!more)
+    if (ARRAY_GROW(hb->histograms, hb->histograms_cap, hb->n_histograms + n,
+                   (size_t)API_MAX_EPOCHS * DB_HISTOGRAM_MAX_TENSORS) < 0)
         return -ENOMEM;
-    hb->histograms = more;
     json_array_foreach (hs, k, h) {
         const char *tensor = NULL;
         char *data = NULL;

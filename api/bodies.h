@@ -41,7 +41,7 @@ typedef struct api_heartbeat {
     uint64_t dataset_bytes;   /* dataset bytes fetched since the last heartbeat (0: none) */
     db_histogram *histograms; /* owned, of every epoch; each data is owned (checked JSON text),
                                  each tensor borrowed */
-    size_t n_histograms;
+    size_t n_histograms, histograms_cap;
 } api_heartbeat;
 
 /* Checks a WorkerRegistration; -EINVAL with errs filled when invalid. */

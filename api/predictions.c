@@ -39,6 +39,7 @@
 #include "db/models.h"
 #include "db/tokens.h"
 #include "predict/predict.h"
+#include "util/array.h"
 #include "util/base64.h"
 #include "util/json_out.h"
 #include "data/decode.h"
@@ -171,7 +172,7 @@ typedef struct api_rows {
     size_t *start;                         /* where each begins in vals */
     int64_t (*dims)[API_PREDICT_MAX_DIMS]; /* each one's shape */
     int *ndim;
-    size_t n_cap;
+    size_t start_cap, dims_cap, ndim_cap; /* each array's own: one may grow and the next fail */
 } api_rows;
 
 static void api_rows_free(api_rows *w)
@@ -202,23 +203,13 @@ static int api_bad(http_req *r, const char *field, const char *fmt, ...)
 /* Starts a new instance; -ENOMEM, -EFBIG past the caps. */
 static int api_rows_begin(api_rows *w)
 {
-    if (w->n >= API_PREDICT_MAX_ROWS)
-        return -EFBIG;
-    if (w->n == w->n_cap) {
-        size_t cap = w->n_cap ? w->n_cap * 2 : 16;
-        size_t *start = realloc(w->start, cap * sizeof *start);
-        if (start)
-            w->start = start;
-        int64_t(*dims)[API_PREDICT_MAX_DIMS] = realloc(w->dims, cap * sizeof *dims);
-        if (dims)
-            w->dims = dims;
-        int *ndim = realloc(w->ndim, cap * sizeof *ndim);
-        if (ndim)
-            w->ndim = ndim;
-        if (!start || !dims || !ndim)
-            return -ENOMEM;
-        w->n_cap = cap;
-    }
+    int rc = ARRAY_GROW(w->start, w->start_cap, w->n + 1, API_PREDICT_MAX_ROWS);
+    if (rc == 0)
+        rc = ARRAY_GROW(w->dims, w->dims_cap, w->n + 1, API_PREDICT_MAX_ROWS);
+    if (rc == 0)
+        rc = ARRAY_GROW(w->ndim, w->ndim_cap, w->n + 1, API_PREDICT_MAX_ROWS);
+    if (rc < 0)
+        return rc;
     w->start[w->n] = w->n_vals;
     w->ndim[w->n] = 0;
     return 0;
@@ -226,16 +217,9 @@ static int api_rows_begin(api_rows *w)
 
 static int api_rows_push(api_rows *w, float v)
 {
-    if (w->n_vals == w->cap) {
-        if (w->cap >= API_PREDICT_MAX_VALUES)
-            return -EFBIG;
-        size_t cap = w->cap ? w->cap * 2 : 1024;
-        float *vals = realloc(w->vals, cap * sizeof *vals);
-        if (!vals)
-            return -ENOMEM;
-        w->vals = vals;
-        w->cap = cap;
-    }
+    int rc = ARRAY_GROW(w->vals, w->cap, w->n_vals + 1, API_PREDICT_MAX_VALUES);
+    if (rc < 0)
+        return rc;
     w->vals[w->n_vals++] = v;
     return 0;
 }

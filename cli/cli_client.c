@@ -286,58 +286,61 @@ void cli_metrics_text(const json_t *epoch, char *out, size_t cap)
 
 /* ---- lines of a stream ------------------------------------------------------------------- */
 
-static int emit(cli_lines *l, size_t len)
+/* Hands the line so far to fn (without a final CR) and empties it; fn's answer. */
+static int emit(cli_lines *l)
 {
-    if (!l->buf)
-        return l->fn(l->ctx, "", 0);
-    if (len > 0 && l->buf[len - 1] == '\r')
-        len--;
-    l->buf[len] = '\0';
-    return l->fn(l->ctx, l->buf, len);
+    size_t len = dynbuf_len(&l->line);
+    if (len > 0 && dynbuf_str(&l->line)[len - 1] == '\r')
+        dynbuf_cut(&l->line, --len);
+    int r = l->fn(l->ctx, dynbuf_str(&l->line), len);
+    dynbuf_reset(&l->line);
+    return r;
 }
 
 int cli_lines_feed(cli_lines *l, const char *data, size_t len)
 {
-    for (size_t i = 0; i < len; i++) {
-        if (data[i] == '\n') {
-            int r = emit(l, l->len);
-            l->len = 0;
-            if (r != 0)
-                return r;
-            continue;
-        }
-        if (l->len + 2 > l->cap) {
-            if (l->cap >= CLI_LINE_MAX) {
-                int r = emit(l, l->len); /* cut: the rest of the line starts a new one */
-                l->len = 0;
+    if (l->line.max == 0) /* zeroed: set up at the first bytes */
+        dynbuf_init(&l->line, CLI_LINE_MAX - 1);
+    size_t i = 0;
+    while (i < len) {
+        const char *nl = memchr(data + i, '\n', len - i);
+        size_t end = nl ? (size_t)(nl - data) : len;
+        while (i < end) {
+            size_t room = l->line.max - dynbuf_len(&l->line);
+            if (room == 0) {
+                int r = emit(l); /* cut: the rest of the line starts a new one */
                 if (r != 0)
                     return r;
-            } else {
-                size_t cap = l->cap ? l->cap * 2 : 4096;
-                char *p = realloc(l->buf, cap);
-                if (!p)
-                    return -ENOMEM;
-                l->buf = p;
-                l->cap = cap;
+                continue;
             }
+            size_t n = end - i < room ? end - i : room;
+            if (dynbuf_add(&l->line, data + i, n) < 0)
+                return -ENOMEM;
+            i += n;
         }
-        l->buf[l->len++] = data[i];
+        if (nl) {
+            int r = emit(l);
+            if (r != 0)
+                return r;
+            i++;
+        }
     }
     return 0;
 }
 
 int cli_lines_end(cli_lines *l)
 {
-    if (l->len == 0)
+    if (dynbuf_len(&l->line) == 0)
         return 0;
-    int r = emit(l, l->len);
-    l->len = 0;
-    return r;
+    return emit(l);
+}
+
+void cli_lines_reset(cli_lines *l)
+{
+    dynbuf_reset(&l->line);
 }
 
 void cli_lines_free(cli_lines *l)
 {
-    free(l->buf);
-    l->buf = NULL;
-    l->len = l->cap = 0;
+    dynbuf_free(&l->line);
 }

@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "client/client.h"
+#include "util/dynbuf.h"
 
 #define CLI_EXIT_OK          0
 #define CLI_EXIT_FAILED      1
@@ -97,13 +98,13 @@ void cli_metrics_text(const json_t *epoch, char *out, size_t cap);
  * returns the exit status: 0 only when the job succeeded. */
 int cli_follow(const cli_conn *o, client *c, const char *id);
 
-/* Splits a byte stream into lines (without "\n" or "\r\n"); each complete line goes to fn.
- * A line longer than CLI_LINE_MAX is cut there. */
+/* Splits a byte stream into lines (without "\n" or "\r\n"); each complete line goes to fn,
+ * NUL-terminated. A line longer than CLI_LINE_MAX - 1 bytes is cut there. A zeroed cli_lines
+ * with fn (and ctx) set is ready: its buffer is set up at the first byte. */
 #define CLI_LINE_MAX (8u << 20)
 typedef int (*cli_line_fn)(void *ctx, const char *line, size_t len);
 typedef struct cli_lines {
-    char *buf;
-    size_t len, cap;
+    dynbuf line; /* the line so far, capped at CLI_LINE_MAX - 1 bytes */
     cli_line_fn fn;
     void *ctx;
 } cli_lines;
@@ -111,6 +112,8 @@ typedef struct cli_lines {
 int cli_lines_feed(cli_lines *l, const char *data, size_t len);
 /* Hands an unterminated last line to fn; returns fn's answer. */
 int cli_lines_end(cli_lines *l);
+/* Drops a partial line, keeping the buffer (a stream that starts again). */
+void cli_lines_reset(cli_lines *l);
 /* Releases the buffer; accepts a zeroed cli_lines. */
 void cli_lines_free(cli_lines *l);
 

@@ -241,7 +241,7 @@ static int follow_stream(follow *f, client *c, const char *path)
         }
         if (rc < 0 && !f->o->json)
             fprintf(stderr, "trainyard %s: %s; reconnecting\n", f->o->cmd, err);
-        f->lines.len = 0;
+        cli_lines_reset(&f->lines);
         dynbuf_reset(&f->data);
         sleep(1);
     }

@@ -2,9 +2,10 @@
  *
  * The reader walks the text once. Unquoted cells, nearly all of a numeric table, are found by a
  * byte loop over a 256-entry table of the bytes that can end a cell (comma, CR, LF). Quoted
- * cells are scanned to their closing quote first, so that a cell with doubled quotes is copied
- * into scratch in one go; scratch may move while it grows, so such cells are recorded as offsets
- * (fixups) and pointed at scratch once the record is complete.
+ * cells are scanned to their closing quote first, so that only a cell with doubled quotes is
+ * copied, unescaped, into scratch (a dynbuf capped at the text's length); scratch may move while
+ * it grows, so such cells are recorded as offsets (fixups) and pointed at scratch once the record
+ * is complete. The cells and fixups grow through util/array.h.
  *
  * Measured: a 60000 × 785 table of small integers (109 MB, 80% zeros, like MNIST) goes through
  * dataset_from_csv() in about 0.6 s (~180 MB/s) on a 2-core VM, -O2.
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/array.h"
 #include "util/err.h"
 
 /* Bytes that end an unquoted cell. */
@@ -34,6 +36,7 @@ void csv_reader_init(csv_reader *r, const char *text, size_t len)
     r->pos = text;
     r->end = text + len;
     r->line = 1;
+    dynbuf_init(&r->scratch, len);
     if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
         r->pos += 3;
 }
@@ -43,13 +46,12 @@ void csv_reader_free(csv_reader *r)
     if (!r)
         return;
     free(r->cells);
-    free(r->scratch);
+    dynbuf_free(&r->scratch);
     free(r->fix);
     r->cells = NULL;
-    r->scratch = NULL;
     r->fix = NULL;
-    r->cells_cap = r->scratch_cap = r->fix_cap = 0;
-    r->scratch_len = r->fix_len = 0;
+    r->cells_cap = r->fix_cap = 0;
+    r->fix_len = 0;
 }
 
 void csv_trim(const char **p, size_t *len)
@@ -69,42 +71,37 @@ void csv_trim(const char **p, size_t *len)
 /* Makes room for one more cell; the array doubles up to CSV_MAX_CELLS. */
 static int csv_cells_reserve(csv_reader *r, size_t n, size_t line, char *err)
 {
-    if (n < r->cells_cap)
-        return 0;
     if (n >= CSV_MAX_CELLS)
         return err_set(err, -E2BIG, "line %zu has more than %u columns", line, CSV_MAX_CELLS);
-    size_t cap = r->cells_cap ? r->cells_cap * 2 : 64;
-    if (cap > CSV_MAX_CELLS)
-        cap = CSV_MAX_CELLS;
-    csv_cell *cells = realloc(r->cells, cap * sizeof *cells);
-    if (!cells)
+    if (ARRAY_GROW(r->cells, r->cells_cap, n + 1, CSV_MAX_CELLS) < 0)
         return err_set(err, -ENOMEM, "out of memory reading line %zu", line);
-    r->cells = cells;
-    r->cells_cap = cap;
     return 0;
 }
 
-/* Makes room for extra bytes in scratch and one more fixup. */
-static int csv_scratch_reserve(csv_reader *r, size_t extra, size_t line, char *err)
+/* Appends the unescaped text of the quoted cell body[0..end) (doubled quotes inside) to scratch
+ * and records it as cell idx's fixup; -ENOMEM with the message naming line. */
+static int csv_unescape(csv_reader *r, const char *body, const char *end, size_t idx, size_t line,
+                        char *err)
 {
-    if (r->scratch_cap - r->scratch_len < extra) {
-        size_t cap = r->scratch_cap ? r->scratch_cap : 256;
-        while (cap - r->scratch_len < extra)
-            cap *= 2;
-        char *s = realloc(r->scratch, cap);
-        if (!s)
-            return err_set(err, -ENOMEM, "out of memory reading line %zu", line);
-        r->scratch = s;
-        r->scratch_cap = cap;
+    size_t off = dynbuf_len(&r->scratch);
+    const char *from = body;
+    int rc = ARRAY_GROW(r->fix, r->fix_cap, r->fix_len + 1, CSV_MAX_CELLS);
+    for (const char *c = body; rc == 0 && c < end; c++) {
+        if (*c == '"') { /* the first of a pair is kept, the second skipped */
+            rc = dynbuf_add(&r->scratch, from, (size_t)(c + 1 - from));
+            c++;
+            from = c + 1;
+        }
     }
-    if (r->fix_len == r->fix_cap) {
-        size_t cap = r->fix_cap ? r->fix_cap * 2 : 16;
-        csv_fixup *f = realloc(r->fix, cap * sizeof *f);
-        if (!f)
-            return err_set(err, -ENOMEM, "out of memory reading line %zu", line);
-        r->fix = f;
-        r->fix_cap = cap;
-    }
+    if (rc == 0)
+        rc = dynbuf_add(&r->scratch, from, (size_t)(end - from));
+    if (rc < 0) /* scratch cannot pass the text's length: only memory runs out */
+        return err_set(err, -ENOMEM, "out of memory reading line %zu", line);
+    r->fix[r->fix_len].cell = idx;
+    r->fix[r->fix_len].off = off;
+    r->fix_len++;
+    r->cells[idx].ptr = NULL;
+    r->cells[idx].len = dynbuf_len(&r->scratch) - off;
     return 0;
 }
 
@@ -138,22 +135,9 @@ static int csv_quoted(csv_reader *r, const char *q, size_t idx, char *err)
         r->cells[idx].ptr = body;
         r->cells[idx].len = raw;
     } else {
-        int rc = csv_scratch_reserve(r, raw - doubled, open_line, err);
+        int rc = csv_unescape(r, body, s, idx, open_line, err);
         if (rc < 0)
             return rc;
-        char *dst = r->scratch + r->scratch_len;
-        size_t n = 0;
-        for (const char *c = body; c < s; c++) {
-            dst[n++] = *c;
-            if (*c == '"')
-                c++; /* the second quote of a pair */
-        }
-        r->fix[r->fix_len].cell = idx;
-        r->fix[r->fix_len].off = r->scratch_len;
-        r->fix_len++;
-        r->cells[idx].ptr = NULL;
-        r->cells[idx].len = n;
-        r->scratch_len += n;
     }
     r->line += lines;
     r->pos = s + 1;
@@ -199,7 +183,7 @@ int csv_reader_next(csv_reader *r, csv_record *rec, char *err)
     csv_cell *cells = r->cells;
     size_t cap = r->cells_cap;
     int rc;
-    r->scratch_len = 0;
+    dynbuf_reset(&r->scratch);
     r->fix_len = 0;
     for (;;) {
         if (n == cap) {
@@ -249,7 +233,7 @@ int csv_reader_next(csv_reader *r, csv_record *rec, char *err)
     }
     r->pos = pos;
     for (size_t i = 0; i < r->fix_len; i++)
-        cells[r->fix[i].cell].ptr = r->scratch + r->fix[i].off;
+        cells[r->fix[i].cell].ptr = dynbuf_str(&r->scratch) + r->fix[i].off;
     rec->cells = cells;
     rec->n = n;
     rec->line = line;

@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/dynbuf.h"
+
 #define CSV_MAX_CELLS (1u << 20)
 
 typedef struct csv_cell {
@@ -46,8 +48,8 @@ typedef struct csv_reader {
     size_t line;           /* physical line of pos */
     csv_cell *cells;
     size_t cells_cap;
-    char *scratch; /* unescaped text of this record's cells with doubled quotes */
-    size_t scratch_len, scratch_cap;
+    dynbuf scratch; /* unescaped text of this record's cells with doubled quotes; capped at
+                       the text's length */
     csv_fixup *fix; /* scratch offsets, turned into pointers once the record is complete */
     size_t fix_len, fix_cap;
 } csv_reader;

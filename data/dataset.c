@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/array.h"
 #include "util/err.h"
 #include "util/utf8.h"
 #include "data/csv.h"
@@ -49,7 +50,8 @@ typedef struct ds_parse {
     size_t cols;      /* ncsv - 1 */
     char **header;    /* ncsv trimmed header cells, or NULL without a header */
     float *x, *y;
-    size_t rows, cap_rows;
+    size_t rows, cap_rows; /* cap_rows: rows that both x and y hold */
+    size_t x_cap, y_cap;   /* floats allocated in each */
     size_t text_len;
     ds_labels labels;
 } ds_parse;
@@ -111,14 +113,8 @@ static int ds_labels_intern(ds_labels *t, const char *p, size_t len, uint32_t *i
     }
     if (t->n >= DATASET_MAX_CLASSES)
         return -E2BIG;
-    if (t->n == t->list_cap) {
-        size_t cap = t->list_cap ? t->list_cap * 2 : 16;
-        ds_label *list = realloc(t->list, cap * sizeof *list);
-        if (!list)
-            return -ENOMEM;
-        t->list = list;
-        t->list_cap = cap;
-    }
+    if (ARRAY_GROW(t->list, t->list_cap, t->n + 1, DATASET_MAX_CLASSES) < 0)
+        return -ENOMEM;
     char *text = strndup(p, len);
     if (!text)
         return -ENOMEM;
@@ -226,14 +222,10 @@ static int ds_reserve(ds_parse *st, size_t row_bytes, size_t line, char *err)
     }
     if (cap > max_rows)
         cap = max_rows;
-    float *x = realloc(st->x, cap * st->cols * sizeof *x);
-    if (!x)
+    /* Exactly the estimate, which grows by half: doubling would overshoot a large table. */
+    if (ARRAY_RESIZE(st->x, st->x_cap, cap * st->cols) < 0 ||
+        ARRAY_RESIZE(st->y, st->y_cap, cap) < 0)
         return err_set(err, -ENOMEM, "out of memory for %zu rows of %zu features", cap, st->cols);
-    st->x = x;
-    float *y = realloc(st->y, cap * sizeof *y);
-    if (!y)
-        return err_set(err, -ENOMEM, "out of memory for %zu rows of %zu features", cap, st->cols);
-    st->y = y;
     st->cap_rows = cap;
     return 0;
 }
@@ -573,11 +565,11 @@ int dataset_from_csv(const char *text, size_t len, const dataset_csv_opts *opts,
     ds->rows = st.rows;
     ds->cols = st.cols;
     /* Give back the estimate's slack; a failed shrink keeps the larger block. */
-    float *x = realloc(st.x, st.rows * st.cols * sizeof *x);
-    ds->x = x ? x : st.x;
+    (void)ARRAY_RESIZE(st.x, st.x_cap, st.rows * st.cols);
+    (void)ARRAY_RESIZE(st.y, st.y_cap, st.rows);
+    ds->x = st.x;
+    ds->y = st.y;
     st.x = NULL;
-    float *y = realloc(st.y, st.rows * sizeof *y);
-    ds->y = y ? y : st.y;
     st.y = NULL;
     rc = ds_names(&st, ds, err);
     if (rc < 0)

@@ -31,6 +31,7 @@
 
 #include <curl/curl.h>
 
+#include "util/array.h"
 #include "util/path.h"
 #include "util/err.h"
 #include "util/mkdirs.h"
@@ -513,15 +514,9 @@ static int scan(dscache *c, scan_item **items, size_t *count, char *err)
                 entry_unlink(c, key);
                 continue;
             }
-            if (n == cap) {
-                size_t ncap = cap ? cap * 2 : 64;
-                scan_item *nv = realloc(v, ncap * sizeof *nv);
-                if (!nv) {
-                    rc = err_set(err, -ENOMEM, "out of memory");
-                    break;
-                }
-                v = nv;
-                cap = ncap;
+            if (ARRAY_GROW(v, cap, n + 1, ARRAY_NO_MAX) < 0) { /* the cache's own files */
+                rc = err_set(err, -ENOMEM, "out of memory");
+                break;
             }
             memcpy(v[n].key, key, sizeof v[n].key);
             v[n].size = (uint64_t)st.st_size; /* what it takes on disk, whatever the json says */

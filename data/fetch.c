@@ -10,13 +10,12 @@
  * no redirects and the S3 error code taken from the body of a failed answer (fetch_s3.c).
  * file:// never reaches curl: the path is resolved with realpath(), checked against the resolved
  * root and read directly, so that what is checked is what is read. Both paths feed the same sink,
- * which hashes the bytes as they come, grows the buffer geometrically and refuses to pass
- * max_bytes; gunzip and the checksum check follow. A header callback keeps the validators
- * (ETag, Last-Modified) and Date of each answer, starting afresh at each status line, so that
- * what is left is the final answer's; a conditional request answered 304 ends there.
+ * which hashes the bytes as they come into a dynbuf capped at max_bytes (util/dynbuf.h); gunzip and
+ * the checksum check follow. A header callback keeps the validators (ETag, Last-Modified) and Date
+ * of each answer, starting afresh at each status line, so that what is left is the final answer's;
+ * a conditional request answered 304 ends there.
  *
- * Invariants: sink.len <= max_bytes; sink.cap >= sink.len + 1 once data has arrived (room for
- * the final NUL). */
+ * Invariants: the sink's bytes never pass max_bytes, and are NUL-terminated (dynbuf). */
 #include "data/fetch.h"
 
 #include <ctype.h>
@@ -34,6 +33,7 @@
 
 #include "util/err.h"
 #include "util/allow.h"
+#include "util/dynbuf.h"
 #include "data/fetch_priv.h"
 #include "util/sha256.h"
 #include "util/timeutil.h"
@@ -44,42 +44,28 @@
 #define FETCH_DEFAULT_LOW     30
 #define FETCH_LOW_SPEED       1024 /* bytes per second */
 #define FETCH_MAX_REDIRS      5
-#define FETCH_FIRST_CHUNK     (64u << 10)
-#define FETCH_SHOWN           204 /* URL bytes in messages, with "..." and NUL */
+#define FETCH_GUNZIP_CHUNK    (64u << 10) /* bytes inflated at a time */
+#define FETCH_SHOWN           204         /* URL bytes in messages, with "..." and NUL */
 
 /* Where downloaded bytes go. */
 typedef struct fetch_sink {
-    char *buf; /* owned until handed to the caller */
-    size_t len, cap;
-    uint64_t max;
-    int too_big; /* set when max would have been passed */
+    dynbuf b;     /* capped at max; owned until handed to the caller */
+    uint64_t max; /* the most bytes, as messages show it */
+    int too_big;  /* set when max would have been passed */
     int oom;
     sha256_ctx sha;
 } fetch_sink;
 
-/* Appends n bytes, growing buf by doubling up to max + 1; 0 or -EFBIG / -ENOMEM. */
+/* Appends n bytes; 0 or -EFBIG / -ENOMEM, flagged for the messages. */
 static int fetch_sink_put(fetch_sink *s, const void *data, size_t n)
 {
-    if (n > s->max - s->len) {
+    int rc = dynbuf_add(&s->b, data, n);
+    if (rc == -EFBIG)
         s->too_big = 1;
-        return -EFBIG;
-    }
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : FETCH_FIRST_CHUNK;
-        while (cap < s->len + n + 1)
-            cap *= 2;
-        if (cap > s->max + 1)
-            cap = (size_t)s->max + 1;
-        char *b = realloc(s->buf, cap);
-        if (!b) {
-            s->oom = 1;
-            return -ENOMEM;
-        }
-        s->buf = b;
-        s->cap = cap;
-    }
-    memcpy(s->buf + s->len, data, n);
-    s->len += n;
+    if (rc == -ENOMEM)
+        s->oom = 1;
+    if (rc < 0)
+        return rc;
     sha256_update(&s->sha, data, n);
     return 0;
 }
@@ -255,7 +241,8 @@ static int fetch_http_error(CURL *h, CURLcode c, const char *cerr, const char *s
             return err_set(err, -EFBIG, "%s is larger than the limit of %llu bytes", shown,
                            (unsigned long long)s->max);
         if (s->oom)
-            return err_set(err, -ENOMEM, "out of memory after %zu bytes of %s", s->len, shown);
+            return err_set(err, -ENOMEM, "out of memory after %zu bytes of %s", dynbuf_len(&s->b),
+                           shown);
         return err_set(err, -EIO, "downloading %s: %s", shown, why);
     case CURLE_OPERATION_TIMEDOUT:
         return err_set(err, -ETIMEDOUT,
@@ -393,7 +380,7 @@ static int fetch_http(const char *url, const char *shown, const fetch_opts *o,
         rc = fetch_check_url(cur, hop ? shown : NULL, &g, err);
         if (rc < 0)
             goto out;
-        s->len = 0;
+        dynbuf_reset(&s->b);
         s->too_big = 0;
         sha256_init(&s->sha);
         cerr[0] = '\0';
@@ -413,7 +400,7 @@ static int fetch_http(const char *url, const char *shown, const fetch_opts *o,
             goto out;
         }
         if (s3 && status >= 300) { /* a signed request is never sent on to another host */
-            rc = fetch_s3_error(status, s->buf, s->len, hop_shown, err);
+            rc = fetch_s3_error(status, dynbuf_str(&s->b), dynbuf_len(&s->b), hop_shown, err);
             goto out;
         }
         if (status < 300 || status > 399 || !next)
@@ -603,41 +590,31 @@ static int fetch_gunzip(const char *in, size_t in_len, uint64_t max, const char 
     memset(&z, 0, sizeof z);
     if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
         return err_set(err, -ENOMEM, "could not start gunzip");
-    /* The buffer holds at most max + 1 bytes of output and the NUL: one byte past max shows
-     * that the data does not fit. */
-    size_t limit = (size_t)max + 2;
-    size_t cap = in_len < 1024 ? 4096 : in_len * 4, len = 0, used_in = 0;
-    if (cap > limit)
-        cap = limit;
-    char *buf = malloc(cap);
+    dynbuf b;
+    dynbuf_init(&b, (size_t)max);
+    char chunk[FETCH_GUNZIP_CHUNK];
+    size_t used_in = 0;
     int rc = 0;
-    if (!buf) {
-        rc = err_set(err, -ENOMEM, "out of memory for gunzip");
-        goto out;
-    }
     for (;;) {
-        if (len > max)
-            break;
-        if (len + 1 >= cap) {
-            size_t ncap = cap * 2 > limit ? limit : cap * 2;
-            char *b = realloc(buf, ncap);
-            if (!b) {
-                rc = err_set(err, -ENOMEM, "out of memory for gunzip");
-                goto out;
-            }
-            buf = b;
-            cap = ncap;
-        }
         /* zlib counts in uInt; feed at most 1 GiB at a time. */
-        size_t in_left = in_len - used_in, out_left = cap - 1 - len;
+        size_t in_left = in_len - used_in;
         z.next_in = (Bytef *)(in + used_in);
         z.avail_in = (uInt)(in_left < (1u << 30) ? in_left : (1u << 30));
-        z.next_out = (Bytef *)(buf + len);
-        z.avail_out = (uInt)(out_left < (1u << 30) ? out_left : (1u << 30));
-        uInt avail_in = z.avail_in, avail_out = z.avail_out;
+        z.next_out = (Bytef *)chunk;
+        z.avail_out = (uInt)sizeof chunk;
+        uInt avail_in = z.avail_in;
         int zr = inflate(&z, Z_NO_FLUSH);
         used_in += avail_in - z.avail_in;
-        len += avail_out - z.avail_out;
+        rc = dynbuf_add(&b, chunk, sizeof chunk - z.avail_out);
+        if (rc == -EFBIG) {
+            rc = err_set(err, -EFBIG, "%s is larger than the limit of %llu bytes once decompressed",
+                         shown, (unsigned long long)max);
+            goto out;
+        }
+        if (rc < 0) {
+            rc = err_set(err, -ENOMEM, "out of memory for gunzip");
+            goto out;
+        }
         if (zr == Z_STREAM_END) {
             if (used_in == in_len)
                 break;
@@ -656,7 +633,7 @@ static int fetch_gunzip(const char *in, size_t in_len, uint64_t max, const char 
         if (zr == Z_OK)
             continue;
         if (zr == Z_BUF_ERROR && z.avail_out == 0)
-            continue; /* output full: grow and go on */
+            continue; /* the chunk was full: go on */
         if (zr == Z_BUF_ERROR) {
             rc = err_set(err, -EBADMSG, "corrupt gzip data from %s: it ends before the stream does",
                          shown);
@@ -670,18 +647,12 @@ static int fetch_gunzip(const char *in, size_t in_len, uint64_t max, const char 
                      z.msg ? z.msg : "inflate failed");
         goto out;
     }
-    if (len > max) {
-        rc = err_set(err, -EFBIG, "%s is larger than the limit of %llu bytes once decompressed",
-                     shown, (unsigned long long)max);
-        goto out;
-    }
-    buf[len] = '\0';
-    *out = buf;
-    *out_len = len;
-    buf = NULL;
+    *out = dynbuf_take(&b, out_len);
+    if (!*out)
+        rc = err_set(err, -ENOMEM, "out of memory for gunzip");
 out:
     inflateEnd(&z);
-    free(buf);
+    dynbuf_free(&b);
     return rc;
 }
 
@@ -729,17 +700,20 @@ int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, 
     static const fetch_opts none;
     const fetch_opts *o = opts ? opts : &none;
     fetch_sink s;
-    char want[65], got[65], shown[FETCH_SHOWN];
+    char *buf = NULL, want[65], got[65], shown[FETCH_SHOWN];
     uint8_t digest[32];
     allow_list allow = {0};
     fetch_headers hd = {0};
     double t0 = time_mono();
     int rc;
 
+    size_t len_got;
+
     memset(&s, 0, sizeof s);
     s.max = o->max_bytes ? o->max_bytes : FETCH_DEFAULT_MAX_BYTES;
     if (s.max > SIZE_MAX - 2)
         s.max = SIZE_MAX - 2;
+    dynbuf_init(&s.b, (size_t)s.max);
     sha256_init(&s.sha);
     if (!url) {
         rc = err_set(err, -EINVAL, "no URL given");
@@ -782,14 +756,11 @@ int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, 
         }
         goto out; /* rc stays FETCH_NOT_MODIFIED; *out and *len untouched */
     }
-    if (!s.buf) {
-        s.buf = malloc(1);
-        if (!s.buf) {
-            rc = err_set(err, -ENOMEM, "out of memory");
-            goto out;
-        }
+    buf = dynbuf_take(&s.b, &len_got); /* NUL-terminated */
+    if (!buf) {
+        rc = err_set(err, -ENOMEM, "out of memory");
+        goto out;
     }
-    s.buf[s.len] = '\0';
 
     sha256_final(&s.sha, digest);
     sha256_hex(digest, got);
@@ -799,21 +770,21 @@ int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, 
         goto out;
     }
 
-    uint64_t downloaded = s.len;
-    int was_gzip = s.len >= 2 && (unsigned char)s.buf[0] == 0x1f && (unsigned char)s.buf[1] == 0x8b;
+    uint64_t downloaded = len_got;
+    int was_gzip = len_got >= 2 && (unsigned char)buf[0] == 0x1f && (unsigned char)buf[1] == 0x8b;
     if (was_gzip && !o->keep_gzip) {
         char *plain = NULL;
         size_t plain_len = 0;
-        rc = fetch_gunzip(s.buf, s.len, s.max, shown, &plain, &plain_len, err);
+        rc = fetch_gunzip(buf, len_got, s.max, shown, &plain, &plain_len, err);
         if (rc < 0)
             goto out;
-        free(s.buf);
-        s.buf = plain;
-        s.len = plain_len;
+        free(buf);
+        buf = plain;
+        len_got = plain_len;
     }
     if (stats) {
         stats->downloaded = downloaded;
-        stats->decompressed = s.len;
+        stats->decompressed = len_got;
         stats->was_gzip = was_gzip;
         stats->seconds = time_mono() - t0;
         memcpy(stats->sha256, got, sizeof stats->sha256);
@@ -821,12 +792,13 @@ int fetch_url(const char *url, const fetch_opts *opts, char **out, size_t *len, 
         memcpy(stats->last_modified, hd.last_modified, sizeof hd.last_modified);
         memcpy(stats->date, hd.date, sizeof hd.date);
     }
-    *out = s.buf;
-    *len = s.len;
-    s.buf = NULL;
+    *out = buf;
+    *len = len_got;
+    buf = NULL;
     rc = 0;
 out:
     allow_list_free(&allow);
-    free(s.buf);
+    dynbuf_free(&s.b);
+    free(buf);
     return rc;
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "util/array.h"
 #include "util/err.h"
 #include "data/dataset.h"
 #include "data/decode.h"
@@ -32,7 +33,8 @@ typedef struct folder_image {
  * (0: empty slot; cap a power of two, at least twice the names). */
 typedef struct folder_classes {
     char **names;
-    int n, names_cap;
+    int n;
+    size_t names_cap;
     int32_t *slots;
     size_t cap;
 } folder_classes;
@@ -91,14 +93,8 @@ static int folder_class(folder_classes *fc, const char *name, size_t n, int32_t 
     if (n > DATASET_MAX_LABEL)
         return err_set(err, -EINVAL, "a class folder name of %zu bytes, over %d", n,
                        DATASET_MAX_LABEL);
-    if (fc->n == fc->names_cap) {
-        int cap = fc->names_cap ? fc->names_cap * 2 : 16;
-        char **v = realloc(fc->names, (size_t)cap * sizeof *v);
-        if (!v)
-            return err_set(err, -ENOMEM, "out of memory for class names");
-        fc->names = v;
-        fc->names_cap = cap;
-    }
+    if (ARRAY_GROW(fc->names, fc->names_cap, (size_t)fc->n + 1, DATASET_MAX_CLASSES) < 0)
+        return err_set(err, -ENOMEM, "out of memory for class names");
     char *copy = strndup(name, n);
     if (!copy)
         return err_set(err, -ENOMEM, "out of memory for class names");

@@ -33,6 +33,7 @@
 #include <time.h>
 
 #include "predict/predict_priv.h"
+#include "util/array.h"
 #include "util/err.h"
 
 #define ENGINE_BATCH_DEFAULT  32
@@ -337,13 +338,8 @@ static int ensure_loaded(predict_engine *e, predict_model *m, char *err)
 /* Grows a staging array to hold n floats. */
 static int staging(float **p, size_t *cap, size_t n, char *err)
 {
-    if (n <= *cap)
-        return 0;
-    float *v = realloc(*p, n * sizeof *v);
-    if (!v)
+    if (n > *cap && ARRAY_RESIZE(*p, *cap, n) < 0) /* exactly: batches have one size */
         return err_set(err, -ENOMEM, "out of memory for a batch of %zu floats", n);
-    *p = v;
-    *cap = n;
     return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "db/histograms.h"
 #include "db/metrics.h"
 #include "proto/tfevents.h"
+#include "util/array.h"
 #include "util/datadir.h"
 #include "util/sha256.h"
 
@@ -49,14 +50,9 @@ typedef struct tfev_rows {
 static int tfev_collect(void *ctx, const db_metric *m)
 {
     tfev_rows *r = ctx;
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? 2 * r->cap : 64;
-        tfev_epoch *e = realloc(r->e, cap * sizeof *e);
-        if (!e)
-            return -ENOMEM;
-        r->e = e;
-        r->cap = cap;
-    }
+    int rc = ARRAY_GROW(r->e, r->cap, r->n + 1, ARRAY_NO_MAX); /* rows of our database */
+    if (rc < 0)
+        return rc;
     tfev_epoch *e = &r->e[r->n++];
     e->epoch = m->epoch;
     e->at = m->at;

@@ -14,6 +14,7 @@
 #include "scheduler/asha.h"
 #include "scheduler/lifecycle.h"
 #include "scheduler/notify.h"
+#include "util/array.h"
 #include "util/json_out.h"
 #include "util/timeutil.h"
 
@@ -30,14 +31,9 @@ static int sweep_trial_row(void *ctx, const db_sweep_trial *t)
 {
     sweep_read *r = ctx;
     sweep_board *b = r->b;
-    if (b->n == r->cap) {
-        size_t cap = r->cap ? 2 * r->cap : 16;
-        sweep_entry *e = realloc(b->entries, cap * sizeof *e);
-        if (!e)
-            return -ENOMEM;
-        b->entries = e;
-        r->cap = cap;
-    }
+    int rc = ARRAY_GROW(b->entries, r->cap, b->n + 1, ARRAY_NO_MAX); /* rows of our database */
+    if (rc < 0)
+        return rc;
     sweep_entry *e = &b->entries[b->n];
     memset(e, 0, sizeof *e);
     e->seq = t->seq;
@@ -111,14 +107,9 @@ static int sweep_point_row(void *ctx, const db_sweep_point *p)
         e->value = p->value;
         e->epoch = p->epoch;
     }
-    if (sp->n == sp->cap) {
-        size_t cap = sp->cap ? 2 * sp->cap : 64;
-        asha_point *n = realloc(sp->pts, cap * sizeof *n);
-        if (!n)
-            return -ENOMEM;
-        sp->pts = n;
-        sp->cap = cap;
-    }
+    int rc = ARRAY_GROW(sp->pts, sp->cap, sp->n + 1, ARRAY_NO_MAX); /* rows of our database */
+    if (rc < 0)
+        return rc;
     sp->pts[sp->n++] = (asha_point){.trial = (int)i, .epoch = p->epoch, .value = p->value};
     return 0;
 }

@@ -91,6 +91,14 @@ size_t dynbuf_len(const dynbuf *b)
     return b->len;
 }
 
+void dynbuf_cut(dynbuf *b, size_t len)
+{
+    if (len >= b->len)
+        return;
+    b->len = len;
+    b->p[len] = '\0';
+}
+
 void dynbuf_reset(dynbuf *b)
 {
     b->len = 0;

@@ -36,6 +36,8 @@ int dynbuf_addf(dynbuf *b, const char *fmt, ...) __attribute__((format(printf, 2
 const char *dynbuf_str(const dynbuf *b);
 /* The number of bytes held. */
 size_t dynbuf_len(const dynbuf *b);
+/* Keeps the first len bytes (len <= dynbuf_len(), else nothing changes), memory and cap kept. */
+void dynbuf_cut(dynbuf *b, size_t len);
 /* Empties the buffer, keeping its memory and its cap. */
 void dynbuf_reset(dynbuf *b);
 /* Hands the bytes (NUL-terminated, for free()) to the caller and empties the buffer; *len (may be

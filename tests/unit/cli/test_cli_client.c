@@ -1,5 +1,6 @@
 /* test_cli_client: the text helpers the client commands share (cli/cli_client.c): the stream
- * line splitter (lines across pieces, CRLF, a last line without its newline, an early stop),
+ * line splitter (lines across pieces, CRLF, a last line without its newline, an early stop, a
+ * line past CLI_LINE_MAX cut there, a dropped partial line),
  * URL escaping, API times, durations, sizes and the progress bar. */
 #include "cli/cli_client.c"
 
@@ -40,6 +41,47 @@ static void test_lines(void)
     CHECK_STR(t.text, "[][a]");
     cli_lines_free(&m);
     cli_lines_free(&m); /* twice is fine */
+}
+
+typedef struct sizes {
+    size_t len[4];
+    char last[8];
+    int lines;
+} sizes;
+
+static int on_size(void *ctx, const char *line, size_t len)
+{
+    sizes *z = ctx;
+    CHECK_INT(strlen(line), len);
+    if (z->lines < 4)
+        z->len[z->lines] = len;
+    snprintf(z->last, sizeof z->last, "%s", len < sizeof z->last ? line : "");
+    z->lines++;
+    return 0;
+}
+
+static void test_long_lines(void)
+{
+    sizes z = {0};
+    cli_lines l = {.fn = on_size, .ctx = &z};
+    size_t n = CLI_LINE_MAX + 9;
+    char *big = malloc(n);
+    CHECK(big != NULL);
+    memset(big, 'x', n);
+    memcpy(big + n - 5, "ab\r\n", 4); /* the tail of the cut line: "x...xab\r\n" */
+    CHECK_INT(cli_lines_feed(&l, big, n - 1), 0);
+    CHECK_INT(z.lines, 2);
+    CHECK_INT(z.len[0], CLI_LINE_MAX - 1); /* cut at the cap, no byte lost */
+    CHECK_INT(z.len[1], n - 1 - 2 - (CLI_LINE_MAX - 1));
+    CHECK_STR(z.last, "xxxxxab"); /* the CR is dropped */
+    CHECK_INT(cli_lines_feed(&l, "par", 3), 0);
+    cli_lines_reset(&l); /* a reconnect: the partial line is gone */
+    CHECK_INT(cli_lines_feed(&l, "tial\n", 5), 0);
+    CHECK_STR(z.last, "tial");
+    CHECK_INT(cli_lines_end(&l), 0);
+    CHECK_INT(z.lines, 3);
+    cli_lines_free(&l);
+    free(big);
 }
 
 static void test_text(void)
@@ -96,6 +138,7 @@ static void test_text(void)
 int main(void)
 {
     test_lines();
+    test_long_lines();
     test_text();
     return check_exit();
 }

@@ -1,7 +1,8 @@
 /* Unit tests of util/dynbuf: appends of bytes, strings and printf text, growth across many
  * doublings, the cap (an append that would pass it fails with -EFBIG and changes nothing, an
  * append that reaches it exactly succeeds, a tiny cap), reset, take (the bytes change hands,
- * the buffer starts over; an empty buffer gives ""), and free of a zeroed buffer. */
+ * the buffer starts over; an empty buffer gives ""), cut to a shorter length, and free of a
+ * zeroed buffer. */
 #include "util/dynbuf.h"
 
 #include <errno.h>
@@ -60,6 +61,13 @@ static void test_cap(void)
     CHECK(b.cap <= 11);
     CHECK_INT(dynbuf_add(&b, "x", 1), -EFBIG);
     CHECK_INT(dynbuf_add(&b, "x", SIZE_MAX), -EFBIG); /* no wrap-around */
+    dynbuf_cut(&b, 4);
+    CHECK_STR(dynbuf_str(&b), "0123");
+    CHECK_INT(dynbuf_len(&b), 4);
+    dynbuf_cut(&b, 9); /* past the length: nothing changes */
+    CHECK_STR(dynbuf_str(&b), "0123");
+    CHECK_INT(dynbuf_adds(&b, "456789"), 0); /* the room is back */
+    CHECK_STR(dynbuf_str(&b), "0123456789");
     dynbuf_reset(&b);
     CHECK_STR(dynbuf_str(&b), "");
     CHECK_INT(dynbuf_adds(&b, "0123456789"), 0); /* the memory is kept, the cap too */
