@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/array.h"
 #include "util/err.h"
 #include "util/writefile.h"
 #include "model/onnx.pb-c.h"
@@ -30,16 +31,10 @@ static void *own(ox *x, void *p)
         x->failed = 1;
         return NULL;
     }
-    if (x->n_owned == x->cap_owned) {
-        size_t cap = x->cap_owned ? 2 * x->cap_owned : 256;
-        void **grown = realloc(x->owned, cap * sizeof *grown);
-        if (!grown) {
-            free(p);
-            x->failed = 1;
-            return NULL;
-        }
-        x->owned = grown;
-        x->cap_owned = cap;
+    if (ARRAY_GROW(x->owned, x->cap_owned, x->n_owned + 1, ARRAY_NO_MAX) < 0) {
+        free(p);
+        x->failed = 1;
+        return NULL;
     }
     x->owned[x->n_owned++] = p;
     return p;

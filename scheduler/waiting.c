@@ -7,19 +7,14 @@
 #include <string.h>
 
 #include "job/job.h"
+#include "util/array.h"
 #include "util/err.h"
 
 static int collect(void *ctx, const db_worker *w)
 {
     sched_wait_workers *ws = ctx;
-    if (ws->n == ws->cap) {
-        size_t cap = ws->cap ? 2 * ws->cap : 8;
-        db_worker *grown = realloc(ws->w, cap * sizeof *grown);
-        if (!grown)
-            return -ENOMEM;
-        ws->w = grown;
-        ws->cap = cap;
-    }
+    if (ARRAY_GROW(ws->w, ws->cap, ws->n + 1, ARRAY_NO_MAX) < 0)
+        return -ENOMEM; /* the workers are the database's own rows: no cap of their own */
     db_worker *c = &ws->w[ws->n];
     *c = *w;
     c->devices = NULL; /* not needed here, and owned by the walk */

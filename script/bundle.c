@@ -22,6 +22,7 @@
 #include <zlib.h>
 
 #include "script/bundle_priv.h"
+#include "util/array.h"
 #include "util/err.h"
 
 #define EXT_MAX  (64 * 1024) /* a pax header or GNU long name member */
@@ -104,14 +105,8 @@ static int remember(walker *w, const char *path, int type, const char *target, c
     size_t need = strlen(path) + 1 + (target ? strlen(target) + 1 : 0);
     if (w->book + need > BOOK_MAX)
         return err_set(err, -EFBIG, "the bundle's paths pass %u MiB in all", BOOK_MAX >> 20);
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 64;
-        member *m = realloc(w->m, cap * sizeof *m);
-        if (!m)
-            return err_set(err, -ENOMEM, "out of memory reading the bundle");
-        w->m = m;
-        w->cap = cap;
-    }
+    if (ARRAY_GROW(w->m, w->cap, w->n + 1, ARRAY_NO_MAX) < 0) /* bounded by BOOK_MAX above */
+        return err_set(err, -ENOMEM, "out of memory reading the bundle");
     member *e = &w->m[w->n];
     e->path = strdup(path);
     e->target = target ? strdup(target) : NULL;

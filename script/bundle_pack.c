@@ -18,6 +18,7 @@
 #include <zlib.h>
 
 #include "script/bundle_priv.h"
+#include "util/array.h"
 #include "util/err.h"
 
 #define OCTAL12_MAX 077777777777ull /* the largest size an octal size field holds */
@@ -112,17 +113,11 @@ static int collect(packer *p, int dfd, const char *root, const char *rel, char *
             e.target = strdup(t);
         }
         e.path = strdup(path);
-        if (p->n == p->cap) {
-            size_t cap = p->cap ? p->cap * 2 : 64;
-            entry *ne = realloc(p->e, cap * sizeof *ne);
-            if (!ne) {
-                free(e.path);
-                free(e.target);
-                rc = err_set(err, -ENOMEM, "out of memory packing %s", root);
-                break;
-            }
-            p->e = ne;
-            p->cap = cap;
+        if (ARRAY_GROW(p->e, p->cap, p->n + 1, ARRAY_NO_MAX) < 0) {
+            free(e.path);
+            free(e.target);
+            rc = err_set(err, -ENOMEM, "out of memory packing %s", root);
+            break;
         }
         p->e[p->n++] = e;
         if (!e.path || (type == M_LINK && !e.target)) {

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "script/run.h"
+#include "util/array.h"
 #include "util/err.h"
 #include "util/exepath.h"
 
@@ -39,14 +40,8 @@ static const char *const usr_links[] = {"/bin",   "/sbin",   "/lib", "/lib32",
 
 int sandbox_args_add(sandbox_args *a, const char *s)
 {
-    if (a->n + 2 > a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 64;
-        char **v = realloc(a->v, cap * sizeof *v);
-        if (!v)
-            return -ENOMEM;
-        a->v = v;
-        a->cap = cap;
-    }
+    if (ARRAY_GROW(a->v, a->cap, a->n + 2, ARRAY_NO_MAX) < 0)
+        return -ENOMEM;
     char *c = strdup(s);
     if (!c)
         return -ENOMEM;

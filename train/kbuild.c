@@ -34,6 +34,7 @@
 
 #include <jansson.h>
 
+#include "util/dynbuf.h"
 #include "util/err.h"
 #include "model/model.h"
 
@@ -290,35 +291,26 @@ void kbuild_free(kbuild *b)
     free(b);
 }
 
-/* Reads one line from fd (at most KBUILD_LINE_MAX bytes); NULL at EOF before any byte. */
+/* Reads one line from fd (at most KBUILD_LINE_MAX bytes, the rest of a longer one left
+ * unread); NULL at EOF before any byte, or out of memory. */
 static char *read_line(int fd)
 {
-    size_t cap = 65536, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (len + 1 == cap) {
-            char *more = cap < KBUILD_LINE_MAX ? realloc(buf, cap * 2) : NULL;
-            if (!more)
-                break;
-            buf = more;
-            cap *= 2;
-        }
-        ssize_t n = read(fd, buf + len, cap - 1 - len);
+    dynbuf b;
+    char chunk[65536];
+    dynbuf_init(&b, KBUILD_LINE_MAX);
+    for (;;) {
+        size_t room = KBUILD_LINE_MAX - dynbuf_len(&b);
+        ssize_t n = room ? read(fd, chunk, room < sizeof chunk ? room : sizeof chunk) : 0;
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-        if (memchr(buf + len - n, '\n', (size_t)n))
+        if (n <= 0 || dynbuf_add(&b, chunk, (size_t)n) < 0 || memchr(chunk, '\n', (size_t)n))
             break;
     }
-    if (buf && len == 0) {
-        free(buf);
+    if (dynbuf_len(&b) == 0) {
+        dynbuf_free(&b);
         return NULL;
     }
-    if (buf)
-        buf[len] = '\0';
-    return buf;
+    return dynbuf_take(&b, NULL);
 }
 
 static int helper_dry(ocl_ctx *c, kern *k, const char *line, char *err)

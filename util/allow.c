@@ -4,6 +4,7 @@
  * (::ffff:a.b.c.d), so that a CIDR, an address pattern and the private ranges each need one
  * comparison, and a mapped address a resolver hands back is judged as the IPv4 one it is. An
  * IPv4 CIDR's prefix length is stored plus 96 for the same reason. */
+#include "util/array.h"
 #include "util/allow.h"
 
 #include <arpa/inet.h>
@@ -141,14 +142,9 @@ int allow_list_parse(const char *spec, allow_list *out, char *err)
         s += n + (s[n] == ',');
         if (a == b)
             continue; /* "a,,b" and a trailing comma are harmless */
-        if (l.n == cap) {
-            cap = cap ? cap * 2 : 4;
-            allow_pattern *p = realloc(l.p, cap * sizeof *p);
-            if (!p) {
-                rc = err_set(err, -ENOMEM, "out of memory");
-                goto out;
-            }
-            l.p = p;
+        if (ARRAY_GROW(l.p, cap, l.n + 1, ARRAY_NO_MAX) < 0) {
+            rc = err_set(err, -ENOMEM, "out of memory");
+            goto out;
         }
         rc = allow_parse_one(a, (size_t)(b - a), &l.p[l.n], err);
         if (rc < 0)
