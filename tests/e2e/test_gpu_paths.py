@@ -82,12 +82,15 @@ def test_seed_cnn_gpu_class_matches_cpu_class(pocl, data_server, train, monkeypa
     runs = run_both(train, monkeypatch, job, "cnn")
     cpu, gpu = launched(runs["cpu"][1]), launched(runs["gpu"][1])
     # the CPU class: direct convolutions fused with the pool, the CPU GEMMs; the GPU class:
-    # im2col, the tiled GEMM and the per-element bias + activation and Adam
-    assert {"conv_fwd_pool", "conv_dw_pool", "act_bias_fwd_cpu"} <= cpu, cpu
-    assert "gemm_tiled" not in cpu, cpu
-    assert {"conv_im2col", "gemm_tiled", "pool_fwd", "act_bias_fwd", "optim_adam"} <= gpu, gpu
+    # im2col, the tiled GEMM, pooling and the image batch one work-item per element, and the
+    # per-element bias + activation and Adam
+    assert {"conv_fwd_pool", "conv_dw_pool", "act_bias_fwd_cpu", "image_batch"} <= cpu, cpu
+    assert not {"gemm_tiled", "pool_fwd_gpu", "image_batch_gpu"} & cpu, cpu
+    assert {"conv_im2col", "gemm_tiled", "pool_fwd_gpu", "pool_bwd_gpu", "image_batch_gpu",
+            "act_bias_fwd", "optim_adam"} <= gpu, gpu
     assert not {"gemm_cpu", "gemm_nt_narrow", "gemm_tn_narrow", "conv_fwd", "conv_fwd_pool",
-                "act_bias_fwd_cpu", "optim_adam_cpu"} & gpu, gpu
+                "act_bias_fwd_cpu", "optim_adam_cpu", "pool_fwd", "pool_bwd",
+                "image_batch"} & gpu, gpu
     assert_curves_agree(runs, ("loss", "val_loss", "accuracy"))
 
 
