@@ -44,6 +44,7 @@
 
 #include "script/bundle.h"
 #include "script/sandbox.h"
+#include "util/path.h"
 #include "util/err.h"
 #include "util/exepath.h"
 #include "util/sha256.h"
@@ -430,7 +431,7 @@ static int find_program(const char *name, char *out, size_t cap, char *err)
 {
     if (strchr(name, '/')) {
         char cwd[PATH_MAX];
-        int n = name[0] != '/' && getcwd(cwd, sizeof cwd) ? snprintf(out, cap, "%s/%s", cwd, name)
+        int n = name[0] != '/' && getcwd(cwd, sizeof cwd) ? path_join(out, cap, cwd, name, NULL)
                                                           : snprintf(out, cap, "%s", name);
         if (n < 0 || (size_t)n >= cap)
             return err_set(err, -ENAMETOOLONG, "the interpreter's path is too long");
@@ -493,7 +494,9 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
     static const char *const subdirs[] = {"code", "data", "output",   "checkpoint",
                                           "tmp",  "home", PRIVATE_DIR};
     for (size_t i = 0; i < sizeof subdirs / sizeof subdirs[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", r.jd, subdirs[i]);
+        rc = path_join(path, sizeof path, r.jd, subdirs[i], err);
+        if (rc < 0)
+            return rc;
         if (mkdir(path, 0755) < 0 && errno != EEXIST)
             return err_set(err, -errno, "cannot make %s: %s", path, strerror(errno));
         if (!strcmp(subdirs[i], PRIVATE_DIR) && chmod(path, 0700) < 0)

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "script/sandbox.h"
+#include "util/path.h"
 #include "util/err.h"
 #include "util/exepath.h"
 #include "util/sha256.h"
@@ -217,7 +218,7 @@ int script_venv(const char *python, const char *requirements, const char *code_d
     if (rc < 0)
         return err_set(err, rc, "cannot make the venv cache %s: %s", cache_dir, strerror(-rc));
     char venv[PATH_MAX], lock[PATH_MAX + 8], mark[PATH_MAX + 24], bin[PATH_MAX + 16];
-    if (snprintf(venv, sizeof venv, "%s/%s", cache_dir, key) >= (int)sizeof venv - 40)
+    if (path_join(venv, sizeof venv - 40, cache_dir, key, NULL) < 0) /* room for the suffixes */
         return err_set(err, -ENAMETOOLONG, "the venv cache's path is too long");
     snprintf(lock, sizeof lock, "%s.lock", venv);
     snprintf(mark, sizeof mark, "%s/.trainyard-complete", venv);

@@ -681,7 +681,11 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
     json_t *doc = lease_document(lease);
     char prefix[512], dir[4096], err[ERR_LEN] = "";
     snprintf(prefix, sizeof prefix, "/workers/%s/jobs/%s", worker_id, job_id);
-    snprintf(dir, sizeof dir, "%s/%s", o->work_dir, job_id);
+    if (path_join(dir, sizeof dir, o->work_dir, job_id, err) < 0) {
+        json_decref(doc);
+        complete(o, c, prefix, "failed", err);
+        return -ENAMETOOLONG;
+    }
     agent_say("job %s attempt %lld", job_id,
               (long long)json_integer_value(json_object_get(lease, "attempt")));
 
