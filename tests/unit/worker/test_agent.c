@@ -414,6 +414,7 @@ static void test_job_succeeds(void)
 
     check_worker("agent-ok", worker, sizeof worker);
     CHECK_STR(json_string_value(json_object_get(job, "worker")), worker);
+    CHECK_STR(json_string_value(json_object_get(job, "device")), device.name);
     json_decref(epochs);
     json_decref(job);
     job_status(id, status, sizeof status); /* nothing changed it since */
