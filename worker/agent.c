@@ -130,9 +130,11 @@ static int agent_retry_wait(double deadline, long *backoff_ms)
  * the main thread only. */
 static double agent_retry_deadline(const agent_opts *o)
 {
-    static double stop_by;
-    if (!*o->stop)
+    static double stop_by; /* set at the first call after a stop, cleared while none is */
+    if (!*o->stop) {
+        stop_by = 0;
         return time_mono() + AGENT_RETRY_S;
+    }
     if (stop_by == 0)
         stop_by = time_mono() + AGENT_STOP_RETRY_S;
     return stop_by;

@@ -37,12 +37,12 @@
 #include "util/err.h"
 #include "util/sha256.h"
 #include "util/timeutil.h"
-#include "worker/fetch.h"
+#include "data/fetch.h"
 
 #include "tests/unit/check.h"
 #include "tests/unit/kernels/cltest.h"
 #include "tests/unit/servetest.h"
-#include "tests/unit/worker/train_fixtures.h"
+#include "tests/unit/train/train_fixtures.h"
 
 #define EPOCHS      3    /* the job that succeeds */
 #define LONG_EPOCHS 5000 /* the jobs that are cancelled or stopped: far more than they run */
@@ -575,7 +575,7 @@ static void test_device_helpers(void)
     /* A bad index says which and how many there are, and leaves *out as it was. */
     char want[32], count[32];
     snprintf(want, sizeof want, "%zu", n);
-    snprintf(count, sizeof count, "(%zu found)", n);
+    snprintf(count, sizeof count, "(%zu found", n);
     memset(&untouched, 0x5a, sizeof untouched);
     d = untouched;
     err[0] = '\0';
