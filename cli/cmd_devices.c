@@ -1,5 +1,5 @@
 /* cmd_devices: `trainyard devices [--json]` lists every device a worker here would offer
- * (worker/devices.h): the OpenCL devices, then NVIDIA GPUs that only NVML or nvidia-smi shows,
+ * (kernels/devices.h): the OpenCL devices, then NVIDIA GPUs that only NVML or nvidia-smi shows,
  * each with how it was found; the same facts a job's resources.device is matched against. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 #include "util/err.h"
 #include "util/json_out.h"
 #include "worker/agent.h"
-#include "worker/devices.h"
+#include "kernels/devices.h"
 
 /* The API's Device object plus what only a person at this machine needs. */
 static json_t *device_json(const ocl_device *d)

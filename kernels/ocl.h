@@ -32,7 +32,7 @@ typedef struct ocl_device {
     size_t max_work_group;
     unsigned base_align_bytes; /* sub-buffer origin alignment */
     /* How it was found: "opencl via /etc/OpenCL/vendors", "opencl via driver search: PATH"
-     * (kernels/icd.h), or for a GPU without OpenCL "nvml" / "nvidia-smi" (worker/nvgpu.h). */
+     * (kernels/icd.h), or for a GPU without OpenCL "nvml" / "nvidia-smi" (kernels/nvgpu.h). */
     char found_by[300];
     char uuid[96]; /* an NVIDIA GPU's "GPU-xxxxxxxx-...", else "" */
     int opencl;    /* 1 for an OpenCL device; 0: platform and id are NULL, no kernel runs on it */

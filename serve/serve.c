@@ -47,7 +47,7 @@
 #include "db/events.h"
 #include "db/tokens.h"
 #include "kernels/ocl.h"
-#include "worker/devices.h"
+#include "kernels/devices.h"
 #include "predict/grpc.h"
 #include "predict/predict.h"
 #include "scheduler/notify.h"
@@ -457,7 +457,7 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
 
     /* The devices, listed before the inference engine's thread opens one: the OpenCL ICD
      * loader's first platform enumeration is not safe from two threads at once. GPUs without
-     * OpenCL (worker/devices.h) count too: their local workers take script jobs. */
+     * OpenCL (kernels/devices.h) count too: their local workers take script jobs. */
     ocl_device *devs = NULL;
     size_t ndev = 0;
     if (devices_list(&devs, &ndev, err) < 0)

@@ -54,7 +54,7 @@
 #include "util/url.h"
 #include "util/utf8.h"
 #include "train/checkpoint.h"
-#include "worker/devices.h"
+#include "kernels/devices.h"
 #include "client/client.h"
 #include "data/fetch.h"
 #include "train/trainer.h"

@@ -351,7 +351,7 @@ static void device_place(const ocl_device *dev, int *platform, int *device)
 }
 
 /* CUDA_VISIBLE_DEVICES for the worker's device: an NVIDIA GPU by its UUID ("GPU-xxxxxxxx-...",
- * from cl_khr_device_uuid, NVML or nvidia-smi: worker/devices.h), else by its place among the
+ * from cl_khr_device_uuid, NVML or nvidia-smi: kernels/devices.h), else by its place among the
  * platform's devices in PCI order; any other device hides CUDA's GPUs (""), since they belong
  * to other workers. */
 static void cuda_visible(const ocl_device *dev, int device, char *out, size_t cap)

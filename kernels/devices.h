@@ -1,14 +1,14 @@
 /* devices: every device of this machine a worker can offer — the OpenCL devices
  * (kernels/ocl.h, found through the ICD loader and the driver search of kernels/icd.h), then,
  * when OpenCL shows no NVIDIA GPU, the NVIDIA GPUs that NVML or nvidia-smi finds
- * (worker/nvgpu.h) as devices without OpenCL (opencl 0, found_by "nvml" or "nvidia-smi"): those
+ * (kernels/nvgpu.h) as devices without OpenCL (opencl 0, found_by "nvml" or "nvidia-smi"): those
  * run script jobs only. A device's index is its place in this listing, so `trainyard devices`,
  * `worker --device N` and serve's local workers agree; the OpenCL devices come first, at the
  * indices ocl_devices_list gives them.
  *
  * Ownership: devices_list's array is malloc'd; the caller free()s it. */
-#ifndef TRAINYARD_WORKER_DEVICES_H
-#define TRAINYARD_WORKER_DEVICES_H
+#ifndef TRAINYARD_KERNELS_DEVICES_H
+#define TRAINYARD_KERNELS_DEVICES_H
 
 #include <stddef.h>
 

@@ -4,7 +4,7 @@
  * functions), and nvgpu_list falling back to a real nvidia-smi executable found on PATH (a
  * script this test writes, printing what the driver's tool prints) and finding nothing when
  * there is none. */
-#include "worker/nvgpu.h"
+#include "kernels/nvgpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "tests/unit/check.h"
-#include "tests/unit/worker/fake_smi.h"
+#include "tests/unit/kernels/fake_smi.h"
 #include "util/err.h"
 
 #define UUID0 FAKE_SMI_UUID0

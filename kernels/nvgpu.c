@@ -5,7 +5,7 @@
  * memory record is three unsigned long long (total, free, used). Names and UUIDs fit 96 bytes
  * (NVML_DEVICE_NAME_V2_BUFFER_SIZE, NVML_DEVICE_UUID_V2_BUFFER_SIZE). The library is closed
  * again after the listing (nvmlShutdown, dlclose): nothing of it is kept. */
-#include "worker/nvgpu.h"
+#include "kernels/nvgpu.h"
 
 #include <ctype.h>
 #include <dlfcn.h>

@@ -3,14 +3,14 @@
  * "Does not show" is decided per machine, not per GPU: when the NVIDIA OpenCL platform lists
  * any GPU it lists them all, and when it lists none (no driver for the loader) every GPU NVML or
  * nvidia-smi finds is added. */
-#include "worker/devices.h"
+#include "kernels/devices.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/err.h"
-#include "worker/nvgpu.h"
+#include "kernels/nvgpu.h"
 
 /* 1 when one of list's OpenCL devices is an NVIDIA GPU. */
 static int devices_nvidia_seen(const ocl_device *list, size_t n)

@@ -4,7 +4,7 @@
  * that does not exist), with indices in that order; devices_pick takes an OpenCL device for a
  * kind first, a GPU without OpenCL for "gpu" when OpenCL has none, and any device by index; and
  * the registration's JSON of a GPU without OpenCL says so (agent_device_json). */
-#include "worker/devices.h"
+#include "kernels/devices.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "tests/unit/check.h"
-#include "tests/unit/worker/fake_smi.h"
+#include "tests/unit/kernels/fake_smi.h"
 #include "util/err.h"
 #include "worker/agent.h"
 

@@ -7,8 +7,8 @@
  * is what CUDA_VISIBLE_DEVICES takes.
  *
  * Ownership: nvgpu_list's array is malloc'd; the caller free()s it. */
-#ifndef TRAINYARD_WORKER_NVGPU_H
-#define TRAINYARD_WORKER_NVGPU_H
+#ifndef TRAINYARD_KERNELS_NVGPU_H
+#define TRAINYARD_KERNELS_NVGPU_H
 
 #include <stddef.h>
 #include <stdint.h>
