@@ -1,27 +1,21 @@
-/* tar: a reader of tar archives held in memory, for the image datasets (data/images.c).
+/* tar: the image datasets' walk of a tar archive held in memory (data/images.c, npz.c,
+ * images_folder.c), on util/tar.c's reader, which owns the format (ustar, GNU, pax; see
+ * util/tar.h for its rules). This file holds the datasets' policy only.
  *
- * Formats: POSIX ustar ("ustar\0" "00") and GNU ("ustar  \0"), with GNU long names (type 'L')
- * and pax extended headers (type 'x': the "path" record; type 'g' is skipped). Old v7 archives
- * (no magic) are refused. Sizes may be octal or GNU base-256.
- *
- * What comes out: regular files only ('0' and '\0'; contiguous '7' counts as regular). Directories
- * and volume labels are skipped. Links, devices, FIFOs and every other type are refused, and so is
- * a path that is absolute or has a ".." component: nothing read from an archive can name a place
- * outside it. Paths come out normalised: "." components and repeated slashes dropped ("./a//b" →
- * "a/b").
- *
- * The end is two zero blocks, one zero block, or the end of the data at a header boundary. A
- * header whose checksum is wrong, or a member whose data runs past the end, is an error
- * ("truncated").
+ * What comes out: regular files only ('0' and '\0'; contiguous '7' counts as regular).
+ * Directories and volume labels are skipped. Links, devices, FIFOs and every other type are
+ * refused, and so is a path that is absolute or has a ".." component: nothing read from an
+ * archive can name a place outside it. Paths come out normalised: "." components and repeated
+ * slashes dropped ("./a//b" → "a/b").
  *
  * Ownership: the reader borrows the archive's bytes; an entry's data points into them and its
  * name into the reader, valid until the next tar_reader_next(). The reader allocates nothing. */
-#ifndef TRAINYARD_WORKER_TAR_H
-#define TRAINYARD_WORKER_TAR_H
+#ifndef TRAINYARD_DATA_TAR_H
+#define TRAINYARD_DATA_TAR_H
 
 #include <stddef.h>
 
-#define TAR_NAME_MAX 4096 /* bytes in a path, long names included */
+#include "util/tar.h"
 
 typedef struct tar_entry {
     const char *name; /* normalised path, NUL-terminated */
@@ -31,10 +25,9 @@ typedef struct tar_entry {
 
 typedef struct tar_reader {
     const char *data;
-    size_t len, pos;         /* pos: the next header's offset */
-    char name[TAR_NAME_MAX]; /* the current entry's normalised path */
-    char longname[TAR_NAME_MAX];
-    int has_longname; /* a 'L' or pax path applies to the next header */
+    size_t len, pos; /* pos: the bytes the stream has taken */
+    tar_stream t;
+    char name[TAR_PATH_MAX]; /* the current entry's normalised path */
 } tar_reader;
 
 /* 1 when data begins with a ustar or GNU header whose checksum is right. */

@@ -1,11 +1,11 @@
 /* bundle: users' code folders as .tar.gz bundles (POST /code, code_url, checkpoints of script
  * jobs): a check that writes nothing, an unpack, and a deterministic pack.
  *
- * The reader is bundle's own, not data/tar.c's: that one wants the whole archive in memory,
- * unpacked, and knows only regular files, while a bundle is checked as it is inflated (memory
- * bounded by the caps' bookkeeping, never by the unpacked size) and keeps directories and
- * symlinks. Formats read: POSIX ustar, pax (path, linkpath, size records), GNU (long names
- * 'L', long link targets 'K', base-256 sizes); concatenated gzip members are one stream.
+ * The format is util/tar.c's streaming reader (the one data/tar.c walks in memory too): a
+ * bundle is checked as it is inflated (memory bounded by the caps' bookkeeping, never by the
+ * unpacked size), and this module's rules decide which members pass. Formats read: POSIX
+ * ustar, pax (path, linkpath, size records), GNU (long names 'L', long link targets 'K',
+ * base-256 sizes); concatenated gzip members are one stream.
  *
  * Safety rules (bundle_check, and so bundle_unpack): every member is a regular file, a
  * directory or a symlink; its path is relative with no ".." component; a symlink's target is

@@ -236,11 +236,7 @@ static int put_block(packer *p, char type, const char *name, uint64_t size, unsi
            "ustar\0"
            "00",
            8);
-    memset(h + 148, ' ', 8);
-    unsigned sum = 0;
-    for (size_t i = 0; i < BLOCK; i++)
-        sum += h[i];
-    snprintf((char *)h + 148, 8, "%06o", sum);
+    snprintf((char *)h + 148, 8, "%06o", tar_checksum(h));
     h[155] = ' ';
     return gz_write(p, h, BLOCK, Z_NO_FLUSH, err);
 }

@@ -1,6 +1,6 @@
 /* bundle_priv: what the files of script/'s bundle code share; not part of its API.
  *
- *   bundle.c         the streaming reader (gzip → tar state machine) and every check:
+ *   bundle.c         the streaming walk (gzip → util/tar.c's reader) and every check:
  *                    bundle_check, and the walk bundle_unpack repeats with its writers
  *   bundle_unpack.c  the writers: folders, files and symlinks under dir, opened O_NOFOLLOW
  *   bundle_pack.c    the deterministic writer of a folder as .tar.gz
@@ -14,10 +14,11 @@
 #include <stdint.h>
 
 #include "script/bundle.h"
+#include "util/tar.h"
 
-#define BLOCK         512
-#define PATH_CAP      4096        /* bytes in a member's path or a symlink target */
-#define CHUNK         (64 * 1024) /* inflate/deflate buffer */
+#define BLOCK         TAR_BLOCK
+#define PATH_CAP      TAR_PATH_MAX /* bytes in a member's path or a symlink target */
+#define CHUNK         (64 * 1024)  /* inflate/deflate buffer */
 #define DEF_MAX_FILES 10000u
 #define DEF_MAX_BYTES (1024ull << 20)
 
@@ -40,19 +41,11 @@ struct walker {
     uint64_t max_files, max_bytes;
     const walk_cb *cb; /* NULL: check only */
     void *ctx;
-    int state;
-    unsigned char hdr[BLOCK];
-    size_t hdr_fill;
-    uint64_t remaining, pad, size; /* size: the current file member's */
-    uint64_t fed;                  /* tar bytes seen */
-    int zero_blocks;
-    char ext_type; /* 'x', 'L' or 'K' while collecting */
-    char *ext;
-    size_t ext_len;
-    char longname[PATH_CAP], longlink[PATH_CAP];
-    int has_longname, has_longlink;
-    uint64_t pax_size;
-    int has_pax_size;
+    tar_stream tar;      /* util/tar.c's reader: the format */
+    int ended;           /* the tar end block was read */
+    int in_file;         /* the stream's data pieces are the current file's */
+    uint64_t remaining;  /* of the current file's data */
+    uint64_t fed;        /* tar bytes seen */
     char path[PATH_CAP]; /* the current member's normalised path */
     member *m;
     size_t n, cap, book;
@@ -64,7 +57,7 @@ void bundle_walker_init(walker *w, const bundle_limits *lim);
 /* Inflates gz and pushes it through the tar walker, then the end-of-archive rules: 0, or
  * -EINVAL / -EFBIG / -ENOMEM (or a callback's code) with err set. */
 int bundle_walk(walker *w, const void *gz, size_t len, char *err);
-/* Releases what the walk kept (the member list, the extension buffer). */
+/* Releases what the walk kept (the member list). */
 void bundle_walker_free(walker *w);
 
 #endif
