@@ -354,8 +354,8 @@ static int slurm_cancel(slurm_executor *x, const char *id, char *err)
 }
 
 /* Settles one bound job by its Slurm state (slurm.h has the table). */
-static int slurm_settle(slurm_executor *x, const slurm_bound *b, int64_t now, sched_expiry_stats *st,
-                        char *err)
+static int slurm_settle(slurm_executor *x, const slurm_bound *b, int64_t now,
+                        sched_expiry_stats *st, char *err)
 {
     int cls = b->state[0] ? slurm_state_class(b->state) : SLURM_ENDED;
     int finished = db_status_terminal(b->status);

@@ -16,7 +16,8 @@
  *
  * kill -9: nothing to do here by design. Every acknowledged change is committed (WAL,
  * synchronous=FULL); local workers die with serve (--parent); remote ones re-attach; the
- * restarted serve's lease expiry (scheduler/expiry.c) requeues the jobs whose leases lapsed meanwhile.
+ * restarted serve's lease expiry (scheduler/expiry.c) requeues the jobs whose leases lapsed
+ * meanwhile.
  *
  * One serve per data directory: DATA-DIR/serve.lock is locked before anything there changes
  * (serve_lock). A local worker process that dies while serve runs is reported by the supervisor
