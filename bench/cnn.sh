@@ -36,19 +36,9 @@ mkdir -p "$data"
 [ -f "$data/cifar-small.tar.gz" ] ||
   "$py" bench/make_images.py "$data/cifar-small.tar.gz" --train 320 --test 64 >&2
 
+. bench/seed_cnn.sh
 job() { # name archive
-  cat > "$data/$1.json" <<JOB
-{"name": "$1", "dataset_url": "file://$PWD/$data/$2",
- "dataset": {"format": "cifar10", "resize": [64, 64]},
- "task": "classification",
- "model": {"input_shape": [64, 64, 3],
-           "layers": [{"type": "conv2d", "filters": 32, "kernel_size": 3, "activation": "relu"},
-                      {"type": "maxpool2d", "pool_size": 2},
-                      {"type": "flatten"},
-                      {"type": "dense", "units": 10, "activation": "softmax"}]},
- "hyperparameters": {"epochs": 1, "batch_size": 32, "optimizer": "adam",
-                     "learning_rate": 0.001, "seed": 0}}
-JOB
+  seed_cnn_job "$data/$1.json" "$1" "$PWD/$data/$2"
 }
 job cnn cifar.tar.gz
 job cnn-small cifar-small.tar.gz

@@ -50,19 +50,9 @@ step "data"
 timeout 300 "$py" bench/make_data.py "$data"
 ls -la "$data"
 
+. bench/seed_cnn.sh
 cnn_job() { # name archive
-  cat >"$data/$1.json" <<JOB
-{"name": "$1", "dataset_url": "file://$data/$2",
- "dataset": {"format": "cifar10", "resize": [64, 64]},
- "task": "classification",
- "model": {"input_shape": [64, 64, 3],
-           "layers": [{"type": "conv2d", "filters": 32, "kernel_size": 3, "activation": "relu"},
-                      {"type": "maxpool2d", "pool_size": 2},
-                      {"type": "flatten"},
-                      {"type": "dense", "units": 10, "activation": "softmax"}]},
- "hyperparameters": {"epochs": 1, "batch_size": 32, "optimizer": "adam",
-                     "learning_rate": 0.001, "seed": 0}}
-JOB
+  seed_cnn_job "$data/$1.json" "$1" "$data/$2"
 }
 mlp_job() { # name task layers hyperparameters (bench/train.sh's workloads)
   cat >"$data/$1.json" <<JOB
