@@ -47,15 +47,19 @@
 #define API_IDEM_MAX     200 /* characters of an Idempotency-Key */
 
 /* {"waiting": Waiting} for a queued job (why it has not started: scheduler/waiting.h) into
- * *out (a new object), {"waiting": null} for any other; ws the live workers, loaded by the
- * caller once per request. */
-static int api_job_waiting(db *d, const db_job *j, const sched_wait_workers *ws, int ahead_max,
-                           json_t **out, char *err)
+ * *out (a new object), {"waiting": null} for any other. ws holds the live workers, read at
+ * the first queued job of a request (*loaded then 1), so answers without one read none. */
+static int api_job_waiting(app *a, db *d, const db_job *j, sched_wait_workers *ws, int *loaded,
+                           int ahead_max, json_t **out, char *err)
 {
     json_t *w = json_null();
     if (j->status == DB_QUEUED) {
         sched_wait why;
-        int rc = sched_job_wait(d, j, ws, ahead_max, &why, err);
+        int rc = *loaded ? 0 : sched_wait_workers_load(d, api_live_since(a), ws, err);
+        if (rc < 0)
+            return rc;
+        *loaded = 1;
+        rc = sched_job_wait(d, j, ws, ahead_max, &why, err);
         if (rc < 0)
             return rc;
         w = api_encode_wait(&why);
@@ -72,9 +76,8 @@ static int api_job_extra(app *a, db *d, const db_job *j, json_t *model, json_t *
 {
     json_t *extra = NULL;
     sched_wait_workers ws = {0};
-    int rc = sched_wait_workers_load(d, api_live_since(a), &ws, err);
-    if (rc == 0)
-        rc = api_job_waiting(d, j, &ws, SCHED_WAIT_AHEAD_MAX, &extra, err);
+    int loaded = 0;
+    int rc = api_job_waiting(a, d, j, &ws, &loaded, SCHED_WAIT_AHEAD_MAX, &extra, err);
     sched_wait_workers_free(&ws);
     if (rc == 0 && model) {
         if (json_object_set_new(extra, "model", model) < 0) /* stolen even on failure */
@@ -370,8 +373,10 @@ typedef struct api_page {
     int64_t last_seq; /* seq of the last job on the page */
     int more;
     int failed;
-    db *d;                      /* for the waiting reasons of queued jobs */
-    sched_wait_workers workers; /* the live workers, read once for the page */
+    db *d; /* for the waiting reasons of queued jobs */
+    app *a;
+    sched_wait_workers workers; /* the live workers, read at the page's first queued job */
+    int workers_loaded;
     char *err;
 } api_page;
 
@@ -383,7 +388,8 @@ static int api_page_add(void *ctx, const db_job *j)
         return 0;
     }
     json_t *o = api_encode_job(j), *waiting = NULL;
-    if (o && api_job_waiting(p->d, j, &p->workers, SCHED_WAIT_AHEAD_LIST, &waiting, p->err) < 0) {
+    if (o && api_job_waiting(p->a, p->d, j, &p->workers, &p->workers_loaded, SCHED_WAIT_AHEAD_LIST,
+                             &waiting, p->err) < 0) {
         json_decref(o);
         return -EIO;
     }
@@ -435,12 +441,10 @@ int api_jobs_list(http_req *r, void *ctx)
     db *d = api_db(r, a);
     if (!d)
         return -EIO;
-    api_page page = {.jobs = json_array(), .want = (int)lim, .d = d, .err = err};
+    api_page page = {.jobs = json_array(), .want = (int)lim, .d = d, .a = a, .err = err};
     if (!page.jobs)
         return err_set(err, -ENOMEM, "out of memory");
-    int rc = sched_wait_workers_load(d, api_live_since(a), &page.workers, err);
-    if (rc == 0)
-        rc = db_job_list(d, &f, api_page_add, &page, err);
+    int rc = db_job_list(d, &f, api_page_add, &page, err);
     sched_wait_workers_free(&page.workers);
     if (rc < 0) {
         if (page.failed)
