@@ -139,7 +139,7 @@ static void job_v_hyper(job_vctx *v, const json_t *doc, job_spec *s)
             "is required: an object such as {\"epochs\": 10} ({} takes every default)");
     if (r != 1)
         return;
-    job_check_members(v, hp, hpath, known);
+    field_errors_unknown(v->errs, hp, hpath, known);
     job_get_int32(v, hp, "epochs", hpath, 1, JOB_MAX_EPOCHS, &s->epochs);
     job_get_int32(v, hp, "batch_size", hpath, 1, JOB_MAX_BATCH, &s->batch_size);
     int opt_r = job_get_enum(v, hp, "optimizer", hpath, job_optimizers, "\"sgd\" or \"adam\"",
@@ -177,7 +177,7 @@ static void job_v_resources(job_vctx *v, const json_t *doc, job_spec *s)
     const json_t *res = NULL;
     if (job_get_object(v, doc, "resources", "", &res) != 1)
         return;
-    job_check_members(v, res, "resources", known);
+    field_errors_unknown(v->errs, res, "resources", known);
     job_get_enum(v, res, "device", "resources", job_devices, "\"gpu\", \"cpu\" or \"any\"",
                  &s->device);
 }
@@ -195,7 +195,7 @@ static void job_v_distribution(job_vctx *v, const json_t *doc, job_spec *s)
                          "applies only to built-in jobs: a training_script runs as one process");
         return;
     }
-    job_check_members(v, dist, "distribution", known);
+    field_errors_unknown(v->errs, dist, "distribution", known);
     job_get_int32(v, dist, "replicas", "distribution", 1, JOB_MAX_REPLICAS, &s->replicas);
     if (json_object_get(dist, "nodes") &&
         job_get_int32(v, dist, "nodes", "distribution", 1, JOB_MAX_REPLICAS, &s->nodes) == 1 &&
@@ -311,7 +311,7 @@ int job_from_json(const json_t *doc, job_spec **out, field_errors *errs)
     }
     job_defaults(s);
     s->name = job_strdup(&v, "job");
-    job_check_members(&v, doc, "", known);
+    field_errors_unknown(v.errs, doc, "", known);
     job_v_name(&v, doc, s);
     if (json_object_get(doc, "training_script")) {
         job_v_url(&v, doc, s, 0);

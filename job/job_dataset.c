@@ -287,7 +287,7 @@ static void job_v_image_options(job_vctx *v, const json_t *ds, job_spec *s)
     const json_t *aug = NULL;
     if (job_get_object(v, ds, "augment", "dataset", &aug) != 1)
         return;
-    job_check_members(v, aug, "dataset.augment", augment_known);
+    field_errors_unknown(v->errs, aug, "dataset.augment", augment_known);
     job_get_bool(v, aug, "flip", "dataset.augment", &s->augment_flip);
     job_get_int32(v, aug, "crop_padding", "dataset.augment", 0, JOB_MAX_CROP, &s->augment_crop);
 }
@@ -302,7 +302,7 @@ void job_v_dataset(job_vctx *v, const json_t *doc, job_spec *s)
     const json_t *ds = NULL;
     if (job_get_object(v, doc, "dataset", "", &ds) != 1)
         return;
-    job_check_members(v, ds, "dataset", known);
+    field_errors_unknown(v->errs, ds, "dataset", known);
     int r = job_get_enum(v, ds, "format", "dataset", job_formats,
                          "one of \"csv\", \"cifar10\", \"mnist\", \"npy\", \"npz\", \"images\"",
                          &s->format);

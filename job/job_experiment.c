@@ -74,7 +74,7 @@ static void job_v_early_stopping(job_vctx *v, const json_t *doc, job_spec *s)
         return;
     job_early_stopping *e = &s->early_stopping;
     e->enabled = 1;
-    job_check_members(v, es, path, known);
+    field_errors_unknown(v->errs, es, path, known);
     const char *monitor = "val_loss";
     const char *given = NULL;
     if (job_get_string(v, es, "monitor", path, &given) == 1) {
@@ -138,7 +138,7 @@ static void job_v_tensorboard(job_vctx *v, const json_t *doc, job_spec *s)
     const json_t *tb = NULL;
     if (job_get_object(v, doc, "tensorboard", "", &tb) != 1)
         return;
-    job_check_members(v, tb, "tensorboard", known);
+    field_errors_unknown(v->errs, tb, "tensorboard", known);
     job_get_bool(v, tb, "histograms", "tensorboard", &s->tb_histograms);
     if (s->tb_histograms && job_is_script(s))
         field_errors_add(v->errs, "tensorboard.histograms",
@@ -188,7 +188,7 @@ static void job_v_notify_entry(job_vctx *v, const json_t *entry, const char *pat
         job_bad(v, path, "an object {\"url\": ..., \"events\": [...]}", entry);
         return;
     }
-    job_check_members(v, entry, path, known);
+    field_errors_unknown(v->errs, entry, path, known);
     const char *url = NULL;
     job_path field;
     job_path_key(field, path, "url");

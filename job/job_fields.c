@@ -126,27 +126,6 @@ void job_bad(job_vctx *v, const char *path, const char *what, const json_t *got)
     field_errors_add(v->errs, path, "must be %s, got %s", what, desc);
 }
 
-void job_check_members(job_vctx *v, const json_t *obj, const char *path, const char *const *known)
-{
-    const char *key;
-    json_t *val;
-    /* Iteration does not modify the object; jansson's iterator API just is not const. */
-    json_object_foreach ((json_t *)obj, key, val) {
-        int found = 0;
-        for (size_t i = 0; known[i]; i++) {
-            if (strcmp(key, known[i]) == 0) {
-                found = 1;
-                break;
-            }
-        }
-        if (!found) {
-            job_path p;
-            job_path_key(p, path, key);
-            field_errors_add(v->errs, p, "unknown field");
-        }
-    }
-}
-
 /* ---- typed getters: 1 = present and valid (out written), 0 = absent, -1 = invalid ------- */
 
 /* An integer value from lo to hi into *out: 0, or -1 when val is anything else. */

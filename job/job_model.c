@@ -573,7 +573,7 @@ void job_v_model(job_vctx *v, const json_t *doc, job_spec *s)
     if (job_get_object(v, doc, "model", "", &model) < 0)
         return;
     if (model)
-        job_check_members(v, model, "model", known);
+        field_errors_unknown(v->errs, model, "model", known);
     job_v_input_shape(v, model, s);
     const json_t *layers = model ? json_object_get(model, "layers") : NULL;
     size_t n = 0;

@@ -36,8 +36,6 @@ void job_path_key(job_path out, const char *base, const char *key);
 void job_path_index(job_path out, const char *base, size_t i);
 /* Records "must be <what>, got <value>" on path. */
 void job_bad(job_vctx *v, const char *path, const char *what, const json_t *got);
-/* Reports every key of obj that is not in known (NULL-terminated) as "unknown field". */
-void job_check_members(job_vctx *v, const json_t *obj, const char *path, const char *const *known);
 
 int job_get_int(job_vctx *v, const json_t *obj, const char *key, const char *path, long long lo,
                 long long hi, long long *out);
