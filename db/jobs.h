@@ -129,9 +129,8 @@ int db_job_count(db *d, int status, int64_t *out, char *err);
 int db_job_count_owned(db *d, const char *owner, int status, int64_t *out, char *err);
 /* The queued jobs that a worker able to do what `can` says (kinds, scripts, slots; db/workers.h)
  * would lease before j (a higher priority, or the same and submitted earlier) into *ahead, and
- * of those the ones of a higher priority into *higher, each counted up to limit (a deep queue
- * costs no more than that). */
-struct db_worker;
+ * of those the ones of a higher priority into *higher, in one walk of at most limit jobs (a
+ * deep queue costs no more than that). */
 int db_job_count_ahead(db *d, const db_job *j, const struct db_worker *can, int limit,
                        int64_t *ahead, int64_t *higher, char *err);
 
