@@ -41,7 +41,19 @@ typedef struct beat {
     volatile int stop_asked;   /* the server asked for a graceful stop (heartbeat "stop") */
     char stop_words[512];      /* its words, under mu */
     const agent_opts *o;
+    pthread_t thread;
+    int have_thread;
 } beat;
+
+/* Fills b and starts its heartbeat thread for the lease at prefix ("/workers/W/jobs/J"), on a
+ * connection of its own; dir holds its checkpoint copies. 0, or -errno with a sentence in err
+ * (b is filled either way: agent_beat_free it). */
+int agent_beat_start(beat *b, const agent_opts *o, const char *prefix, const char *dir, int script,
+                     char *err);
+/* Ends the thread after it has sent what is queued (a heartbeat that fails ends the flush). */
+void agent_beat_stop(beat *b);
+/* agent_beat_stop, then frees b's connection and queues. */
+void agent_beat_free(beat *b);
 
 /* worker/agent_group.c: a job of several replicas leased by this worker runs as `mpirun -np N
  * trainyard-replica --lease FILE`; this waits for it (a stop is passed on as SIGTERM). Returns
@@ -53,6 +65,9 @@ int agent_group_launch(const agent_opts *o, const char *worker_id, const json_t 
  * and trainyard-replica found), else 1. */
 int agent_group_slots(const agent_opts *o);
 
+/* A JSON string of text that may hold any bytes (a dataset's, a header's): made valid UTF-8,
+ * at most cap bytes. */
+json_t *agent_json_text(const char *text, size_t cap);
 /* "worker: ..." on stderr. */
 void agent_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Queues a log line for the next heartbeat (and echoes it to stderr). */
