@@ -139,8 +139,8 @@ int cmd_serve(int argc, char **argv)
     const char *s3_endpoint = NULL, *s3_region = NULL;
     uint64_t cache_bytes = 0;
     static char allow[CLI_ALLOW_LEN];
-    static const char *script_words[32];
-    size_t n_script_words = 0;
+    static const char *script_words[32], *script_only[32];
+    size_t n_script_words = 0, n_script_only = 0;
     agent_opts script = {0}; /* the script flags, checked here, passed on to local workers */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -149,10 +149,13 @@ int cmd_serve(int argc, char **argv)
             fputs(usage_text, stdout);
             return 0;
         }
+        size_t had = n_script_words;
         rc = cli_script_flag("serve", argc, argv, &i, &script, script_words, &n_script_words,
                              sizeof script_words / sizeof script_words[0]);
         if (rc < 0)
             return 2;
+        while (had < n_script_words) /* the Slurm ranks take these alone (not --replicas) */
+            script_only[n_script_only++] = script_words[had++];
         if (rc)
             continue;
         if (!v) {
@@ -320,6 +323,8 @@ int cmd_serve(int argc, char **argv)
                      .dataset_cache = cache_dir,
                      .dataset_cache_bytes = cache_bytes_text,
                      .worker_args = n_script_words ? script_words : NULL,
+                     .slurm_scripts = script.allow_scripts,
+                     .slurm_script_args = n_script_only ? script_only : NULL,
                      .lease_seconds = lease,
                      .checkpoint_seconds = every,
                      .dataset_stall_seconds = stall,

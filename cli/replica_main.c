@@ -21,11 +21,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "cli/cli.h"
 #include "job/job.h"
 #include "kernels/ocl.h"
+#include "script/netns.h"
+#include "script/sandbox.h"
 #include "util/err.h"
 #include "util/json_out.h"
 #include "worker/agent.h"
+#include "worker/rank_env.h"
 #include "train/distrib.h"
 #include "data/dscache.h"
 #include "data/fetch.h"
@@ -53,7 +61,10 @@ static const char usage_text[] =
     "                       as for `trainyard worker` (rank 0 fetches; the others get the\n"
     "                       bytes from it)\n"
     "  --train JOB.json --out DIR\n"
-    "                       no server: train the job document, rank 0 writing DIR\n";
+    "                       no server: train the job document, rank 0 writing DIR\n"
+    "\n"
+    "A script job's ranks each run the script (rank 0 reporting), with the worker's script\n"
+    "options:\n" CLI_SCRIPT_HELP;
 
 #if defined(__SANITIZE_ADDRESS__)
 /* Under AddressSanitizer: Open MPI loads its components with dlopen and closes them at
@@ -106,6 +117,11 @@ static int parse_args(int argc, char **argv, replica_args *a)
             fputs(usage_text, stdout);
             exit(0);
         }
+        int script_flag = cli_script_flag("replica", argc, argv, &i, &a->o, NULL, NULL, 0);
+        if (script_flag < 0)
+            return -1;
+        if (script_flag > 0)
+            continue;
         if (!v) {
             fprintf(stderr, "trainyard-replica: unknown or incomplete option '%s'\n", f);
             return -1;
@@ -255,8 +271,122 @@ static int train_file(distrib *d, replica_args *a, ocl_ctx *ctx, char *err)
     return rc;
 }
 
+/* ---- a distributed script job ----------------------------------------------------------- */
+
+typedef struct script_group {
+    char **env;   /* rank_env_make's */
+    pid_t holder; /* rank 0's netns holder, or 0 */
+} script_group;
+
+/* A TCP port free on this machine now (bound to port 0 and let go): its number, or 0. */
+static int free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+    socklen_t len = sizeof sa;
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    int port = 0;
+    if (s >= 0 && bind(s, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+        getsockname(s, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    if (s >= 0)
+        close(s);
+    return port;
+}
+
+/* Where the ranks of a script job find each other, told to every rank's script (rank_env.h).
+ *
+ * All on this machine and sandboxed without --script-network: rank 0 makes a network namespace
+ * (script/netns.h) that every rank's sandbox joins, so the scripts reach each other on
+ * 127.0.0.1 and nothing else, at fixed ports from RANK_PORT_BASE. Otherwise (ranks on several
+ * machines, or scripts with the machine's network) each rank takes a free port of its machine
+ * and the others reach it by its host name (127.0.0.1 on one machine). Every rank takes part in
+ * every collective, whatever failed before, so that none waits for ever. */
+static int script_group_setup(distrib *d, replica_args *a, script_group *sg, char *err)
+{
+    int size = d->group.size, rank = d->group.rank, rc = 0;
+    int one_machine = d->local_size == size;
+    int shared = one_machine && !a->o.no_sandbox && !a->o.script_network;
+    char host[RANK_HOST_MAX] = "";
+    if (gethostname(host, sizeof host - 1) < 0 || !host[0])
+        snprintf(host, sizeof host, "localhost");
+    char *hosts = calloc((size_t)size, RANK_HOST_MAX);
+    int32_t *ports = calloc((size_t)size, 2 * sizeof *ports);
+    const char **addrs = calloc((size_t)size, sizeof *addrs);
+    int *tf_ports = calloc((size_t)size, sizeof *tf_ports);
+    if (!hosts || !ports || !addrs || !tf_ports)
+        rc = err_set(err, -ENOMEM, "out of memory"); /* MPI_Abort follows: no collective waits */
+    if (rc == 0)
+        rc = distrib_gather(d, host, hosts, RANK_HOST_MAX, err);
+    int32_t holder = 0, mine[2] = {0, 0}; /* this rank's TensorFlow port, rank 0's MASTER_PORT */
+    if (rc == 0 && shared) {
+        pid_t pid = 0;
+        if (rank == 0)
+            holder = netns_start(&pid, err) < 0 ? -1 : (int32_t)pid;
+        rc = d->group.share(d->group.user, &holder, sizeof holder, err);
+        if (rc == 0 && holder < 0 && rank != 0)
+            rc = err_set(err, -EIO, "rank 0 could not make the ranks' network namespace");
+        else if (rc == 0 && holder < 0)
+            rc = -EIO; /* err says why */
+        mine[0] = RANK_PORT_BASE + 1 + rank;
+        mine[1] = RANK_PORT_BASE;
+    } else if (rc == 0) {
+        mine[0] = free_port();
+        mine[1] = rank == 0 ? free_port() : 0;
+    }
+    if (rc == 0)
+        rc = distrib_gather(d, mine, ports, sizeof mine, err);
+    for (int r = 0; rc == 0 && r < size; r++) {
+        addrs[r] = one_machine ? "127.0.0.1" : hosts + (size_t)r * RANK_HOST_MAX;
+        tf_ports[r] = ports[2 * r];
+        if (!tf_ports[r])
+            rc = err_set(err, -EADDRINUSE, "rank %d found no free port on its machine", r);
+    }
+    if (rc == 0) {
+        rank_env_in in = {.rank = rank,
+                          .size = size,
+                          .local_rank = d->local_rank,
+                          .local_size = d->local_size,
+                          .master_addr = addrs[0],
+                          .master_port = ports[1],
+                          .hosts = addrs,
+                          .ports = tf_ports};
+        rc = rank_env_make(&in, &sg->env) < 0 ? err_set(err, -ENOMEM, "out of memory") : 0;
+    }
+    if (holder > 0 && rank == 0)
+        sg->holder = holder;
+    if (rc == 0) {
+        a->o.script_rank = rank;
+        a->o.script_ranks = size;
+        a->o.script_rank_env = (const char *const *)sg->env;
+        a->o.script_netns = holder > 0 ? holder : 0;
+        fprintf(stderr, "replica %d of %d: %s\n", rank, size,
+                shared ? "the ranks' scripts share a network namespace of their own"
+                       : "the ranks' scripts use the machines' network");
+    }
+    free(hosts);
+    free(ports);
+    free(addrs);
+    free(tf_ports);
+    return rc;
+}
+
+/* The lease's job, parsed: NULL (with err) when it is not valid. */
+static job_spec *lease_job(const json_t *lease, char *err)
+{
+    field_errors errs = {0};
+    job_spec *job = NULL;
+    if (job_from_json(json_object_get(lease, "document"), &job, &errs) < 0)
+        err_set(err, -EINVAL, "the lease holds an invalid job: %s: %s",
+                errs.count ? errs.items[0].field : "", errs.count ? errs.items[0].message : "");
+    return job;
+}
+
 int main(int argc, char **argv)
 {
+    /* a sandboxed script's launcher is this program (script/sandbox.h) */
+    if (argc > 1 && !strcmp(argv[1], "__script-exec"))
+        return sandbox_exec_main(argc - 1, argv + 1);
     replica_args a = {.o = {.checkpoint_seconds = 10, .stop = &stop_requested}, .lease_wait = 60};
     a.o.token = getenv("TRAINYARD_TOKEN");
     if (parse_args(argc, argv, &a) < 0)
@@ -291,6 +421,7 @@ int main(int argc, char **argv)
     ocl_ctx *ctx = NULL;
     client *c = NULL;
     json_t *lease = NULL;
+    script_group sg = {0};
     int rc = fetch_global_init(err);
     if (rc == 0 && a.cache_dir && d.group.rank == 0)
         rc = dscache_open(a.cache_dir, 0, &a.o.dataset_cache, err);
@@ -318,14 +449,31 @@ int main(int argc, char **argv)
             rc = shared == 0 ? 3 : shared;
             snprintf(err, sizeof err, "%s", why[0] ? why : "rank 0 has no lease to run");
         }
+        job_spec *job = rc == 0 ? lease_job(lease, err) : NULL;
+        if (rc == 0 && !job)
+            rc = -EINVAL;
+        int script = job && job_is_script(job);
+        /* every rank of a script job talks to the server (heartbeats with its log lines) */
+        if (script && !c) {
+            rc = client_new(a.o.server, a.o.token, &c, err);
+            if (rc == 0)
+                client_set_ca(c, a.o.ca_file, a.o.ca_pinned);
+        }
+        if (rc == 0 && script)
+            rc = script_group_setup(&d, &a, &sg, err);
         if (rc == 0 && d.group.rank == 0)
             rc = agent_lead(&a.o, c, a.worker, ctx, NULL, lease, &d.group);
+        else if (rc == 0 && script)
+            rc = agent_script_follow(&a.o, c, a.worker, lease, job, err);
         else if (rc == 0)
             rc = agent_follow(&a.o, ctx, NULL, lease, &d.group, err);
+        job_free(job);
     }
     if (rc < 0 || rc == 3)
         fprintf(stderr, "trainyard-replica %d: %s\n", d.group.rank, err);
     json_decref(lease);
+    netns_stop(sg.holder);
+    rank_env_free(sg.env);
     client_free(c);
     ocl_ctx_free(ctx);
     dscache_free(a.o.dataset_cache);

@@ -322,15 +322,17 @@ int db_job_list_running(db *d, db_job_fn fn, void *ctx, char *err)
     return db_rows(d, st, db_job_row, &w, err);
 }
 
-/* The Slurm executor's two walks: queued built-in jobs that no worker is bound to (what it
+/* The Slurm executor's two walks: queued jobs that no worker is bound to (what it
  * submits, in leasing order), and every job bound to a worker (what it polls and settles). */
 static const char SQL_JOB_UNBOUND[] =
-    "SELECT " DB_JOB_COLS " FROM jobs WHERE status = 'queued' AND script = 0"
+    "SELECT " DB_JOB_COLS " FROM jobs WHERE status = 'queued' AND (script = 0 OR ?2)"
     " AND for_worker IS NULL ORDER BY priority DESC, seq LIMIT ?1";
 static const char SQL_JOB_BOUND[] = "SELECT " DB_JOB_COLS " FROM jobs WHERE for_worker IS NOT NULL"
                                     " AND seq > ?2 ORDER BY seq LIMIT ?1";
 
-static int db_job_list_limited(db *d, const char *sql, int limit, int64_t after_seq, db_job_fn fn,
+/* sql's ?1 is limit, its ?2 arg2 (the bound walk's last seq; the unbound walk's "script jobs
+ * too"). */
+static int db_job_list_limited(db *d, const char *sql, int limit, int64_t arg2, db_job_fn fn,
                                void *ctx, char *err)
 {
     sqlite3_stmt *st = NULL;
@@ -338,15 +340,14 @@ static int db_job_list_limited(db *d, const char *sql, int limit, int64_t after_
     if (rc < 0)
         return rc;
     sqlite3_bind_int(st, 1, limit);
-    if (sql == SQL_JOB_BOUND)
-        sqlite3_bind_int64(st, 2, after_seq);
+    sqlite3_bind_int64(st, 2, arg2);
     db_job_walk w = {fn, ctx, err};
     return db_rows(d, st, db_job_row, &w, err);
 }
 
-int db_job_list_unbound(db *d, int limit, db_job_fn fn, void *ctx, char *err)
+int db_job_list_unbound(db *d, int limit, int scripts, db_job_fn fn, void *ctx, char *err)
 {
-    return db_job_list_limited(d, SQL_JOB_UNBOUND, limit, 0, fn, ctx, err);
+    return db_job_list_limited(d, SQL_JOB_UNBOUND, limit, scripts != 0, fn, ctx, err);
 }
 
 int db_job_list_bound(db *d, int64_t after_seq, int limit, db_job_fn fn, void *ctx, char *err)

@@ -105,9 +105,9 @@ int db_job_get_by_key(db *d, const char *idem_key, db_job *out, char body_hash[6
 int db_job_list(db *d, const db_job_filter *f, db_job_fn fn, void *ctx, char *err);
 /* Every running job (for lease expiry). */
 int db_job_list_running(db *d, db_job_fn fn, void *ctx, char *err);
-/* At most limit queued jobs that are not script jobs and are bound to no worker, in leasing
+/* At most limit queued jobs bound to no worker, script jobs only when scripts is set, in leasing
  * order (the Slurm executor submits them). */
-int db_job_list_unbound(db *d, int limit, db_job_fn fn, void *ctx, char *err);
+int db_job_list_unbound(db *d, int limit, int scripts, db_job_fn fn, void *ctx, char *err);
 /* At most limit jobs of any status bound to a worker (for_worker set) with seq > after_seq,
  * oldest first. */
 int db_job_list_bound(db *d, int64_t after_seq, int limit, db_job_fn fn, void *ctx, char *err);

@@ -182,19 +182,16 @@ static void job_v_resources(job_vctx *v, const json_t *doc, job_spec *s)
                  &s->device);
 }
 
-/* "distribution": {"replicas": N, "nodes": M}: a data-parallel job of N ranks, each with its
- * share of every batch, for built-in jobs only. Each rank needs at least one row of a batch. */
+/* "distribution": {"replicas": N, "nodes": M}: a data-parallel job of N ranks. A built-in job's
+ * ranks each take a share of every batch, so each needs at least one row of it; a script job's
+ * ranks are N copies of the script, each with its framework's environment (TF_CONFIG, torchrun's
+ * variables), which share the work as the script says. */
 static void job_v_distribution(job_vctx *v, const json_t *doc, job_spec *s)
 {
     static const char *const known[] = {"replicas", "nodes", NULL};
     const json_t *dist = NULL;
     if (job_get_object(v, doc, "distribution", "", &dist) != 1)
         return;
-    if (s->script) {
-        field_errors_add(v->errs, "distribution",
-                         "applies only to built-in jobs: a training_script runs as one process");
-        return;
-    }
     field_errors_unknown(v->errs, dist, "distribution", known);
     job_get_int32(v, dist, "replicas", "distribution", 1, JOB_MAX_REPLICAS, &s->replicas);
     if (json_object_get(dist, "nodes") &&
@@ -202,7 +199,7 @@ static void job_v_distribution(job_vctx *v, const json_t *doc, job_spec *s)
         s->nodes > s->replicas)
         field_errors_add(v->errs, "distribution.nodes",
                          "must not exceed distribution.replicas: every node runs at least one");
-    if (s->replicas > s->batch_size)
+    if (!s->script && s->replicas > s->batch_size)
         field_errors_add(v->errs, "distribution.replicas",
                          "must not exceed hyperparameters.batch_size: each replica takes a "
                          "share of every batch");

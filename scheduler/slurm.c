@@ -425,7 +425,7 @@ static int slurm_todo_add(void *ctx, const db_job *j)
 
 /* Binds queued job seq to a new worker of its own with a new token (secret into secret, the
  * job's shape into *s; s->job_id and s->worker_id point into j and wid). 1 when bound, 0 when
- * the job is no longer an unbound queued built-in job. One transaction. */
+ * the job is no longer an unbound queued job this executor takes. One transaction. */
 static int slurm_bind(slurm_executor *x, int64_t seq, int64_t now, db_job *j,
                       char wid[DB_ID_LEN + 1], char secret[DB_TOKEN_SECRET_LEN + 1],
                       slurm_submit *s, char *err)
@@ -440,7 +440,7 @@ static int slurm_bind(slurm_executor *x, int64_t seq, int64_t now, db_job *j,
         goto none;
     if (rc < 0)
         goto out;
-    if (j->status != DB_QUEUED || j->script || j->for_worker[0])
+    if (j->status != DB_QUEUED || (j->script && !x->o.scripts) || j->for_worker[0])
         goto none;
     memset(s, 0, sizeof *s);
     s->job_id = j->id;
@@ -473,6 +473,7 @@ static int slurm_bind(slurm_executor *x, int64_t seq, int64_t now, db_job *j,
     w.registered_at = w.last_seen_at = now;
     memcpy(w.token_id, tok.id, sizeof w.token_id);
     w.slots = s->replicas;
+    w.scripts = j->script != 0;
     w.bound = 1;
     rc = db_worker_insert(x->d, &w, err);
     if (rc == 0)
@@ -620,7 +621,7 @@ static int slurm_submit_all(slurm_executor *x, int64_t now, int *submitted, char
 {
     slurm_todo *t = &x->todo;
     t->n = 0;
-    int rc = db_job_list_unbound(x->d, SLURM_MAX_JOBS, slurm_todo_add, t, err);
+    int rc = db_job_list_unbound(x->d, SLURM_MAX_JOBS, x->o.scripts, slurm_todo_add, t, err);
     for (int i = 0; rc >= 0 && i < t->n; i++) {
         rc = slurm_submit_one(x, t->seq[i], now, err);
         if (rc > 0)

@@ -1,10 +1,12 @@
 /* slurm: the Slurm executor — `trainyard serve --executor slurm` hands each queued built-in job
  * to Slurm (sbatch) instead of waiting for a worker to lease it.
  *
- * For every queued built-in job not yet bound (script jobs stay for ordinary workers), one
- * pass of the executor (slurm_executor_tick, once a second on its own thread):
+ * For every queued job not yet bound (script jobs only when serve runs them, --allow-scripts:
+ * else they stay for ordinary workers), one pass of the executor (slurm_executor_tick, once a
+ * second on its own thread):
  *   1. in one transaction: a worker token (role worker, named slurm-<job id>), a worker row made
- *      for this job alone (bound = 1, slots = replicas, every device kind, devices "[]") and the
+ *      for this job alone (bound = 1, slots = replicas, every device kind, devices "[]", scripts
+ *      when it is a script job) and the
  *      job bound to it (jobs.for_worker), so no other worker can lease it;
  *   2. `sbatch --parsable` with the job's shape (slurm_sbatch_argv) and a batch script on its
  *      stdin that starts the ranks with `srun --mpi=pmix trainyard-replica --server URL
@@ -68,8 +70,12 @@ typedef struct slurm_opts {
     const char *pin_cert;      /* passed as --pin-cert, or NULL */
     const char *partition;     /* sbatch --partition, or NULL */
     const char *dataset_root, *dataset_allow, *dataset_ca, *max_dataset_bytes, *dataset_cache;
-    long checkpoint_s;    /* --checkpoint-seconds for rank 0; < 0: its default */
-    long dataset_stall_s; /* --dataset-stall-seconds for rank 0; <= 0: its default */
+    int scripts; /* serve --allow-scripts: script jobs go to Slurm too, their ranks run the script
+                  */
+    const char *const *script_args; /* NULL-terminated: serve's script flags (cli_script.c), for
+                                       the ranks; NULL: none */
+    long checkpoint_s;              /* --checkpoint-seconds for rank 0; < 0: its default */
+    long dataset_stall_s;           /* --dataset-stall-seconds for rank 0; <= 0: its default */
     /* The commands (a name is looked up in PATH): sbatch, squeue, scancel when NULL. */
     const char *sbatch, *squeue, *scancel;
     void (*log)(const char *line); /* one line per submit, loss, cancel; NULL: none */

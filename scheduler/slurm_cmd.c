@@ -175,6 +175,8 @@ int slurm_script_build(const slurm_opts *o, const char *worker_id, char *out, si
         snprintf(every, sizeof every, " --dataset-stall-seconds %ld", o->dataset_stall_s);
         slurm_put(&t, every);
     }
+    for (size_t k = 0; o->scripts && o->script_args && o->script_args[k]; k++)
+        slurm_put_quoted(&t, o->script_args[k]); /* a script job's ranks run it as serve says */
     slurm_put(&t, "\n");
     if (t.full)
         return err_set(err, -E2BIG, "the batch script passes %zu bytes", cap);

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "script/bundle.h"
+#include "script/netns.h"
 #include "script/sandbox.h"
 #include "util/path.h"
 #include "util/err.h"
@@ -480,6 +481,7 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
     r.mfd = -1;
     strv env = {0}, argv = {0}, ro = {0};
     int out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, st_p[2] = {-1, -1};
+    netns_fds ns = {-1, -1};
     int rc = 0;
     pid_t pid = -1;
     char path[PATH_MAX + NAME_MAX + 64], python[PATH_MAX];
@@ -539,7 +541,7 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
         const char *hidden[] = {"/job/" PRIVATE_DIR, NULL};
         sandbox_cfg c = {.job_dir = r.jd,
                          .chdir = cwd,
-                         .network = o->network,
+                         .network = o->network || o->netns_holder > 0,
                          .ro_binds = o->ro_binds,
                          .ro_paths = (const char *const *)ro.v,
                          .launcher = launcher,
@@ -643,6 +645,12 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
     char code_dir[PATH_MAX + 8];
     snprintf(code_dir, sizeof code_dir, "%s/code", r.jd);
     struct rlimit rl = {.rlim_cur = o->memory_bytes, .rlim_max = o->memory_bytes};
+    if (o->netns_holder > 0 && !o->sandbox) {
+        rc = err_set(err, -EINVAL, "a shared network namespace needs the sandbox");
+        goto out;
+    }
+    if (o->netns_holder > 0 && (rc = netns_open(o->netns_holder, &ns, err)) < 0)
+        goto out;
     pid_t parent = getpid();
     pid = fork();
     if (pid < 0) {
@@ -663,6 +671,9 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
         sigprocmask(SIG_SETMASK, &mask, NULL);
         if (o->memory_bytes && !o->sandbox) /* sandboxed: the launcher sets it */
             setrlimit(RLIMIT_DATA, &rl);
+        /* before bwrap (see netns.h), and before the moves below may land on these numbers */
+        if (o->netns_holder > 0 && netns_join(&ns) < 0)
+            _exit(127);
         int nul = open("/dev/null", O_RDONLY);
         if (nul < 0 || move_fd(nul, 0) < 0 || move_fd(out_p[1], 1) < 0 || move_fd(err_p[1], 2) < 0)
             _exit(127);
@@ -678,6 +689,7 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
         (void)ignored;
         _exit(127);
     }
+    netns_close(&ns);
     close(out_p[1]);
     close(err_p[1]);
     out_p[1] = err_p[1] = -1;
@@ -807,6 +819,7 @@ int script_run(const script_opts *o, const script_hooks *h, script_result *res, 
     }
     rc = 0;
 out:
+    netns_close(&ns);
     for (int i = 0; i < 2; i++) {
         if (out_p[i] >= 0)
             close(out_p[i]);

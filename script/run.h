@@ -29,6 +29,9 @@ typedef struct script_opts {
     const char *ro_binds;     /* comma-separated extra read-only paths (worker --script-ro-bind) */
     double grace_s;           /* SIGTERM → SIGKILL; 0: 10 s */
     double checkpoint_poll_s; /* how often checkpoint/ is looked at; 0: 2 s */
+    int netns_holder;         /* > 0: the sandbox joins this holder's network namespace
+                                 (script/netns.h: the ranks of one job reach each other and
+                                 nothing else) instead of making its own; needs sandbox */
 } script_opts;
 
 typedef struct script_hooks {

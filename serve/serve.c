@@ -174,6 +174,8 @@ static int serve_slurm_start(const serve_opts *o, app *a, const char *url, const
                      .dataset_cache = o->dataset_cache,
                      .checkpoint_s = o->checkpoint_seconds,
                      .dataset_stall_s = o->dataset_stall_seconds,
+                     .scripts = o->slurm_scripts,
+                     .script_args = o->slurm_script_args,
                      .log = log_line,
                      .changed = serve_slurm_changed,
                      .user = a};

@@ -35,6 +35,10 @@ typedef struct serve_opts {
     const char *dataset_cache_bytes; /* --dataset-cache-bytes as given, or NULL */
     const char *const *worker_args;  /* more words for each local worker's command line (the
                                         script flags), NULL-terminated, or NULL */
+    int slurm_scripts;               /* --allow-scripts: the Slurm executor takes script
+                                        jobs too */
+    const char *const *slurm_script_args; /* the script flags alone, for the Slurm ranks:
+                                              NULL-terminated, or NULL */
     long lease_seconds, checkpoint_seconds, dataset_stall_seconds, shutdown_seconds;
     uint64_t max_artifact_bytes;
     uint64_t max_code_bytes;    /* POST /code bodies; 0: the default, 64 MiB */

@@ -77,6 +77,15 @@ int distrib_init(int *argc, char ***argv, distrib *out, char *err)
     return 0;
 }
 
+int distrib_gather(distrib *d, const void *mine, void *all, size_t each, char *err)
+{
+    (void)d;
+    if (each > INT_MAX)
+        return err_set(err, -E2BIG, "MPI_Allgather: %zu bytes a rank is too many", each);
+    int rc = MPI_Allgather(mine, (int)each, MPI_BYTE, all, (int)each, MPI_BYTE, MPI_COMM_WORLD);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Allgather", err);
+}
+
 void distrib_end(distrib *d)
 {
     (void)d;

@@ -19,6 +19,10 @@ typedef struct distrib {
 } distrib;
 
 int distrib_init(int *argc, char ***argv, distrib *out, char *err);
+/* Every rank's each bytes at mine, in rank order, into all (size × each bytes) on every rank
+ * (MPI_Allgather): what a distributed script job's ranks tell each other (their machines and
+ * ports). */
+int distrib_gather(distrib *d, const void *mine, void *all, size_t each, char *err);
 /* MPI_Finalize. */
 void distrib_end(distrib *d);
 /* MPI_Abort(code): does not return. */

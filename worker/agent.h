@@ -57,9 +57,14 @@ typedef struct agent_opts {
     int rank_threads;        /* --rank-threads: POCL_MAX_PTHREAD_COUNT of each rank; 0: unset */
     const char *mpirun;      /* --mpirun: Open MPI's launcher; NULL: "mpirun" on PATH */
     const char *replica_exe; /* the trainyard-replica program; NULL: beside this executable */
-    const ocl_device *device_info; /* the worker's device (set by agent_run) */
-    volatile sig_atomic_t *stop;   /* set by a signal handler: 1 finish the epoch, hand the job
-                                      back and return; 2 the same without finishing the epoch */
+    /* A rank of a distributed script job (set by trainyard-replica; worker/rank_env.h) */
+    int script_rank, script_ranks;      /* this rank and the job's ranks; 0 and 0 alone */
+    const char *const *script_rank_env; /* the framework's variables, added to the script's */
+    int script_netns;                   /* > 0: the holder of the namespace the ranks' sandboxes
+                                           share (script/netns.h) */
+    const ocl_device *device_info;      /* the worker's device (set by agent_run) */
+    volatile sig_atomic_t *stop;        /* set by a signal handler: 1 finish the epoch, hand the job
+                                           back and return; 2 the same without finishing the epoch */
 } agent_opts;
 
 /* Runs the loop until *stop is set or max_jobs are done. Returns 0, or a negative code when the
@@ -89,6 +94,14 @@ int agent_lead(const agent_opts *o, client *c, const char *worker_id, ocl_ctx *c
 int agent_follow(const agent_opts *o, ocl_ctx *ctx, kern *k, const json_t *lease,
                  const trainer_group *g, char *err);
 
+/* Ranks 1..N-1 of a distributed script job (o->script_rank > 0): the script run as
+ * agent_script_run runs rank 0's, in its own folder (work_dir/<job>.rank<N>), reporting only its
+ * labelled log lines through heartbeats of its own to worker_id's lease; its metrics,
+ * checkpoints and output are not kept. Returns 0 when the script ended well or was stopped (the
+ * job's cancel or end, which rank 0 reports), or -errno when it failed here (then the caller ends
+ * every rank, and the attempt is lost as when a built-in job's rank dies). */
+int agent_script_follow(const agent_opts *o, client *c, const char *worker_id, const json_t *lease,
+                        const job_spec *job, char *err);
 /* The device want names: "any", "gpu", "cpu" (ocl_device_pick) or an index from `trainyard
  * devices`. */
 int agent_pick_device(const char *want, ocl_device *out, char *err);

@@ -257,6 +257,32 @@ int agent_group_launch(const agent_opts *o, const char *worker_id, const json_t 
         argv[n++] = "--dataset-stall-seconds";
         argv[n++] = stall;
     }
+    /* A script job's ranks run it as this worker would (cli/cli_script.c's flags). */
+    char memory[32], grace[32];
+    const char *switches[][2] = {{"--allow-scripts", o->allow_scripts ? "" : NULL},
+                                 {"--allow-pip", o->allow_pip ? "" : NULL},
+                                 {"--script-network", o->script_network ? "" : NULL},
+                                 {"--no-sandbox", o->no_sandbox ? "" : NULL},
+                                 {"--python", o->python},
+                                 {"--script-ro-bind", o->script_ro_bind},
+                                 {"--script-cache", o->script_cache},
+                                 {"--script-memory", NULL},
+                                 {"--script-grace-seconds", NULL}};
+    if (o->script_memory) {
+        snprintf(memory, sizeof memory, "%llu", (unsigned long long)o->script_memory);
+        switches[7][1] = memory;
+    }
+    if (o->script_grace_s > 0) {
+        snprintf(grace, sizeof grace, "%g", o->script_grace_s);
+        switches[8][1] = grace;
+    }
+    for (size_t i = 0; job_is_script(job) && i < sizeof switches / sizeof switches[0]; i++) {
+        if (!switches[i][1])
+            continue;
+        argv[n++] = switches[i][0];
+        if (*switches[i][1])
+            argv[n++] = switches[i][1];
+    }
     argv[n] = NULL;
 
     char token_entry[1024];

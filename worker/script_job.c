@@ -38,6 +38,7 @@
 #include "train/early_stop.h"
 #include "data/fetch.h"
 #include "worker/pymodule.h"
+#include "worker/rank_env.h"
 #include "train/trainer.h"
 
 #define SCRIPT_MAX_CODE_BYTES (256ull << 20) /* a code_url download */
@@ -63,6 +64,7 @@ typedef struct script_ctx {
     int ending;         /* the script was asked to end */
     int forced;         /* it went on past asked_after + 1: ended with SIGTERM */
     trainer_result end; /* stop_reason, stopped_epoch for the completion */
+    char label[32];     /* "[rank N] " before each line of a distributed job's ranks, else "" */
 } script_ctx;
 
 static int mkdir_p(const char *path, char *err)
@@ -75,6 +77,11 @@ static int mkdir_p(const char *path, char *err)
 static void hook_script_log(void *user, const char *line)
 {
     script_ctx *x = user;
+    char labelled[1100];
+    if (x->label[0]) {
+        snprintf(labelled, sizeof labelled, "%s%s", x->label, line);
+        line = labelled;
+    }
     agent_hook_log(x->b, line);
     if (x->log)
         fprintf(x->log, "%s\n", line);
@@ -614,7 +621,7 @@ static int prepare(const agent_opts *o, client *c, script_ctx *x, const json_t *
 typedef struct script_env {
     char job[200], attempt[64], dev[64], plat[64], devi[64], cuda[128];
     char *hp;
-    const char *v[10];
+    const char *v[8 + RANK_ENV_COUNT];
 } script_env;
 
 static int make_env(const agent_opts *o, const json_t *lease, const job_spec *job, script_env *e)
@@ -648,8 +655,21 @@ static int make_env(const agent_opts *o, const json_t *lease, const job_spec *jo
         e->v[n++] = e->devi;
         e->v[n++] = e->cuda;
     }
+    for (size_t i = 0; o->script_rank_env && o->script_rank_env[i] && i < RANK_ENV_COUNT; i++)
+        e->v[n++] = o->script_rank_env[i];
     e->v[n] = NULL;
     return 0;
+}
+
+/* A follower's stop: the job's cancel, a lost lease (rank 0 reported the job's end), or the
+ * worker's stop; a graceful stop the server asked for reaches its script as rank 0's does. */
+static int hook_follower_stop(void *user)
+{
+    script_ctx *x = user;
+    char why[512];
+    if (!x->ending && agent_stop_asked(x->b, why, sizeof why))
+        script_ask_end(x, why);
+    return x->b->cancel || x->b->lost || *x->b->o->stop;
 }
 
 int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *lease,
@@ -660,6 +680,8 @@ int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *leas
         "", "/" SCRIPT_PRIVATE, "/" SCRIPT_ARTIFACTS, "/code", "/data", "/checkpoint"};
     char path[4200], python[4096];
     int rc = 0;
+    /* rank 0 (or a job of one) reports; the other ranks of a distributed job only run */
+    int lead = o->script_rank == 0;
     agent_script_cleanup(dir); /* what an earlier attempt's script may have left */
     for (size_t i = 0; rc == 0 && i < sizeof subdirs / sizeof subdirs[0]; i++) {
         snprintf(path, sizeof path, "%s%s", dir, subdirs[i]);
@@ -668,11 +690,15 @@ int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *leas
     if (rc < 0)
         return rc;
     snprintf(path, sizeof path, "%s/" SCRIPT_ARTIFACTS "/train.log", dir);
-    script_ctx ctx = {.b = b, .log = fopen(path, "w"), .job = job, .dir = dir}, *x = &ctx;
+    script_ctx ctx = {.b = b, .log = lead ? fopen(path, "w") : NULL, .job = job, .dir = dir},
+               *x = &ctx;
+    if (o->script_ranks > 1)
+        snprintf(ctx.label, sizeof ctx.label, "[rank %d] ", o->script_rank);
     early_stop_init(&ctx.es, &job->early_stopping);
     script_env env = {.hp = NULL};
     bundle_info info = {0};
-    agent_hook_phase(b, TRAINER_PHASE_DOWNLOADING);
+    if (lead)
+        agent_hook_phase(b, TRAINER_PHASE_DOWNLOADING);
     rc = prepare(o, c, x, lease, job, dir, &info, python, sizeof python, err);
     if (rc == 0 && make_env(o, lease, job, &env) < 0)
         rc = err_set(err, -ENOMEM, "out of memory");
@@ -688,19 +714,22 @@ int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *leas
                       .memory_bytes = o->script_memory,
                       .ro_binds = o->script_ro_bind,
                       .grace_s = o->script_grace_s,
-                      .checkpoint_poll_s = o->script_checkpoint_poll_s};
+                      .checkpoint_poll_s = o->script_checkpoint_poll_s,
+                      .netns_holder = o->script_netns};
+    /* Only rank 0's metrics and checkpoints count: the other ranks' are the same run's. */
     script_hooks hooks = {.user = x,
                           .on_log = hook_script_log,
-                          .on_metrics = hook_script_metrics,
-                          .on_checkpoint = hook_script_checkpoint,
-                          .should_stop = hook_script_stop};
+                          .on_metrics = lead ? hook_script_metrics : NULL,
+                          .on_checkpoint = lead ? hook_script_checkpoint : NULL,
+                          .should_stop = lead ? hook_script_stop : hook_follower_stop};
     script_result res;
     memset(&res, 0, sizeof res);
-    say_job(x, "running %s (code sha256:%s, %llu files)%s", job->script,
+    say_job(x, "running %s (code sha256:%s, %llu files)%s%s", job->script,
             job->code ? job->code + strlen("sha256:") : "from code_url",
-            (unsigned long long)info.files,
-            o->no_sandbox ? " without a sandbox" : " in bubblewrap");
-    agent_hook_phase(b, TRAINER_PHASE_TRAINING);
+            (unsigned long long)info.files, o->no_sandbox ? " without a sandbox" : " in bubblewrap",
+            o->script_netns > 0 ? ", in the network namespace the job's ranks share" : "");
+    if (lead)
+        agent_hook_phase(b, TRAINER_PHASE_TRAINING);
     ctx.last_t = time_mono();
     rc = script_run(&so, &hooks, &res, err);
     if (rc == 0) {
@@ -716,10 +745,10 @@ int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *leas
             x->end.stopped_epoch = x->last_epoch; /* a script's own count of epochs is its own */
             *end = x->end;
         }
-        if (!res.stopped && *exit_code == 0) {
+        if (!res.stopped && *exit_code == 0 && lead) {
             agent_hook_phase(b, TRAINER_PHASE_SAVING);
             rc = collect_output(x, dir, err);
-        } else if (!res.stopped) {
+        } else if (!res.stopped && *exit_code != 0) {
             say_job(x, "%s ended with %s %d", job->script, *exit_code > 0 ? "status" : "signal",
                     *exit_code > 0 ? *exit_code : -*exit_code);
         }
@@ -731,6 +760,39 @@ out:
     if (ctx.log)
         fclose(ctx.log);
     return rc;
+}
+
+int agent_script_follow(const agent_opts *o, client *c, const char *worker_id, const json_t *lease,
+                        const job_spec *job, char *err)
+{
+    const char *job_id = json_string_value(json_object_get(lease, "job_id"));
+    char prefix[512], dir[4096], private_dir[4200], name[200];
+    snprintf(prefix, sizeof prefix, "/workers/%s/jobs/%s", worker_id, job_id);
+    snprintf(name, sizeof name, "%s.rank%d", job_id, o->script_rank);
+    int rc = path_join(dir, sizeof dir, o->work_dir, name, err);
+    if (rc < 0)
+        return rc;
+    snprintf(private_dir, sizeof private_dir, "%s/" SCRIPT_PRIVATE, dir);
+    beat b;
+    rc = agent_beat_start(&b, o, prefix, private_dir, 1, err);
+    int exit_code = 0, stopped = 0;
+    trainer_result end = {0};
+    char tail[2048] = "";
+    if (rc == 0)
+        rc = agent_script_run(o, c, &b, lease, job, dir, &exit_code, &stopped, &end, tail,
+                              sizeof tail, err);
+    agent_beat_free(&b); /* its last heartbeats carry this rank's last lines */
+    agent_script_cleanup(dir);
+    if (rc < 0)
+        return rc;
+    /* Stopped by the job's end or cancel, or the worker's stop: rank 0 says how the job ended. */
+    if (stopped || exit_code == 0)
+        return 0;
+    if (exit_code > 0)
+        return err_set(err, -EIO, "rank %d: %s exited with status %d", o->script_rank, job->script,
+                       exit_code);
+    return err_set(err, -EIO, "rank %d: %s was killed by signal %d (%s)", o->script_rank,
+                   job->script, -exit_code, strsignal(-exit_code));
 }
 
 /* dir/artifacts/metrics.csv from the server's metrics of the job (every attempt's epochs):
