@@ -1,18 +1,23 @@
 /* Tests of script/run.c and sandbox.c: real script_run runs of small sh and python3 scripts,
  * directly and in bubblewrap: live logs, metrics lines (good and bad), checkpoint snapshots,
  * exit codes and signals, SIGTERM handlers within the grace, SIGKILL after it, death with the
- * parent, the sandbox's walls, the environment (no TRAINYARD_TOKEN), PYTHONPATH, RLIMIT_DATA.
+ * parent, the sandbox's walls, the environment (no TRAINYARD_TOKEN), PYTHONPATH, RLIMIT_DATA, and
+ * the network namespace a distributed job's sandboxes share (script/netns.h).
  *
  * This program is its own launcher: sandboxed runs start `<this binary> __script-exec`, so main
  * dispatches it first, as trainyard's main does. The job folders live under the current folder
  * (the build tree), not /tmp, so that "a file outside the job folder" is really outside what the
  * sandbox binds. Sandboxed cases are skipped, saying why, when bubblewrap cannot run here. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -21,6 +26,7 @@
 #include <jansson.h>
 
 #include "script/bundle.h"
+#include "script/netns.h"
 #include "script/run.h"
 #include "script/sandbox.h"
 #include "tests/unit/check.h"
@@ -523,6 +529,115 @@ static void test_environment(int sb)
     seen_free(&s);
 }
 
+/* One sandboxed run on a thread of its own (script_run blocks). */
+typedef struct bg_run {
+    script_opts o;
+    seen s;
+    script_result res;
+    int rc;
+    char err[ERR_LEN];
+} bg_run;
+
+static void *bg_main(void *arg)
+{
+    bg_run *b = arg;
+    script_hooks h = {.user = &b->s, .on_log = on_log};
+    b->rc = script_run(&b->o, &h, &b->res, b->err);
+    return NULL;
+}
+
+/* Two sandboxes joining one namespace (script/netns.h) reach each other on 127.0.0.1, see only
+ * its loopback, and reach nothing of the machine's: a server listening here on 127.0.0.1 is out
+ * of their reach. Without the namespace a sandbox is alone. */
+static void test_shared_netns(void)
+{
+    char jd_a[600], jd_b[600], jd_c[600], err[ERR_LEN] = "", text[2048];
+    int outside = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sa;
+    CHECK(bind(outside, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(outside, 4) == 0 &&
+          getsockname(outside, (struct sockaddr *)&sa, &len) == 0);
+    int outside_port = ntohs(sa.sin_port);
+    job_make(jd_a, sizeof jd_a, "ns-a", "a.py",
+             "import socket\n"
+             "s = socket.socket()\n"
+             "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+             "s.bind(('127.0.0.1', 29555)); s.listen(1); s.settimeout(20)\n"
+             "c, _ = s.accept()\n"
+             "print('A got', c.recv(100).decode())\n");
+    snprintf(text, sizeof text,
+             "import socket, time\n"
+             "print('links', ' '.join(l.split(':')[0].strip() for l in "
+             "open('/proc/net/dev').readlines()[2:]))\n"
+             "for _ in range(200):\n"
+             "    try:\n"
+             "        c = socket.create_connection(('127.0.0.1', 29555), timeout=1); break\n"
+             "    except OSError:\n"
+             "        time.sleep(0.05)\n"
+             "c.sendall(b'hello-from-b')\n"
+             "try:\n"
+             "    socket.create_connection(('127.0.0.1', %d), timeout=2)\n"
+             "    print('OUTSIDE-REACHED')\n"
+             "except OSError:\n"
+             "    print('outside unreachable')\n",
+             outside_port);
+    job_make(jd_b, sizeof jd_b, "ns-b", "b.py", text);
+    /* alone: nothing listens on its own loopback */
+    job_make(jd_c, sizeof jd_c, "ns-c", "c.py",
+             "import socket\n"
+             "try:\n"
+             "    socket.create_connection(('127.0.0.1', 29555), timeout=1); print('C-REACHED')\n"
+             "except OSError:\n"
+             "    print('C alone')\n");
+    pid_t holder = 0;
+    CHECK_INT(netns_start(&holder, err), 0);
+    if (holder <= 0) {
+        fprintf(stderr, "netns_start: %s\n", err);
+        close(outside);
+        return;
+    }
+    bg_run a = {
+        .o = {
+            .job_dir = jd_a, .script = "a.py", .python = PY, .sandbox = 1, .netns_holder = holder}};
+    seen_init(&a.s, jd_a);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, bg_main, &a) == 0);
+    bg_run b = {
+        .o = {
+            .job_dir = jd_b, .script = "b.py", .python = PY, .sandbox = 1, .netns_holder = holder}};
+    seen_init(&b.s, jd_b);
+    bg_main(&b);
+    pthread_join(t, NULL);
+    bg_run c = {.o = {.job_dir = jd_c, .script = "c.py", .python = PY, .sandbox = 1}};
+    seen_init(&c.s, jd_c);
+    bg_main(&c);
+    netns_stop(holder);
+    close(outside);
+    CHECK_INT(a.rc, 0);
+    CHECK_INT(b.rc, 0);
+    CHECK_INT(a.res.exit_code, 0);
+    CHECK_INT(b.res.exit_code, 0);
+    CHECK(logged(&a.s, "A got hello-from-b"));
+    CHECK(logged(&b.s, "links lo") && !logged(&b.s, "links lo "));
+    CHECK(logged(&b.s, "outside unreachable") && !logged(&b.s, "OUTSIDE-REACHED"));
+    CHECK(logged(&c.s, "C alone"));
+    if (check_failures) {
+        dump(&a.s, "ns-a");
+        dump(&b.s, "ns-b");
+        dump(&c.s, "ns-c");
+    }
+    seen_free(&a.s);
+    seen_free(&b.s);
+    seen_free(&c.s);
+
+    /* a namespace needs the sandbox: refused without it */
+    script_opts o = {
+        .job_dir = jd_c, .script = "c.py", .python = PY, .sandbox = 0, .netns_holder = 1};
+    script_result res;
+    CHECK(script_run(&o, NULL, &res, err) == -EINVAL && strstr(err, "sandbox"));
+}
+
 /* A wrapper as the interpreter (a pyenv shim, say), outside what the sandbox shows: the run
  * uses the sys.executable it answers. */
 static void test_python_wrapper(int sb)
@@ -602,6 +717,8 @@ int main(int argc, char **argv)
     }
     if (sandbox)
         test_sandbox_walls();
+    if (sandbox && have_python)
+        test_shared_netns();
     int rc = check_exit();
     if (rc == 0)
         rm_tree(root);
