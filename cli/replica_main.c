@@ -465,6 +465,8 @@ int main(int argc, char **argv)
             rc = agent_lead(&a.o, c, a.worker, ctx, NULL, lease, &d.group);
         else if (rc == 0 && script)
             rc = agent_script_follow(&a.o, c, a.worker, lease, job, err);
+        if (rc == 0 && script && d.group.rank != 0 && d.group.size > 1) /* rank 0 waits for us */
+            (void)d.group.meet(d.group.user, 24 * 3600, a.o.stop, err);
         else if (rc == 0)
             rc = agent_follow(&a.o, ctx, NULL, lease, &d.group, err);
         job_free(job);
@@ -481,6 +483,8 @@ int main(int argc, char **argv)
         rmdir(work);
     if (rc < 0 && d.group.size > 1)
         distrib_abort(&d, 1); /* the other ranks may be waiting for this one */
+    if (d.unmet)
+        distrib_abort(&d, 0); /* ranks that never came to the meeting: ended, not waited for */
     distrib_end(&d);
     return rc == 3 ? 3 : rc < 0 ? 1 : 0;
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/err.h"
@@ -52,6 +53,36 @@ static int distrib_share(void *user, void *buf, size_t n, char *err)
     return 0;
 }
 
+static int distrib_meet(void *user, double timeout_s, volatile sig_atomic_t *stop, char *err)
+{
+    distrib *d = user;
+    if (d->unmet) /* an earlier meeting is still open: the group is past meeting again */
+        return err_set(err, -ETIMEDOUT, "the ranks did not all arrive at the last meeting");
+    MPI_Request req;
+    int rc = MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(rc, "MPI_Ibarrier", err);
+    struct timespec t0, now, nap = {0, 10 * 1000 * 1000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int done = 0;
+        rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(rc, "MPI_Test", err);
+        if (done)
+            return 0;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double waited = (double)(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
+        if ((stop && *stop) || waited >= timeout_s) {
+            d->unmet = 1; /* the request stays open: distrib_end must not wait for it */
+            return stop && *stop ? err_set(err, -EINTR, "stopped while waiting for the ranks")
+                                 : err_set(err, -ETIMEDOUT,
+                                           "the other ranks did not end within %.0f s", timeout_s);
+        }
+        nanosleep(&nap, NULL);
+    }
+}
+
 int distrib_init(int *argc, char ***argv, distrib *out, char *err)
 {
     memset(out, 0, sizeof *out);
@@ -65,6 +96,7 @@ int distrib_init(int *argc, char ***argv, distrib *out, char *err)
     MPI_Comm_size(MPI_COMM_WORLD, &out->group.size);
     out->group.sum = distrib_sum;
     out->group.share = distrib_share;
+    out->group.meet = distrib_meet;
     out->group.user = out;
     MPI_Comm local;
     rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, out->group.rank, MPI_INFO_NULL,

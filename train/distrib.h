@@ -16,6 +16,8 @@
 typedef struct distrib {
     trainer_group group;
     int local_rank, local_size;
+    int unmet; /* a meeting (group.meet) ended before every rank came: end with distrib_abort,
+                  not MPI_Finalize, which would wait for them */
 } distrib;
 
 int distrib_init(int *argc, char ***argv, distrib *out, char *err);

@@ -102,6 +102,11 @@ typedef struct trainer_group {
     int (*sum)(void *user, float *v, size_t n, char *err);
     /* Copies rank 0's n bytes into buf on every rank (MPI_Bcast). */
     int (*share)(void *user, void *buf, size_t n, char *err);
+    /* Returns once every rank has called it (a barrier), or -ETIMEDOUT after timeout_s, or
+     * -EINTR as soon as *stop is set (stop may be NULL); NULL when the group has none. A
+     * distributed script job's rank 0 waits here for the other ranks' last log lines before it
+     * completes the job. */
+    int (*meet)(void *user, double timeout_s, volatile sig_atomic_t *stop, char *err);
 } trainer_group;
 
 typedef struct trainer_opts {

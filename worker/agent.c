@@ -60,6 +60,7 @@
 #include "train/trainer.h"
 
 #define AGENT_LEASE_WAIT_S 30
+#define AGENT_RANKS_WAIT_S 60  /* a script job's rank 0 waits this long for the others' end */
 #define AGENT_RETRY_S      600 /* uploads and completion: retried this long while unanswered */
 #define AGENT_STOP_RETRY_S 5   /* ... and this long once the worker is stopping */
 #define AGENT_CKPT_COPY    "checkpoint.copy"   /* the trainer thread's copy, being written */
@@ -332,8 +333,8 @@ static void complete_with(const agent_opts *o, client *c, const char *prefix,
     json_decref(body);
 }
 
-static void complete(const agent_opts *o, client *c, const char *prefix, const char *status_word,
-                     const char *error)
+void agent_complete(const agent_opts *o, client *c, const char *prefix, const char *status_word,
+                    const char *error)
 {
     complete_with(o, c, prefix, status_word, error, NULL);
 }
@@ -422,6 +423,16 @@ static json_t *lease_document(const json_t *lease)
     return copy;
 }
 
+/* A distributed script job's rank 0, its script ended: waits for the other ranks' scripts to end
+ * too (their last log lines are sent before they arrive), a while when it ended well, a moment
+ * when it did not (the others are then stopped by the job's end). */
+static void meet_ranks(beat *b, const trainer_group *g, int well)
+{
+    char why[ERR_LEN];
+    if (g->meet(g->user, well ? AGENT_RANKS_WAIT_S : 5, b->o->stop, why) < 0)
+        agent_hook_log(b, why);
+}
+
 /* Runs one leased job: the trainer (alone, or as rank 0 of g) or a script, with the heartbeat
  * thread beside it, then the upload and the final report. A job of several replicas leased by
  * this worker itself (g NULL) goes to its ranks instead (agent_group_launch). Returns 0 when
@@ -435,7 +446,7 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
     snprintf(prefix, sizeof prefix, "/workers/%s/jobs/%s", worker_id, job_id);
     if (path_join(dir, sizeof dir, o->work_dir, job_id, err) < 0) {
         json_decref(doc);
-        complete(o, c, prefix, "failed", err);
+        agent_complete(o, c, prefix, "failed", err);
         return -ENAMETOOLONG;
     }
     agent_say("job %s attempt %lld", job_id,
@@ -448,7 +459,7 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
     if (bad) {
         snprintf(err, sizeof err, "the server sent an invalid job: %s: %s", errs.items[0].field,
                  errs.items[0].message);
-        complete(o, c, prefix, "failed", err);
+        agent_complete(o, c, prefix, "failed", err);
         return -EINVAL;
     }
     if (!g && job->replicas > 1) {
@@ -460,7 +471,7 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
         if (launched < 0 && *o->stop)
             report(o, c, prefix, "release", NULL);
         else if (launched < 0)
-            complete(o, c, prefix, "lost", err);
+            agent_complete(o, c, prefix, "lost", err);
         client_set_abort(c, o->stop);
         agent_say("job %s finished", job_id);
         remove_dir(dir);
@@ -476,7 +487,7 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
                 "this worker's device (%s, found by %s) has no OpenCL, which a built-in job "
                 "needs: run it on a worker with an OpenCL device",
                 o->device_info->name, o->device_info->found_by);
-        complete(o, c, prefix, "failed", err);
+        agent_complete(o, c, prefix, "failed", err);
         remove_dir(dir);
         job_free(job);
         return -ENODEV;
@@ -488,7 +499,7 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
         if (*o->stop) /* the download was cut short by the stop: not the job's fault */
             report(o, c, prefix, "release", NULL);
         else
-            complete(o, c, prefix, "failed", err);
+            agent_complete(o, c, prefix, "failed", err);
         remove_dir(dir);
         job_free(job);
         return warm;
@@ -505,6 +516,8 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
     if (rc == 0 && script) {
         rc = agent_script_run(o, c, &b, lease, job, dir, &exit_code, &res.stopped, &res, tail,
                               sizeof tail, err);
+        if (g && g->size > 1 && g->meet)
+            meet_ranks(&b, g, rc == 0 && exit_code == 0 && !res.stopped);
     } else if (rc == 0) {
         trainer_opts topts = {.out_dir = dir,
                               .dataset_root = o->dataset_root,
@@ -538,14 +551,26 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
     if (b.lost) {
         agent_say("job %s: lease lost, dropping the attempt", job_id);
     } else if (res.stopped && b.cancel) {
-        complete(o, c, prefix, "cancelled", NULL);
+        agent_complete(o, c, prefix, "cancelled", NULL);
     } else if (*o->stop && !trained) {
         /* Stopped by a signal (which may also have cut a download short): the job is not this
          * attempt's to fail. Its newest checkpoint went with the last heartbeat. */
         agent_say("job %s: stopping; handing it back to the queue", job_id);
         report(o, c, prefix, "release", NULL);
     } else if (rc < 0) {
-        complete(o, c, prefix, "failed", err);
+        agent_complete(o, c, prefix, "failed", err);
+    } else if (script && exit_code != 0 && o->script_ranks > 1) {
+        /* in a distributed job any rank's failure (its own, or a peer's that took it along) is a
+         * rank that died: retried while attempts are left, as a built-in job's rank is */
+        char why[4096];
+        if (exit_code > 0)
+            snprintf(why, sizeof why, "rank 0: %s exited with status %d; its last lines:\n%s",
+                     job->script, exit_code, tail);
+        else
+            snprintf(why, sizeof why,
+                     "rank 0: %s was killed by signal %d (%s); its last lines:\n%s", job->script,
+                     -exit_code, strsignal(-exit_code), tail);
+        agent_complete(o, c, prefix, "lost", why);
     } else if (script && exit_code != 0) {
         char why[4096];
         if (exit_code > 0)
@@ -554,7 +579,7 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
         else
             snprintf(why, sizeof why, "%s was killed by signal %d (%s); its last lines:\n%s",
                      job->script, -exit_code, strsignal(-exit_code), tail);
-        complete(o, c, prefix, "failed", why);
+        agent_complete(o, c, prefix, "failed", why);
     } else {
         rc = script ? agent_script_upload(o, c, prefix, job, dir, err)
                     : upload(o, c, prefix, dir, err);

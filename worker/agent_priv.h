@@ -80,6 +80,11 @@ void agent_hook_dataset(void *user, uint64_t bytes);
 void agent_queue_epoch(beat *b, json_t *epoch);
 /* Takes a graceful stop the server asked for: 1 with its words in why[cap], else 0. */
 int agent_stop_asked(beat *b, char *why, size_t cap);
+/* Completes the attempt at prefix ("/workers/W/jobs/J") as status_word ("succeeded", "failed",
+ * "cancelled", or "lost": queued again while attempts are left) with error, retried while the
+ * server is away. */
+void agent_complete(const agent_opts *o, client *c, const char *prefix, const char *status_word,
+                    const char *error);
 /* Uploads file as the artifact name, retried while the server is away; a refusal is -EIO, or
  * -ENOSPC for 507 (the server's disk is full), with a sentence in err. */
 int agent_upload(const agent_opts *o, client *c, const char *prefix, const char *name,

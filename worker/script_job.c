@@ -783,16 +783,20 @@ int agent_script_follow(const agent_opts *o, client *c, const char *worker_id, c
                               sizeof tail, err);
     agent_beat_free(&b); /* its last heartbeats carry this rank's last lines */
     agent_script_cleanup(dir);
-    if (rc < 0)
-        return rc;
     /* Stopped by the job's end or cancel, or the worker's stop: rank 0 says how the job ended. */
-    if (stopped || exit_code == 0)
+    if (rc == 0 && (stopped || exit_code == 0))
         return 0;
-    if (exit_code > 0)
-        return err_set(err, -EIO, "rank %d: %s exited with status %d", o->script_rank, job->script,
-                       exit_code);
-    return err_set(err, -EIO, "rank %d: %s was killed by signal %d (%s)", o->script_rank,
-                   job->script, -exit_code, strsignal(-exit_code));
+    if (rc == 0 && exit_code > 0)
+        rc = err_set(err, -EIO, "rank %d: %s exited with status %d; its last lines:\n%s",
+                     o->script_rank, job->script, exit_code, tail);
+    else if (rc == 0)
+        rc = err_set(err, -EIO, "rank %d: %s was killed by signal %d (%s); its last lines:\n%s",
+                     o->script_rank, job->script, -exit_code, strsignal(-exit_code), tail);
+    /* This rank ends the attempt itself, with its reason, before every rank is ended: rank 0,
+     * stopped by that, would otherwise hand the job back as a stopping worker does. */
+    if (!*o->stop)
+        agent_complete(o, c, prefix, "lost", err);
+    return rc;
 }
 
 /* dir/artifacts/metrics.csv from the server's metrics of the job (every attempt's epochs):
