@@ -55,8 +55,13 @@ static void ox_free(ox *x)
     free(x->owned);
 }
 
+/* A copy of s; NULL (and failed) when s is NULL, a value an earlier failure left unnamed. */
 static char *str(ox *x, const char *s)
 {
+    if (!s) {
+        x->failed = 1;
+        return NULL;
+    }
     return own(x, strdup(s));
 }
 
@@ -453,25 +458,29 @@ static void preprocess(ox *x, const model *m, const export_onnx_prep *p)
         return;
     Onnx__NodeProto *last = x->nodes[x->n_nodes - 1];
     last->output[0] = str(x, "preprocessed");
-    x->cur = last->output[0];
+    x->cur = last->output[0] ? last->output[0] : x->cur;
 }
 
 /* trainyard.preprocessing: what "input" is and which steps the graph applies to it. */
 static char *preprocessing_json(const model *m, const export_onnx_prep *p)
 {
-    int std = p->mean && p->std;
+    int std = p->mean && p->std, bad = 0;
     json_t *steps = json_array();
     if (m->image_input) {
-        json_array_append_new(
+        bad |= json_array_append_new(
             steps, json_pack("{s:s, s:[i, i]}", "step", "resize", "to", m->in_h, m->in_w));
-        json_array_append_new(steps, json_pack("{s:s, s:f}", "step", "pixel_scale", "by",
-                                               json_out_float(p->pixel_scale)));
+        bad |= json_array_append_new(steps, json_pack("{s:s, s:f}", "step", "pixel_scale", "by",
+                                                      json_out_float(p->pixel_scale)));
     }
     if (std)
-        json_array_append_new(steps, json_pack("{s:s, s:s}", "step", "standardization", "values",
-                                               "trainyard.standardization"));
+        bad |= json_array_append_new(steps, json_pack("{s:s, s:s}", "step", "standardization",
+                                                      "values", "trainyard.standardization"));
     if (m->image_input)
-        json_array_append_new(steps, json_pack("{s:s}", "step", "nchw"));
+        bad |= json_array_append_new(steps, json_pack("{s:s}", "step", "nchw"));
+    if (bad) { /* a step that could not be made is not left out silently */
+        json_decref(steps);
+        return NULL;
+    }
     json_t *o = json_pack(
         "{s:s, s:s, s:o, s:s?}", "input",
         m->image_input ? "[batch, height, width, channels] float32 pixels as stored, any size"
