@@ -320,7 +320,8 @@ static const char *constant(ox *x, const char *name, int dtype, const void *v, c
     void *data = own(x, malloc(count * size));
     if (!t || !shape || !data)
         return NULL;
-    memcpy(shape, dims, ndim * sizeof *shape);
+    if (ndim) /* a scalar's dims may be NULL */
+        memcpy(shape, dims, ndim * sizeof *shape);
     memcpy(data, v, count * size);
     *t = (Onnx__TensorProto)ONNX__TENSOR_PROTO__INIT;
     t->dims = shape;
