@@ -25,7 +25,7 @@
  * Outputs per row (predict_info.outputs values): classification: softmax probabilities in class
  * order; binary: one sigmoid probability (of classes[1]); regression: the value. These are the
  * numbers `trainyard train --val-outputs` writes, PyTorch's Sequential from model.safetensors
- * gives on standardised input, and onnxruntime gives on model.onnx.
+ * gives on preprocessed input, and onnxruntime gives on model.onnx fed the same raw values.
  *
  * Ownership: predict_model and predict_req are reference-counted handles (get/put,
  * submit/release); the engine outlives them all: predict_engine_free() finishes every queued

@@ -7,7 +7,9 @@
  * Images: the trainer's image batch (kern_image_batch) resizes bilinearly with half-pixel
  * centres, multiplies by the pixel scale and standardises per channel; ref_image_batch() is
  * its plain-C twin (kernels/ref.h), called here with the request's images as a float source,
- * no augmentation. Values must be finite, as training's data must be. */
+ * no augmentation. Values must be finite, as training's data must be.
+ * model/export_onnx.c writes the same operations, in the same order, into model.onnx's graph:
+ * a change here is a change there. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>

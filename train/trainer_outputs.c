@@ -174,11 +174,16 @@ int trainer_write_model(trainer_ctx *r, char *err)
         rc = path_join(path, sizeof path, r->opts->out_dir, "model.safetensors", err);
     if (rc == 0)
         rc = safetensors_write(path, e->tensors, e->n, meta, nm, err);
-    /* model.onnx: the same network and tensors, with the trainyard.* metadata */
+    /* model.onnx: the same network and tensors with the preprocessing inside (what :predict
+     * takes: raw rows or pixels), and the trainyard.* metadata */
+    export_onnx_prep prep = {.mean = r->mean,
+                             .std = r->std,
+                             .n = n_std,
+                             .pixel_scale = r->img ? r->img->geom.scale : 1.0f};
     if (rc == 0)
         rc = path_join(path, sizeof path, r->opts->out_dir, "model.onnx", err);
     if (rc == 0)
-        rc = export_onnx_write(r->m, e, meta + 1, nm - 1, path, err);
+        rc = export_onnx_write(r->m, e, &prep, meta + 1, nm - 1, path, err);
     for (int i = 0; i < NMETA; i++)
         free(vals[i]);
 done:

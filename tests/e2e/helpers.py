@@ -28,12 +28,13 @@ def submit(svc, job, **headers):
     return r
 
 
-def write_blobs(folder, name="blobs.csv", rows=600, seed=3):
-    """Writes name: rows of three well-separated classes (features a, b; label kind)."""
+def write_blobs(folder, name="blobs.csv", rows=600, seed=3, scale=(1, 1), offset=(0, 0)):
+    """Writes name: rows of three well-separated classes (features a, b; label kind), each
+    feature times scale plus offset (the default leaves them near mean 1.3, std 2)."""
     rng = np.random.default_rng(seed)
     centers = np.array([[0, 0], [4, 0], [0, 4]])
     label = rng.integers(0, 3, rows)
-    x = centers[label] + rng.normal(0, 0.6, (rows, 2))
+    x = (centers[label] + rng.normal(0, 0.6, (rows, 2))) * scale + offset
     lines = ["a,b,kind"] + [f"{p:.4f},{q:.4f},k{c}" for (p, q), c in zip(x, label)]
     (folder / name).write_text("\n".join(lines) + "\n")
 

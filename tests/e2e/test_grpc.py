@@ -3,7 +3,7 @@ predict/grpc.h), driven by TensorFlow Serving's own Python client (tensorflow-se
 tests/e2e/grpc_client.py) as its users write it: GetModelMetadata to learn the signature,
 Predict with tf.make_tensor_proto, a bearer token in the call's metadata, TLS with
 grpc.ssl_channel_credentials. The answers must be what onnxruntime gives on the job's
-model.onnx, fed the rows standardised as training did.
+model.onnx fed the same raw rows or pixels (the graph preprocesses them as training did).
 
 The client needs tensorflow, whose numpy the main test venv (Debian's torch) must not get, so
 it lives in its own venv, .venv-tf (.ci/run makes it), and runs as a subprocess; without it
@@ -56,32 +56,17 @@ def trained(svc, session, url, name):
     return job
 
 
-def onnx_outputs(svc, job, x, image=False):
-    """model.onnx of the job in onnxruntime on x standardised as the job's training did; image:
-    x holds [N, H, W, C] pixels of 0..255, scaled to 0..1 and put channels first for ONNX."""
+def onnx_outputs(svc, job, x):
+    """model.onnx of the job in onnxruntime on x as Predict takes it: raw feature rows, or
+    [N, H, W, C] pixels of 0..255 of any size (the graph resizes, scales and standardises)."""
     ort = pytest.importorskip("onnxruntime", reason="the ONNX check needs onnxruntime (PyPI)")
-    from safetensors import safe_open
-
-    folder = svc.data_dir.parent / f"onnx-{job['id']}"
-    folder.mkdir(exist_ok=True)
-    for name in ("model.onnx", "model.safetensors"):
-        r = svc.http.get(f"{svc.url}/jobs/{job['id']}/artifacts/{name}")
-        assert r.status_code == 200, r.text
-        (folder / name).write_bytes(r.content)
-    with safe_open(str(folder / "model.safetensors"), "np") as f:
-        std = json.loads(f.metadata()["trainyard.standardization"])
-    rows = np.asarray(x, dtype=np.float32)
-    if image:
-        rows = rows / np.float32(255)
-    if std:
-        rows = (rows - np.array(std["mean"], dtype=np.float32)) / np.array(std["std"],
-                                                                             dtype=np.float32)
-    session = ort.InferenceSession(str(folder / "model.onnx"),
-                                   providers=["CPUExecutionProvider"])
+    path = svc.data_dir.parent / f"{job['id']}.onnx"
+    r = svc.http.get(f"{svc.url}/jobs/{job['id']}/artifacts/model.onnx")
+    assert r.status_code == 200, r.text
+    path.write_bytes(r.content)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     (inp,), (out,) = session.get_inputs(), session.get_outputs()
-    if image:
-        rows = rows.transpose(0, 3, 1, 2)
-    return session.run([out.name], {inp.name: np.ascontiguousarray(rows, np.float32)})[0]
+    return session.run([out.name], {inp.name: np.asarray(x, dtype=np.float32)})[0]
 
 
 def test_predict_and_metadata_as_tensorflow_serving_clients_call_them(serve, blobs, tf_python):
@@ -179,8 +164,9 @@ def test_predict_over_tls_with_serves_certificate(serve, blobs, tf_python, tmp_p
 
 def test_an_image_model_takes_8_bit_pixels_and_resizes(serve, data_server, tf_python):
     """An image model: its signature is [-1, h, w, c]; uint8 pixels (and the same values as
-    float32) give onnxruntime's outputs on the pixels scaled and standardised as training did;
-    images of another size are resized bilinearly first, as PyTorch's interpolate does."""
+    float32) give onnxruntime's outputs on model.onnx fed the same pixels; images of another
+    size are resized bilinearly first, as model.onnx resizes them and close to PyTorch's
+    interpolate."""
     folder, base = data_server
     rng = np.random.default_rng(2)
     y = rng.integers(0, 3, 240)
@@ -216,16 +202,17 @@ def test_an_image_model_takes_8_bit_pixels_and_resizes(serve, data_server, tf_py
     ])
     assert meta["inputs"] == {"inputs": {"dtype": "float32", "shape": [-1, 8, 8, 3]}}
     assert meta["outputs"] == {"outputs": {"dtype": "float32", "shape": [-1, 3]}}
-    want = onnx_outputs(svc, job, probe, image=True)
+    want = onnx_outputs(svc, job, probe)
     for result in (pixels, floats):
         assert result["ok"], result
         got = np.array(result["outputs"]["outputs"]["values"])
         assert np.abs(got - want).max() < 1e-5, (got, want)
 
-    torch = pytest.importorskip("torch", reason="the resize check needs PyTorch (python3-torch)")
     assert resized["ok"], resized
+    got = np.array(resized["outputs"]["outputs"]["values"])
+    assert np.abs(got - onnx_outputs(svc, job, big)).max() < 1e-5
+    torch = pytest.importorskip("torch", reason="the resize check needs PyTorch (python3-torch)")
     small = torch.nn.functional.interpolate(
         torch.from_numpy(big.astype(np.float32)).permute(0, 3, 1, 2), size=(8, 8),
         mode="bilinear", align_corners=False).permute(0, 2, 3, 1).numpy()
-    got = np.array(resized["outputs"]["outputs"]["values"])
-    assert np.abs(got - onnx_outputs(svc, job, small, image=True)).max() < 1e-5
+    assert np.abs(got - onnx_outputs(svc, job, small)).max() < 1e-5

@@ -1,12 +1,13 @@
 """Predictions over REST (issue 13, items 2 and 4) against a real serve with its own inference
 engine on PoCL: a model trained through POST /train answers TensorFlow Serving's
 :predict (row and columnar formats), :classify and :regress, and POST /jobs/{id}/predict, with
-the numbers onnxruntime gives on the job's own model.onnx (on rows standardised with the
-mean and std the job saved);
+the numbers onnxruntime gives on the job's own model.onnx on the same raw rows (the graph
+standardises them as the job did);
 the same row answers bit for bit alone, in a batch of one request, and among 32 concurrent
 requests; bad requests get 4xx answers that name the field; models of others are 404s;
 `trainyard predict` prints the answer; an image model takes raw pixels and PNGs alike, resizes
-them, and answers what PyTorch's Sequential from its model.safetensors answers."""
+them, and answers what PyTorch's Sequential from its model.safetensors answers and what
+onnxruntime answers on its model.onnx fed the same pixels, of any size."""
 import base64
 import json
 import pathlib
@@ -18,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from helpers import TERMINAL, job_doc, wait_for
+from helpers import TERMINAL, job_doc, wait_for, write_blobs
 
 HERE = pathlib.Path(__file__).resolve().parent
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -38,33 +39,33 @@ def problem(r, status):
     return r.json()
 
 
-def standardized(svc, job_id, rows, tmp_path):
-    """rows standardised with the mean and std the job saved in model.safetensors' metadata:
-    what model.onnx and the PyTorch Sequential take."""
-    from safetensors import safe_open
-    r = svc.http.get(f"{svc.url}/jobs/{job_id}/artifacts/model.safetensors")
-    path = tmp_path / f"{job_id}.safetensors"
-    path.write_bytes(r.content)
-    with safe_open(str(path), framework="numpy") as f:
-        std = json.loads(f.metadata()["trainyard.standardization"])
-    return (np.asarray(rows, np.float32) - np.float32(std["mean"])) / np.float32(std["std"])
-
-
-def onnx_outputs(svc, job_id, x, tmp_path):
-    """The job's model.onnx in onnxruntime on x (what the Sequential takes: standardised
-    features, or NCHW images scaled as in training)."""
+def onnx_session(svc, job_id, tmp_path):
+    """An onnxruntime session on the job's model.onnx, downloaded."""
     ort = pytest.importorskip("onnxruntime", reason="the ONNX check needs onnxruntime (PyPI)")
     r = svc.http.get(f"{svc.url}/jobs/{job_id}/artifacts/model.onnx")
     assert r.status_code == 200, r.text
     path = tmp_path / f"{job_id}.onnx"
     path.write_bytes(r.content)
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+
+def onnx_outputs(svc, job_id, x, tmp_path):
+    """The job's model.onnx in onnxruntime on x, what :predict takes: raw feature rows, or
+    [N, height, width, channels] pixels as stored (the graph preprocesses them as training
+    did)."""
+    session = onnx_session(svc, job_id, tmp_path)
     (got,) = session.run(["output"], {"input": np.asarray(x, np.float32)})
     return got
 
 
-def blobs_rows(blobs_folder, n):
-    lines = (blobs_folder / "blobs.csv").read_text().splitlines()[1:n + 1]
+def predicted(svc, url, x):
+    r = svc.http.post(url, json={"instances": np.asarray(x).tolist()})
+    assert r.status_code == 200, r.text
+    return np.array(r.json()["predictions"], np.float32)
+
+
+def blobs_rows(blobs_folder, n, name="blobs.csv"):
+    lines = (blobs_folder / name).read_text().splitlines()[1:n + 1]
     return [[float(v) for v in line.split(",")[:2]] for line in lines]
 
 
@@ -83,7 +84,7 @@ def test_predict_formats_match_onnxruntime(blobs_model, tmp_path):
     preds = np.array(r.json()["predictions"], np.float32)
     assert preds.shape == (40, 3)
     assert np.allclose(preds.sum(axis=1), 1, atol=1e-5)
-    onnx = onnx_outputs(svc, done["id"], standardized(svc, done["id"], rows, tmp_path), tmp_path)
+    onnx = onnx_outputs(svc, done["id"], rows, tmp_path)  # raw rows, as :predict took them
     assert np.abs(preds - onnx).max() < 1e-5, np.abs(preds - onnx).max()
 
     # Every other way to ask gives the same numbers, bit for bit.
@@ -114,6 +115,39 @@ def test_predict_formats_match_onnxruntime(blobs_model, tmp_path):
     results = cls.json()["results"]
     assert [[label for label, _ in res] for res in results] == [["k0", "k1", "k2"]] * 2
     assert [[p for _, p in res] for res in results] == r.json()["predictions"][:2]
+
+
+def test_model_onnx_takes_the_raw_rows_predict_takes(serve, data_server, tmp_path):
+    """model.onnx stands alone: onnxruntime on the raw rows :predict takes gives :predict's
+    numbers for every row. The features are far from standardised (means near 540 and -7, stds
+    near 60 and 0.04), so a graph without the job's standardisation inside could not: fed the
+    rows that standardise to these raw ones, the same graph answers otherwise."""
+    folder, base = data_server
+    write_blobs(folder, "offset-blobs.csv", scale=(30, 0.02), offset=(500, -7))
+    svc = serve()
+    done = run(svc, svc.http, job_doc(f"{base}/offset-blobs.csv", epochs=3, name="offset"))
+    rows = np.array(blobs_rows(folder, 200, "offset-blobs.csv"), np.float32)
+    preds = predicted(svc, f"{svc.url}/v1/models/offset:predict", rows)
+    session = onnx_session(svc, done["id"], tmp_path)
+    (onnx,) = session.run(["output"], {"input": rows})
+    diff = np.abs(preds - onnx).max(axis=1)
+    print(f"CSV model.onnx on raw rows vs :predict: max |difference| {diff.max():.3g} "
+          f"over {len(rows)} rows")
+    assert (diff < 1e-5).all(), (diff.max(), np.flatnonzero(diff >= 1e-5))
+
+    meta = session.get_modelmeta().custom_metadata_map
+    std = json.loads(meta["trainyard.standardization"])
+    mean, sd = np.float32(std["mean"]), np.float32(std["std"])
+    assert (np.abs(mean) > 5).all() and (np.abs(np.log(sd)) > 2).all(), std
+    steps = json.loads(meta["trainyard.preprocessing"])
+    assert [s["step"] for s in steps["steps"]] == ["standardization"], steps
+    # What a graph without the standardisation would answer on these rows: the network on the
+    # rows themselves, i.e. this graph on rows × std + mean. It is far from :predict's.
+    (bare,) = session.run(["output"], {"input": rows * sd + mean})
+    assert np.abs(bare - preds).max() > 0.1
+    labels = [line.rsplit(",", 1)[1] for line in
+              (folder / "offset-blobs.csv").read_text().splitlines()[1:201]]
+    assert np.mean(preds.argmax(axis=1) == [int(k[1]) for k in labels]) > 0.9
 
 
 def test_bit_identical_batched_or_alone(blobs_model):
@@ -227,7 +261,7 @@ def test_image_model_takes_pixels_and_pngs(serve, data_server, tmp_path):
     svc = serve()
     done = run(svc, svc.http, {
         "name": "squares", "dataset_url": f"{base}/predict-cifar.tar.gz",
-        "dataset": {"format": "cifar10", "resize": [40, 40]},
+        "dataset": {"format": "cifar10", "resize": [40, 40], "scale": "standardize"},
         "model": {"input_shape": [40, 40, 3],
                   "layers": [{"type": "conv2d", "filters": 8, "kernel_size": 3,
                               "activation": "relu"},
@@ -240,8 +274,18 @@ def test_image_model_takes_pixels_and_pngs(serve, data_server, tmp_path):
     assert r.status_code == 200, r.text
     preds = np.array(r.json()["predictions"], np.float32)
     assert preds.shape == (16, 10)
+    # model.onnx takes the same 0-255 pixels of any size, h × w × c, and resizes (32×32, 64×64
+    # and 23×45 to 40×40), scales and standardises them inside, as :predict does
+    big = np.repeat(np.repeat(test_x[:3], 2, axis=1), 2, axis=2)
+    odd = rng.integers(0, 256, (3, 23, 45, 3)).astype(np.uint8)
+    session, worst = onnx_session(svc, done["id"], tmp_path), 0.0
+    for images in (test_x, big, odd):
+        (onnx,) = session.run(["output"], {"input": images.astype(np.float32)})
+        worst = max(worst, np.abs(predicted(svc, url, images) - onnx).max())
+    print(f"image model.onnx on raw pixels vs :predict: max |difference| {worst:.3g}")
+    assert worst < 1e-5, worst
     # PyTorch's Sequential from model.safetensors on the same 32×32 images (resized to 40×40
-    # by interpolate, scaled), and onnxruntime on the tensor PyTorch took
+    # by interpolate, scaled, standardised)
     if subprocess.run([SYSTEM_PYTHON, "-c", "import torch"], capture_output=True).returncode:
         pytest.skip("PyTorch comparison: /usr/bin/python3 has no torch (apt-get install -y "
                     "python3-torch)")
@@ -251,22 +295,16 @@ def test_image_model_takes_pixels_and_pngs(serve, data_server, tmp_path):
     np.save(tmp_path / "images.npy", test_x)
     np.save(tmp_path / "ours.npy", preds)
     proc = subprocess.run([SYSTEM_PYTHON, str(HERE / "torch_compare.py"), str(model),
-                           str(tmp_path / "images.npy"), str(tmp_path / "ours.npy"),
-                           str(tmp_path / "inputs.npy")], capture_output=True, text=True,
-                          timeout=300)
+                           str(tmp_path / "images.npy"), str(tmp_path / "ours.npy")],
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     torch_diff = json.loads(proc.stdout)
     assert torch_diff["max_diff"] < 1e-4 and torch_diff["agree"] == 1.0, torch_diff
-    onnx = onnx_outputs(svc, done["id"], np.load(tmp_path / "inputs.npy"), tmp_path)
-    assert np.abs(preds - onnx).max() < 1e-5, np.abs(preds - onnx).max()
     b64 = [{"b64": base64.b64encode(png(img)).decode()} for img in test_x[:4]]
     r2 = svc.http.post(url, json={"instances": b64})
     assert r2.status_code == 200, r2.text
     assert r2.json()["predictions"] == r.json()["predictions"][:4]
-    # Any size is resized to the model's 40×40 first; a wrong channel count is a 400.
-    big = np.repeat(np.repeat(test_x[:1], 2, axis=1), 2, axis=2)
-    r3 = svc.http.post(url, json={"instances": big.tolist()})
-    assert r3.status_code == 200, r3.text
+    # A wrong channel count is a 400.
     p = problem(svc.http.post(url, json={"instances": [test_x[0, :, :, :2].tolist()]}), 400)
     assert p["errors"][0]["field"] == "instances[0]" and "3" in p["errors"][0]["message"]
     cls = svc.http.post(f"{svc.url}/v1/models/squares:classify",

@@ -187,9 +187,9 @@ def test_val_outputs_of_a_csv_job(rings_csv, train, tmp_path):
 
 
 def test_model_onnx_of_a_csv_job_matches_its_safetensors(rings_csv, train):
-    """model.onnx in onnxruntime gives what the safetensors weights give computed by hand
-    (Linear, tanh, batchnorm on features, Softmax), on standardized rows: names, shapes and
-    the batch dimension as docs/API.md says."""
+    """model.onnx in onnxruntime on raw rows gives what the safetensors weights give computed by
+    hand on the rows standardised with the saved mean and std (Linear, tanh, batchnorm on
+    features, Softmax): names, shapes and the batch dimension as docs/API.md says."""
     ort = pytest.importorskip("onnxruntime", reason="the ONNX check needs onnxruntime (PyPI)")
     url, _, _ = rings_csv
     job = {"dataset_url": url, "dataset": {"label_column": "ring"},
@@ -202,10 +202,12 @@ def test_model_onnx_of_a_csv_job_matches_its_safetensors(rings_csv, train):
     (inp,), (outp,) = session.get_inputs(), session.get_outputs()
     assert (inp.name, inp.shape, outp.name, outp.shape) == ("input", ["batch", 2], "output",
                                                             ["batch", 3])
-    x = np.random.default_rng(0).normal(size=(50, 2)).astype(np.float32)
+    std = json.loads(session.get_modelmeta().custom_metadata_map["trainyard.standardization"])
+    mean, sd = np.float32(std["mean"]), np.float32(std["std"])
+    x = np.random.default_rng(0).normal(size=(50, 2)).astype(np.float32) * sd + mean
     (got,) = session.run(["output"], {"input": x})
     w = load_file(str(out / "model.safetensors"))
-    h = np.tanh(x @ w["0.weight"].T + w["0.bias"])
+    h = np.tanh(((x - mean) / sd) @ w["0.weight"].T + w["0.bias"])
     h = (h - w["2.running_mean"]) / np.sqrt(w["2.running_var"] + 1e-3) * w["2.weight"] \
         + w["2.bias"]
     z = h @ w["4.weight"].T + w["4.bias"]

@@ -3,11 +3,11 @@ not the project's virtual environment): builds the nn.Sequential that a trainyar
 model.safetensors names in its metadata, loads the file with load_state_dict(strict=True),
 runs it on images and compares its outputs with `trainyard train --val-outputs`.
 
-usage: torch_compare.py MODEL.safetensors IMAGES.npy VAL_OUTPUTS.npy [INPUTS.npy]
+usage: torch_compare.py MODEL.safetensors IMAGES.npy VAL_OUTPUTS.npy
 IMAGES.npy: [N, H, W, C] as the dataset holds them (before resize and scaling): uint8 pixels,
-which the model's input divides by 255, or float32 ones, taken as they are.
-INPUTS.npy, when given, gets the model's input as the Sequential takes it (NCHW float32 after
-resize, scaling and standardisation), for model.onnx to be run on the same tensor.
+which the model's input divides by 255, or float32 ones, taken as they are. The resize,
+scaling and standardisation are done here by hand, as docs/API.md shows (model.safetensors'
+Sequential takes preprocessed input; model.onnx, which takes the pixels, does them inside).
 Prints one JSON object: max_diff (largest absolute difference of the outputs), agree (fraction
 of rows with the same argmax), modules (the Sequential's text).
 """
@@ -37,7 +37,7 @@ def read_safetensors(path):
     return tensors, meta
 
 
-def main(model_path, images_path, outputs_path, inputs_path=None):
+def main(model_path, images_path, outputs_path):
     tensors, meta = read_safetensors(model_path)
     net = eval(meta["trainyard.pytorch"], {"nn": nn})
     net.load_state_dict(tensors, strict=True)
@@ -54,8 +54,6 @@ def main(model_path, images_path, outputs_path, inputs_path=None):
         mean = torch.tensor(std["mean"]).view(1, -1, 1, 1)
         sd = torch.tensor(std["std"]).view(1, -1, 1, 1)
         x = (x - mean) / sd
-    if inputs_path:
-        np.save(inputs_path, x.numpy().astype(np.float32))
     with torch.no_grad():
         out = net(x).numpy()
     ours = np.load(outputs_path)
@@ -65,4 +63,4 @@ def main(model_path, images_path, outputs_path, inputs_path=None):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:4])
