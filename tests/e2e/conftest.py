@@ -18,6 +18,7 @@ import shutil
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -119,6 +120,16 @@ def blobs(data_server):
     folder, base = data_server
     write_blobs(folder)
     return f"{base}/blobs.csv"
+
+
+@pytest.fixture
+def digits(data_server):
+    """A digits-like CSV (examples/scripts/keras-mlp/make_digits.py: 64 features, 10 classes)
+    served over HTTP; its URL."""
+    root, base = data_server
+    subprocess.run([sys.executable, str(ROOT / "examples/scripts/keras-mlp/make_digits.py"),
+                    str(root / "digits.csv"), "3000"], check=True, capture_output=True)
+    return f"{base}/digits.csv"
 
 
 class FaultyHandler(Handler):

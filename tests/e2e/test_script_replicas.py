@@ -18,7 +18,6 @@ venv .venv-tf that .ci/run makes."""
 import json
 import math
 import subprocess
-import sys
 import time
 
 import pytest
@@ -45,16 +44,6 @@ needs_tf = pytest.mark.skipif(not tf_available(),
 def serve_args(python):
     return ("--workers", "1", "--replicas", "2", "--rank-threads", "1", "--allow-scripts",
             "--python", str(python))
-
-
-@pytest.fixture
-def digits(data_server):
-    """A digits-like CSV (examples/scripts/keras-mlp/make_digits.py: 64 features, 10 classes)
-    served over HTTP; its URL."""
-    root, base = data_server
-    subprocess.run([sys.executable, str(ROOT / "examples/scripts/keras-mlp/make_digits.py"),
-                    str(root / "digits.csv"), "3000"], check=True, capture_output=True)
-    return f"{base}/digits.csv"
 
 
 def train_one_and_two(svc, example, dataset, epochs=3):

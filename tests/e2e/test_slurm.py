@@ -3,19 +3,23 @@ munged, slurmctld and slurmd for this module): a 2-replica job submitted through
 handed to sbatch, waits queued while Slurm keeps it pending, runs under srun --mpi=pmix and
 succeeds; `trainyard cancel` scancels a pending Slurm job and stops a running one; a killed
 step (a node failure, as far as trainyard can tell) is retried as a new Slurm job that resumes
-from the checkpoint.
+from the checkpoint. With serve --allow-scripts, the PyTorch DDP and Keras
+MultiWorkerMirroredStrategy examples run as 2-rank script jobs under srun.
 
 Skipped, saying why, when not root or when Slurm, munge or Open MPI is not installed (CI
 installs them: .ci/run). The node has 2 CPUs; a job that holds both ("the blocker") keeps a
 trainyard job pending in Slurm for as long as a test needs.
 """
+import pathlib
 import re
 import subprocess
 import time
 
 import pytest
+from conftest import ROOT
 from helpers import TERMINAL, checkpoint_epoch, job_doc, submit, until, wait_for
 from slurm_cluster import SlurmCluster
+from test_scripts import artifacts, folder, logs, metrics, script_doc, upload
 
 EPOCHS_LONG = 3000  # ~2 ms an epoch on the blobs: long enough to act on a running job
 EPOCHS_CANCEL = 30000  # a job that is cancelled long before it could end, however loaded
@@ -164,3 +168,33 @@ def test_a_killed_step_is_retried_as_a_new_slurm_job_from_the_checkpoint(slurm_s
     assert f"submitted to Slurm as job {again['slurm_job_id']}" in log
     assert re.search(rf"slurm: job {jid}: Slurm job {first} ended \((FAILED|CANCELLED)\); the "
                      r"job is queued", svc.output())
+
+
+@pytest.mark.parametrize("example, python", [
+    ("torch-ddp", "/usr/bin/python3"),
+    ("keras-mwms", str(ROOT / ".venv-tf" / "bin" / "python")),
+])
+def test_a_two_rank_script_job_runs_through_slurm(slurm_serve, cluster, digits, example,
+                                                   python):
+    """serve --allow-scripts sends script jobs to Slurm too: srun starts the ranks, each runs
+    the script in its own sandbox (the two sharing a network namespace: one node), with the
+    framework's variables; rank 0's metrics and model come back."""
+    if not pathlib.Path(python).exists():
+        pytest.skip(f"{python} is missing (.ci/run makes .venv-tf)")
+    svc = slurm_serve("--allow-scripts", "--python", python)
+    code = upload(svc, folder(ROOT / "examples" / "scripts" / example))
+    jid = submit(svc, script_doc(code, hyperparameters={"epochs": 2}, dataset_location=digits,
+                                 distribution={"replicas": 2})).json()["id"]
+    sid = slurm_id_of(svc, jid)
+    job = wait_for(svc, jid, TERMINAL, timeout=180)
+    text = logs(svc, jid)
+    assert job["status"] == "succeeded", (job["error"], text[-3000:], svc.output()[-3000:])
+    assert job["slurm_job_id"] == sid
+    assert f"submitted to Slurm as job {sid}" in text
+    for rank in (0, 1):
+        assert f"[rank {rank}] epoch 2: loss=" in text, text
+        assert f"[rank {rank}] running train.py" in text, text
+    assert "in the network namespace the job's ranks share" in text, text
+    assert [e["epoch"] for e in metrics(svc, jid)] == [1, 2]
+    model = "model.pt" if example == "torch-ddp" else "model.keras"
+    assert model in artifacts(svc, jid)
