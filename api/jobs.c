@@ -59,7 +59,7 @@ static int api_job_waiting(app *a, db *d, const db_job *j, sched_wait_workers *w
         if (rc < 0)
             return rc;
         *loaded = 1;
-        rc = sched_job_wait(d, j, ws, ahead_max, &why, err);
+        rc = sched_job_wait(d, j, ws, time_wall_ms(), ahead_max, &why, err);
         if (rc < 0)
             return rc;
         w = api_encode_wait(&why);
@@ -341,6 +341,7 @@ int api_jobs_submit(http_req *r, void *ctx)
                         .body_hash = hash,
                         .owner = caller->token_id,
                         .max_queued = a->max_queued_per_token,
+                        .token_max_queued = caller->max_queued,
                         .credentials = sealed,
                         .script = job_is_script(spec),
                         .replicas = spec->replicas,
