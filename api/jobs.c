@@ -562,11 +562,13 @@ int api_jobs_get(http_req *r, void *ctx)
     char *text = api_encode_job_text_with(&j, attempts, extra, &len);
     char owner[DB_ID_LEN + 1];
     memcpy(owner, j.owner, sizeof owner);
+    /* a back-off's seconds left change with no signal: such an answer is not kept */
+    int counting = j.status == DB_QUEUED && j.retry_at > time_wall_ms();
     db_job_clear(&j);
     if (!text)
         return err_set(http_errbuf(r), -ENOMEM, "cannot build the job's JSON");
     rc = http_reply_bytes(r, 200, "application/json", text, len);
-    if (slot && strlen(id) <= DB_ID_LEN) {
+    if (slot && !counting && strlen(id) <= DB_ID_LEN) {
         free(slot->text);
         memcpy(slot->id, id, strlen(id) + 1);
         memcpy(slot->owner, owner, sizeof owner);

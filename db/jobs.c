@@ -453,6 +453,20 @@ int db_job_count(db *d, int status, int64_t *out, char *err)
     return db_count(d, st, out, err);
 }
 
+static const char SQL_JOB_BACKOFF_OVER[] = "SELECT count(*) FROM jobs WHERE retry_at > ?1"
+                                           " AND retry_at <= ?2 AND status = 'queued'";
+
+int db_job_count_backoff_over(db *d, int64_t after, int64_t upto, int64_t *out, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_stmt(d, SQL_JOB_BACKOFF_OVER, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, after);
+    sqlite3_bind_int64(st, 2, upto);
+    return db_count(d, st, out, err);
+}
+
 static const char SQL_JOB_COUNT_OWNER[] =
     "SELECT count(*) FROM jobs WHERE owner = ? AND status = ?";
 

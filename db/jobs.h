@@ -134,6 +134,8 @@ int db_job_set_slurm_reason(db *d, int64_t seq, const char *reason, char *err);
 /* How many jobs have status. */
 int db_job_count(db *d, int status, int64_t *out, char *err);
 
+/* How many queued jobs have a retry back-off that ended after `after` and by `upto`. */
+int db_job_count_backoff_over(db *d, int64_t after, int64_t upto, int64_t *out, char *err);
 /* How many jobs owner (a token id) has in status. */
 int db_job_count_owned(db *d, const char *owner, int status, int64_t *out, char *err);
 /* The queued jobs that a worker able to do what `can` says (kinds, scripts, slots; db/workers.h)

@@ -37,7 +37,8 @@
  *
  * v9: why a job waits. tokens.max_running and tokens.max_queued cap a token's jobs (0: no
  * cap); jobs.retry_at is when a requeued attempt may be leased again (its back-off; NULL when
- * none); jobs.slurm_reason is squeue's reason for the job's pending Slurm job (NULL when none
+ * none; indexed, for the housekeeping to wake parked leases when one ends); jobs.slurm_reason
+ * is squeue's reason for the job's pending Slurm job (NULL when none
  * or not pending). Columns with defaults only: a database from before opens and runs as it
  * did, every token uncapped. */
 #include <stdio.h>
@@ -287,7 +288,10 @@ static const char *const db_migrations[] = {
     "ALTER TABLE tokens ADD COLUMN max_running INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE tokens ADD COLUMN max_queued INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE jobs ADD COLUMN retry_at INTEGER;"
-    "ALTER TABLE jobs ADD COLUMN slurm_reason TEXT;",
+    "ALTER TABLE jobs ADD COLUMN slurm_reason TEXT;"
+    /* the housekeeping's once-a-second look for back-offs that just ended (few rows: a lease
+     * clears retry_at) */
+    "CREATE INDEX jobs_retry ON jobs (retry_at) WHERE retry_at IS NOT NULL;",
 };
 
 #define DB_N_MIGRATIONS ((int)(sizeof db_migrations / sizeof db_migrations[0]))

@@ -82,6 +82,7 @@ struct slurm_executor {
     slurm_list bound;    /* a pass's bound jobs */
     int64_t bound_after; /* the seq the next pass's bound jobs come after */
     slurm_todo todo;     /* and the jobs it submits */
+    int reasons;         /* a pass's jobs whose squeue reason changed */
     char ids[SLURM_MAX_JOBS * SLURM_ID_MAX]; /* squeue -j's list */
     pthread_t thread;
     int started;
@@ -380,6 +381,7 @@ static int slurm_settle(slurm_executor *x, const slurm_bound *b, int64_t now,
             int rc = db_job_set_slurm_reason(x->d, b->seq, b->reason, err);
             if (rc < 0)
                 return rc;
+            x->reasons += rc;
         }
         if (b->status == DB_QUEUED) { /* waiting in Slurm: keep the row from going stale */
             db_worker w;
@@ -651,12 +653,13 @@ int slurm_executor_tick(slurm_executor *x, int64_t now, sched_expiry_stats *st, 
 {
     int submitted = 0;
     memset(st, 0, sizeof *st);
+    x->reasons = 0;
     int rc = slurm_settle_all(x, now, st, err);
     char settle_err[ERR_LEN];
     if (rc < 0)
         snprintf(settle_err, sizeof settle_err, "%s", err);
     int rc2 = slurm_submit_all(x, now, &submitted, err);
-    if ((sched_expiry_changed(st) || submitted) && x->o.changed)
+    if ((sched_expiry_changed(st) || submitted || x->reasons) && x->o.changed)
         x->o.changed(x->o.user, st);
     if (rc < 0) {
         snprintf(err, ERR_LEN, "%s", settle_err);

@@ -180,7 +180,8 @@ def test_a_tokens_caps(serve, blobs):
 def test_a_lost_attempt_waits_out_its_backoff(serve, blobs):
     """The local worker running a job is killed: the job is queued again at once with a
     back-off (--retry-backoff-seconds 3), says retry_backoff with the seconds left, and the
-    restarted worker leases it only once retry_at has passed."""
+    restarted worker, parked in its long poll, leases it once retry_at has passed (the end of
+    a back-off wakes it: it does not wait out its 30 s poll)."""
     import os
     import signal
     svc = serve("--workers", "1", "--retry-backoff-seconds", "3")
@@ -204,6 +205,7 @@ def test_a_lost_attempt_waits_out_its_backoff(serve, blobs):
     assert again["status"] == "running" and again["attempt"] == 2, again
     assert again["retry_at"] is None and again["waiting"] is None
     assert took >= 2.0, "leased again before its back-off was over"
+    assert took < 8.0, "the end of the back-off did not wake the parked worker"
     attempts = svc.http.get(f"{svc.url}/jobs/{job['id']}").json()["attempts"]
     assert attempts[0]["reason"].endswith("was killed by signal 9; retrying in 3 s"), attempts
     svc.http.post(f"{svc.url}/jobs/{job['id']}/cancel")
