@@ -291,7 +291,9 @@ static const char *const db_migrations[] = {
     "ALTER TABLE jobs ADD COLUMN slurm_reason TEXT;"
     /* the housekeeping's once-a-second look for back-offs that just ended (few rows: a lease
      * clears retry_at) */
-    "CREATE INDEX jobs_retry ON jobs (retry_at) WHERE retry_at IS NOT NULL;",
+    "CREATE INDEX jobs_retry ON jobs (retry_at) WHERE retry_at IS NOT NULL;"
+    /* leasing's list of the tokens at their running cap looks at capped tokens only */
+    "CREATE INDEX tokens_capped ON tokens (id) WHERE max_running > 0;",
 };
 
 #define DB_N_MIGRATIONS ((int)(sizeof db_migrations / sizeof db_migrations[0]))
