@@ -8,7 +8,8 @@
  *   no single worker has them all; retry_backoff says the seconds left, token_cap the cap and
  *   the count; slurm carries squeue's reason once there is one;
  * - behind_jobs counts the jobs ahead that capable workers would lease, and no others (not
- *   those in a back-off or held by their token's cap). */
+ *   those in a back-off or held by their token's cap);
+ * - the Slurm executor's walk of unbound jobs holds back the same jobs. */
 #include "scheduler/waiting.h"
 
 #include <errno.h>
@@ -280,6 +281,41 @@ static void test_ahead(void)
     db_close(d);
 }
 
+static int count_row(void *ctx, const db_job *j)
+{
+    (void)j;
+    (*(int *)ctx)++;
+    return 0;
+}
+
+/* The Slurm executor's walk of unbound jobs holds back what leasing holds back, counting a job
+ * bound to a Slurm job as running against its token's cap (it will run). */
+static void test_unbound_walk(void)
+{
+    db *d = open_db("unbound.db");
+    char err[ERR_LEN], tok[DB_ID_LEN + 1];
+    add_token(d, "one at once", 1, tok);
+    db_job a, b;
+    add_job_of(d, &a, JOB_DEVICE_ANY, 0, 1, "", 0, tok);
+    add_job_of(d, &b, JOB_DEVICE_ANY, 0, 1, "", 0, tok);
+    int n = 0;
+    CHECK_INT(db_job_list_unbound(d, NOW, 10, count_row, &n, err), 0);
+    CHECK_INT(n, 2);
+    CHECK_INT(db_job_set_slurm(d, a.seq, "7", "0123456789abcdef0123456789abcdef", err), 1);
+    n = 0;
+    CHECK_INT(db_job_list_unbound(d, NOW, 10, count_row, &n, err), 0);
+    CHECK_INT(n, 0); /* a is bound, b waits for it */
+    CHECK_INT(db_job_set_slurm(d, a.seq, NULL, NULL, err), 1);
+    set_retry_at(d, &a, NOW + 1);
+    n = 0;
+    CHECK_INT(db_job_list_unbound(d, NOW, 10, count_row, &n, err), 0);
+    CHECK_INT(n, 1); /* a backs off, b goes */
+    n = 0;
+    CHECK_INT(db_job_list_unbound(d, NOW + 1, 10, count_row, &n, err), 0);
+    CHECK_INT(n, 2);
+    db_close(d);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/trainyard-waiting-XXXXXX");
@@ -288,5 +324,6 @@ int main(void)
     test_takes_is_leasing();
     test_messages();
     test_ahead();
+    test_unbound_walk();
     return check_exit_removing(dir);
 }
