@@ -566,7 +566,7 @@ int api_stop_request_parse(const json_t *body, const char **reason, field_errors
 
 /* ---- TokenRequest ----------------------------------------------------------------------- */
 
-/* Optional cap field of body: a whole number from 1 to API_TOKEN_CAP_MAX, or null or absent
+/* Optional cap field of body: a whole number from 1 to DB_TOKEN_CAP_MAX, or null or absent
  * (0: none). */
 static int api_token_cap(const json_t *body, const char *field, field_errors *errs)
 {
@@ -574,9 +574,9 @@ static int api_token_cap(const json_t *body, const char *field, field_errors *er
     long long n = 0;
     if (!v || json_is_null(v))
         return 0;
-    if (!api_integer(v, &n) || n < 1 || n > API_TOKEN_CAP_MAX) {
+    if (!api_integer(v, &n) || n < 1 || n > DB_TOKEN_CAP_MAX) {
         field_errors_add(errs, field, "must be a whole number from 1 to %d, or null for no cap",
-                         API_TOKEN_CAP_MAX);
+                         DB_TOKEN_CAP_MAX);
         return 0;
     }
     return (int)n;

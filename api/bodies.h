@@ -71,7 +71,6 @@ int api_stop_request_parse(const json_t *body, const char **reason, field_errors
  * ranks died): the job is retried as after a lapsed lease (sched_job_lose), error the reason. */
 #define API_COMPLETION_LOST (-2)
 
-#define API_TOKEN_CAP_MAX 1000000 /* the largest max_running or max_queued a token may have */
 /* Checks a TokenRequest into *out (name copied, role an enum db_role, scripts 0 when absent, the
  * caps 0 when absent or null: none; the rest zeroed); -EINVAL with errs filled when invalid. */
 int api_token_request_parse(const json_t *body, db_token *out, field_errors *errs);

@@ -83,8 +83,9 @@ static int token_args(int argc, char **argv, token_opts *o)
         if (!strcmp(a, "--max-running") || !strcmp(a, "--max-queued")) {
             char *end = NULL;
             long n = v ? strtol(v, &end, 10) : 0;
-            if (!v || end == v || *end || n < 1 || n > 1000000) {
-                fprintf(stderr, "trainyard token: %s takes a number from 1 to 1000000\n", a);
+            if (!v || end == v || *end || n < 1 || n > SERVE_TOKEN_CAP_MAX) {
+                fprintf(stderr, "trainyard token: %s takes a number from 1 to %d\n", a,
+                        SERVE_TOKEN_CAP_MAX);
                 return -1;
             }
             *(!strcmp(a, "--max-running") ? &o->max_running : &o->max_queued) = n;

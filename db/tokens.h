@@ -13,8 +13,9 @@
 #include "db/db.h"
 #include "db/jobs.h"
 
-#define DB_TOKEN_SECRET_LEN 43 /* "ty_" + 40 hex digits */
-#define DB_TOKEN_HASH_LEN   64 /* hex SHA-256 */
+#define DB_TOKEN_SECRET_LEN 43      /* "ty_" + 40 hex digits */
+#define DB_TOKEN_HASH_LEN   64      /* hex SHA-256 */
+#define DB_TOKEN_CAP_MAX    1000000 /* the largest max_running or max_queued a token may have */
 
 /* 0 is no role, so a zeroed caller or token has none; the table stores the names, not these
  * numbers. */

@@ -9,8 +9,8 @@
 #include "scheduler/lifecycle.h"
 
 #include <dirent.h>
-#include <stdatomic.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

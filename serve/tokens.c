@@ -17,6 +17,7 @@
 
 _Static_assert(DB_TOKEN_SECRET_LEN < SERVE_TOKEN_SECRET_MAX, "a token's secret fits");
 _Static_assert(NOTIFY_SECRET_LEN < SERVE_TOKEN_SECRET_MAX, "a webhook secret fits");
+_Static_assert(SERVE_TOKEN_CAP_MAX == DB_TOKEN_CAP_MAX, "the command line's caps are the API's");
 
 int serve_token_role_valid(const char *role)
 {

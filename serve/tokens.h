@@ -8,7 +8,8 @@
 
 #include <jansson.h>
 
-#define SERVE_TOKEN_SECRET_MAX 80 /* bytes of a token or webhook secret, terminator included */
+#define SERVE_TOKEN_SECRET_MAX 80      /* bytes of a token or webhook secret, terminator included */
+#define SERVE_TOKEN_CAP_MAX    1000000 /* the largest max_running or max_queued (the API's) */
 
 /* 1 when role names a token role (admin, user, worker, metrics), else 0. */
 int serve_token_role_valid(const char *role);
