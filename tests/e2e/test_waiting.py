@@ -1,6 +1,9 @@
 """Why a queued job waits: every queued job carries `waiting` (reason and message) in the API,
 `trainyard status` and `trainyard list`, and GET /workers says what each worker takes. The real
-server with real local workers on PoCL; reasons are read the moment after submit."""
+server with real local workers on PoCL; reasons are read the moment after submit. Besides the
+workers: a token's caps (max_running holds its jobs while workers are free, max_queued refuses
+a submit with 429) and a lost attempt's back-off (retry_at). Slurm's own reason is in
+test_slurm.py."""
 import re
 import subprocess
 import time

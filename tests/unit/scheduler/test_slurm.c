@@ -2,9 +2,10 @@
  * what squeue's states mean, running a command with its output captured (and cut off when it
  * hangs), and the executor's passes against fake sbatch, squeue and scancel scripts: a job is
  * bound and submitted with its token only in sbatch's environment, waits while its Slurm job
- * is pending, is requeued (attempt counted) and submitted again when its Slurm job ends while
- * it runs, is scancelled when cancelled while its Slurm job waits, and waits out a failed
- * sbatch without a new try every pass; a squeue that fails changes nothing.
+ * is pending (keeping squeue's reason, the rest of its line, as it changes), is requeued
+ * (attempt counted) and submitted again, once the lost attempt's back-off is over, when its
+ * Slurm job ends while it runs, is scancelled when cancelled while its Slurm job waits, and waits
+ * out a failed sbatch without a new try every pass; a squeue that fails changes nothing.
  *
  * The real Slurm is in tests/e2e/test_slurm.py. */
 #include "scheduler/slurm.h"
