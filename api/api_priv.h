@@ -31,8 +31,9 @@
 typedef struct api_caller {
     int authenticated;
     char token_id[DB_ID_LEN + 1];
-    int role;    /* enum db_role; meaningful only when authenticated */
-    int scripts; /* the token's scripts right (tokens.scripts) */
+    int role;       /* enum db_role; meaningful only when authenticated */
+    int scripts;    /* the token's scripts right (tokens.scripts) */
+    int max_queued; /* the token's cap on its queued and running jobs (0: none) */
 } api_caller;
 
 /* http_config.authorize: the bearer token, its role against access, a worker's token. */

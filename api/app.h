@@ -37,6 +37,7 @@ typedef struct app {
     uint64_t max_artifact_bytes; /* per upload (default 4 GiB) */
     uint64_t max_code_bytes;     /* per POST /code body (0: API_CODE_MAX_DEFAULT, 64 MiB) */
     int max_queued_per_token;    /* queued jobs one token may have; 0: no limit */
+    int64_t backoffs_seen_to;    /* api_expire announced the back-offs that ended by then */
     telemetry stats;             /* GET /metrics; telemetry_init() before serving */
     const char *version;
     /* Serve's inference engine (predict/predict.h), NULL when predictions are off; predict

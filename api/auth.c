@@ -133,6 +133,7 @@ int api_caller_of_token(app *a, const char *secret, api_caller *out, char *err)
     memcpy(out->token_id, t.id, sizeof out->token_id);
     out->role = t.role;
     out->scripts = t.scripts;
+    out->max_queued = t.max_queued;
     out->authenticated = 1;
     memcpy(e->hash, hash, sizeof e->hash);
     e->who = *out;
@@ -204,21 +205,17 @@ int api_tokens_create(http_req *r, void *ctx)
     if (rc < 0)
         return rc; /* answered */
     field_errors errs;
-    const char *name_s = NULL;
-    int role_v = -1, scripts = 0;
-    if (api_token_request_parse(body, &name_s, &role_v, &scripts, &errs) < 0) {
-        json_decref(body);
-        return api_reply_invalid(r, "Invalid token request", &errs);
-    }
-    db *d = api_db(r, a);
-    if (!d) {
-        json_decref(body);
-        return -EIO;
-    }
-    db_token t;
-    char secret[DB_TOKEN_SECRET_LEN + 1];
-    rc = db_token_create(d, name_s, role_v, scripts, time_wall_ms(), &t, secret, http_errbuf(r));
+    db_token spec, t;
+    rc = api_token_request_parse(body, &spec, &errs);
     json_decref(body);
+    if (rc < 0)
+        return api_reply_invalid(r, "Invalid token request", &errs);
+    db *d = api_db(r, a);
+    if (!d)
+        return -EIO;
+    char secret[DB_TOKEN_SECRET_LEN + 1];
+    char *err = http_errbuf(r);
+    rc = db_token_create_capped(d, &spec, time_wall_ms(), &t, secret, err);
     if (rc < 0)
         return rc;
     atomic_fetch_add(&api_tokens_generation, 1);
@@ -227,7 +224,7 @@ int api_tokens_create(http_req *r, void *ctx)
     json_t *o = api_encode_token(&t);
     if (!o || json_object_set_new(o, "token", json_string(secret)) < 0) {
         json_decref(o);
-        return err_set(http_errbuf(r), -ENOMEM, "out of memory");
+        return err_set(err, -ENOMEM, "out of memory");
     }
     char loc[DB_ID_LEN + 16];
     snprintf(loc, sizeof loc, "/tokens/%s", t.id);

@@ -566,19 +566,43 @@ int api_stop_request_parse(const json_t *body, const char **reason, field_errors
 
 /* ---- TokenRequest ----------------------------------------------------------------------- */
 
-int api_token_request_parse(const json_t *body, const char **name, int *role, int *scripts,
-                            field_errors *errs)
+/* Optional cap field of body: a whole number from 1 to DB_TOKEN_CAP_MAX, or null or absent
+ * (0: none). */
+static int api_token_cap(const json_t *body, const char *field, field_errors *errs)
 {
-    static const char *const known[] = {"name", "role", "scripts", NULL};
+    const json_t *v = json_object_get(body, field);
+    long long n = 0;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!api_integer(v, &n) || n < 1 || n > DB_TOKEN_CAP_MAX) {
+        field_errors_add(errs, field, "must be a whole number from 1 to %d, or null for no cap",
+                         DB_TOKEN_CAP_MAX);
+        return 0;
+    }
+    return (int)n;
+}
+
+int api_token_request_parse(const json_t *body, db_token *out, field_errors *errs)
+{
+    static const char *const known[] = {"name",        "role",       "scripts",
+                                        "max_running", "max_queued", NULL};
+    db_token t;
+    memset(&t, 0, sizeof t);
     errs->count = 0;
-    *name = api_get_string(json_object_get(body, "name"), "name", 128, errs);
-    *role = db_role_parse(json_string_value(json_object_get(body, "role")));
-    if (*role < 0)
+    const char *name = api_get_string(json_object_get(body, "name"), "name", 128, errs);
+    snprintf(t.name, sizeof t.name, "%s", name ? name : "");
+    t.role = db_role_parse(json_string_value(json_object_get(body, "role")));
+    if (t.role < 0)
         field_errors_add(errs, "role", "must be one of admin, user, worker, metrics");
     json_t *s = json_object_get(body, "scripts");
     if (s && !json_is_boolean(s))
         field_errors_add(errs, "scripts", "must be true or false");
-    *scripts = json_is_true(s);
+    t.scripts = json_is_true(s);
+    t.max_running = api_token_cap(body, "max_running", errs);
+    t.max_queued = api_token_cap(body, "max_queued", errs);
     field_errors_unknown(errs, body, "", known);
-    return errs->count ? -EINVAL : 0;
+    if (errs->count)
+        return -EINVAL;
+    *out = t;
+    return 0;
 }

@@ -14,6 +14,7 @@
 
 #include "db/histograms.h"
 #include "db/metrics.h"
+#include "db/tokens.h"
 #include "util/field_errors.h"
 
 #define API_MAX_DEVICES    64
@@ -70,9 +71,8 @@ int api_stop_request_parse(const json_t *body, const char **reason, field_errors
  * ranks died): the job is retried as after a lapsed lease (sched_job_lose), error the reason. */
 #define API_COMPLETION_LOST (-2)
 
-/* Checks a TokenRequest: *name borrowed, *role an enum db_role, *scripts the scripts right (0
- * when absent); -EINVAL with errs filled when invalid. */
-int api_token_request_parse(const json_t *body, const char **name, int *role, int *scripts,
-                            field_errors *errs);
+/* Checks a TokenRequest into *out (name copied, role an enum db_role, scripts 0 when absent, the
+ * caps 0 when absent or null: none; the rest zeroed); -EINVAL with errs filled when invalid. */
+int api_token_request_parse(const json_t *body, db_token *out, field_errors *errs);
 
 #endif

@@ -118,10 +118,12 @@ static json_t *api_job_with(const db_job *j, json_t *doc, json_t *attempts, json
                                        "best_epoch",
                                        "keep",
                                        "sweep_id",
+                                       "retry_at",
                                        "document",
                                        "links",
                                        "attempts"};
     const char *phase = db_phase_name(j->phase);
+    /* retry_at: a queued job's back-off after a lost attempt; null otherwise */
     json_t *vals[] = {json_string(j->id),
                       json_string(j->id),
                       json_string(j->name),
@@ -145,6 +147,7 @@ static json_t *api_job_with(const db_job *j, json_t *doc, json_t *attempts, json
                       j->best_epoch > 0 ? json_integer(j->best_epoch) : json_null(),
                       json_boolean(j->keep),
                       api_opt_string(j->sweep_id),
+                      api_encode_time(j->status == DB_QUEUED ? j->retry_at : 0),
                       doc,
                       api_job_links(j->id),
                       attempts};
@@ -418,13 +421,17 @@ int api_encode_cursor_seq(const char *cursor, int64_t *seq)
 
 json_t *api_encode_token(const db_token *t)
 {
-    static const char *const keys[] = {"id", "name", "role", "created_at", "revoked_at", "scripts"};
-    /* scripts: whether the token may submit script jobs; an admin always may */
+    static const char *const keys[] = {"id",         "name",    "role",        "created_at",
+                                       "revoked_at", "scripts", "max_running", "max_queued"};
+    /* scripts: whether the token may submit script jobs; an admin always may. The caps are
+     * null when the token has none. */
     json_t *vals[] = {json_string(t->id),
                       json_string(t->name),
                       json_string(db_role_name(t->role)),
                       api_encode_time(t->created_at),
                       api_encode_time(t->revoked_at),
-                      json_boolean(t->scripts || t->role == DB_ROLE_ADMIN)};
-    return api_encode_object(keys, vals, 6);
+                      json_boolean(t->scripts || t->role == DB_ROLE_ADMIN),
+                      t->max_running > 0 ? json_integer(t->max_running) : json_null(),
+                      t->max_queued > 0 ? json_integer(t->max_queued) : json_null()};
+    return api_encode_object(keys, vals, 8);
 }

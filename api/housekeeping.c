@@ -52,6 +52,17 @@ int api_expire(app *a, int64_t now, char *err)
     if (st.failed)
         app_log(a, "lease expiry: %d job(s) failed: attempts or max_runtime_seconds used up",
                 st.failed);
+    /* A job whose retry back-off ended is leasable now, and nothing else would say so: parked
+     * lease polls wake, and the answers that said retry_backoff are read again. */
+    int64_t over = 0;
+    rc = db_job_count_backoff_over(d, a->backoffs_seen_to, now, &over, err);
+    if (rc < 0)
+        return rc;
+    a->backoffs_seen_to = now;
+    if (over > 0) {
+        api_raise(a->queued);
+        api_raise(a->changed);
+    }
     return api_expiry_announce(a, &st);
 }
 

@@ -59,7 +59,7 @@ static int api_job_waiting(app *a, db *d, const db_job *j, sched_wait_workers *w
         if (rc < 0)
             return rc;
         *loaded = 1;
-        rc = sched_job_wait(d, j, ws, ahead_max, &why, err);
+        rc = sched_job_wait(d, j, ws, time_wall_ms(), ahead_max, &why, err);
         if (rc < 0)
             return rc;
         w = api_encode_wait(&why);
@@ -341,6 +341,7 @@ int api_jobs_submit(http_req *r, void *ctx)
                         .body_hash = hash,
                         .owner = caller->token_id,
                         .max_queued = a->max_queued_per_token,
+                        .token_max_queued = caller->max_queued,
                         .credentials = sealed,
                         .script = job_is_script(spec),
                         .replicas = spec->replicas,
@@ -561,11 +562,13 @@ int api_jobs_get(http_req *r, void *ctx)
     char *text = api_encode_job_text_with(&j, attempts, extra, &len);
     char owner[DB_ID_LEN + 1];
     memcpy(owner, j.owner, sizeof owner);
+    /* a back-off's seconds left change with no signal: such an answer is not kept */
+    int counting = j.status == DB_QUEUED && j.retry_at > time_wall_ms();
     db_job_clear(&j);
     if (!text)
         return err_set(http_errbuf(r), -ENOMEM, "cannot build the job's JSON");
     rc = http_reply_bytes(r, 200, "application/json", text, len);
-    if (slot && strlen(id) <= DB_ID_LEN) {
+    if (slot && !counting && strlen(id) <= DB_ID_LEN) {
         free(slot->text);
         memcpy(slot->id, id, strlen(id) + 1);
         memcpy(slot->owner, owner, sizeof owner);

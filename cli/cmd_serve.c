@@ -42,6 +42,10 @@ static const char usage_text[] =
     "                       system store (give both in one file to trust both)\n"
     "  --lease-seconds N    a job returns to the queue this long after its worker's last\n"
     "                       heartbeat (default 30)\n"
+    "  --retry-backoff-seconds N\n"
+    "                       a job whose attempt was lost waits N s before it is leased\n"
+    "                       again, doubling with each lost attempt up to 5 minutes\n"
+    "                       (default 5; 0: none)\n"
     "  --checkpoint-seconds N\n"
     "                       local workers checkpoint a job after an epoch at most this often;\n"
     "                       a requeued job resumes from its last one (default 10; 0: every\n"
@@ -128,7 +132,7 @@ int cmd_serve(int argc, char **argv)
     const char *bind = "127.0.0.1", *data_dir = "./trainyard-data", *root = NULL;
     const char *tls_cert = NULL, *tls_key = NULL, *dataset_ca = NULL;
     long port = 8080, workers = -1, lease = 30, stall = 0, threads = 4, every = 10, bound = 10;
-    long max_queued = 10000, per_client = 256;
+    long max_queued = 10000, per_client = 256, retry_backoff = -1;
     long retain_days = 0, notify_backoff = 1000, notify_attempts = 8;
     long max_batch = 32, window_us = 250, grpc_port = -1;
     uint64_t predict_memory = 1ull << 30;
@@ -195,6 +199,8 @@ int cmd_serve(int argc, char **argv)
             rc = parse_count(a, v, SERVE_MAX_WORKERS, &workers);
         else if (!strcmp(a, "--lease-seconds"))
             rc = parse_count(a, v, 86400, &lease);
+        else if (!strcmp(a, "--retry-backoff-seconds"))
+            rc = parse_count(a, v, 86400, &retry_backoff);
         else if (!strcmp(a, "--checkpoint-seconds"))
             rc = parse_count(a, v, 86400, &every);
         else if (!strcmp(a, "--dataset-stall-seconds"))
@@ -332,6 +338,7 @@ int cmd_serve(int argc, char **argv)
                      .max_artifact_bytes = max_artifact,
                      .max_code_bytes = max_code,
                      .max_queued = max_queued,
+                     .retry_backoff_seconds = retry_backoff,
                      .threads = threads,
                      .max_per_client = per_client,
                      .predict_device = strcmp(predict_device, "none") ? predict_device : NULL,

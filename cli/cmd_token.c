@@ -26,7 +26,7 @@
 
 static const char usage_text[] =
     "usage: trainyard token create --name NAME --role admin|user|worker|metrics [--scripts]\n"
-    "                              [options]\n"
+    "                              [--max-running N] [--max-queued N] [options]\n"
     "       trainyard token list [--revoked] [options]\n"
     "       trainyard token revoke ID [options]\n"
     "       trainyard token webhook-secret ID [options]\n"
@@ -36,6 +36,9 @@ static const char usage_text[] =
     "token sees only the jobs it submitted; a worker token speaks only the worker protocol;\n"
     "a metrics token may only scrape GET /metrics. --scripts gives a user token the right to\n"
     "upload code (POST /code) and submit script jobs (training_script); admins always may.\n"
+    "--max-running N: at most N of the token's jobs run at once (the others wait, queued,\n"
+    "with the reason token_cap); --max-queued N: at most N of its jobs are queued or running,\n"
+    "and a submit beyond that is refused (429). Both from 1 to 1000000; default: no cap.\n"
     "`create` prints the new token alone on stdout; it is shown this once.\n"
     "`webhook-secret ID` gives the token a new webhook secret, which signs the webhooks of\n"
     "its jobs (X-Trainyard-Signature), and prints it alone on stdout, this once; a user token\n"
@@ -51,6 +54,7 @@ typedef struct token_opts {
     cli_conn conn; /* --server, --token, --ca, --json */
     const char *verb, *name, *role, *id, *data_dir;
     int revoked, scripts, server_wide;
+    long max_running, max_queued; /* 0: no cap */
 } token_opts;
 
 static int token_args(int argc, char **argv, token_opts *o)
@@ -74,6 +78,18 @@ static int token_args(int argc, char **argv, token_opts *o)
         }
         if (!strcmp(a, "--revoked") || !strcmp(a, "--scripts")) {
             *(!strcmp(a, "--revoked") ? &o->revoked : &o->scripts) = 1;
+            continue;
+        }
+        if (!strcmp(a, "--max-running") || !strcmp(a, "--max-queued")) {
+            char *end = NULL;
+            long n = v ? strtol(v, &end, 10) : 0;
+            if (!v || end == v || *end || n < 1 || n > SERVE_TOKEN_CAP_MAX) {
+                fprintf(stderr, "trainyard token: %s takes a number from 1 to %d\n", a,
+                        SERVE_TOKEN_CAP_MAX);
+                return -1;
+            }
+            *(!strcmp(a, "--max-running") ? &o->max_running : &o->max_queued) = n;
+            i++;
             continue;
         }
         const char **slot = !strcmp(a, "--name")       ? &o->name
@@ -127,8 +143,9 @@ static int token_args(int argc, char **argv, token_opts *o)
                 o->role);
         return -1;
     }
-    if (o->scripts && strcmp(o->verb, "create") != 0) {
-        fprintf(stderr, "trainyard token: --scripts goes with create\n");
+    if ((o->scripts || o->max_running || o->max_queued) && strcmp(o->verb, "create") != 0) {
+        fprintf(stderr, "trainyard token: --scripts, --max-running and --max-queued go with "
+                        "create\n");
         return -1;
     }
     if ((strcmp(o->verb, "revoke") == 0) != (o->id != NULL)) {
@@ -162,15 +179,25 @@ static void print_list(const token_opts *o, json_t *tokens)
         json_decref(doc);
         return;
     }
-    printf("%-32s  %-6s  %-24s  %-24s  %s\n", "ID", "ROLE", "CREATED", "REVOKED", "NAME");
+    printf("%-32s  %-6s  %-24s  %-24s  %-11s  %-10s  %s\n", "ID", "ROLE", "CREATED", "REVOKED",
+           "MAX-RUNNING", "MAX-QUEUED", "NAME");
     size_t i;
     json_t *t;
     json_array_foreach (tokens, i, t) {
         const char *rev = json_string_value(json_object_get(t, "revoked_at"));
-        printf("%-32s  %-6s  %-24s  %-24s  %s\n", json_string_value(json_object_get(t, "id")),
+        char caps[2][24];
+        for (int k = 0; k < 2; k++) {
+            json_t *cap = json_object_get(t, k ? "max_queued" : "max_running");
+            if (json_is_integer(cap))
+                snprintf(caps[k], sizeof caps[k], "%lld", (long long)json_integer_value(cap));
+            else
+                snprintf(caps[k], sizeof caps[k], "-");
+        }
+        printf("%-32s  %-6s  %-24s  %-24s  %-11s  %-10s  %s\n",
+               json_string_value(json_object_get(t, "id")),
                json_string_value(json_object_get(t, "role")),
-               json_string_value(json_object_get(t, "created_at")), rev ? rev : "-",
-               json_string_value(json_object_get(t, "name")));
+               json_string_value(json_object_get(t, "created_at")), rev ? rev : "-", caps[0],
+               caps[1], json_string_value(json_object_get(t, "name")));
     }
 }
 
@@ -181,7 +208,8 @@ static int token_local(const token_opts *o)
     json_t *j = NULL;
     int rc;
     if (!strcmp(o->verb, "create")) {
-        rc = serve_token_create(o->data_dir, o->name, o->role, o->scripts, &j, secret, err);
+        rc = serve_token_create(o->data_dir, o->name, o->role, o->scripts, (int)o->max_running,
+                                (int)o->max_queued, &j, secret, err);
         if (rc == 0)
             print_created(o, j, secret);
     } else if (!strcmp(o->verb, "list")) {
@@ -221,6 +249,10 @@ static int token_remote(const token_opts *o)
     if (!strcmp(o->verb, "create")) {
         json_t *body =
             json_pack("{s:s, s:s, s:b}", "name", o->name, "role", o->role, "scripts", o->scripts);
+        if (body && o->max_running)
+            json_object_set_new(body, "max_running", json_integer(o->max_running));
+        if (body && o->max_queued)
+            json_object_set_new(body, "max_queued", json_integer(o->max_queued));
         rc = client_post_json(c, "/tokens", body, &status, &reply, err);
         json_decref(body);
         ok = rc == 0 && status == 201 && json_is_string(json_object_get(reply, "token"));

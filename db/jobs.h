@@ -59,6 +59,10 @@ typedef struct db_job {
     int keep;                         /* 1: retention never removes it */
     int64_t sweep_seq;                /* the sweep it is a trial of; 0 for none */
     char sweep_id[DB_ID_LEN + 1];     /* that sweep's public id; "" for none (read only) */
+
+    /* v9 (why a job waits) */
+    int64_t retry_at;      /* queued again after a lost attempt: not leased before this; 0 */
+    char slurm_reason[64]; /* squeue's reason for its pending Slurm job; "" for none */
 } db_job;
 
 /* Filters of db_job_list; status -1, name NULL and owner NULL match every job. */
@@ -106,33 +110,45 @@ int db_job_list(db *d, const db_job_filter *f, db_job_fn fn, void *ctx, char *er
 /* Every running job (for lease expiry). */
 int db_job_list_running(db *d, db_job_fn fn, void *ctx, char *err);
 /* At most limit queued jobs bound to no worker, script jobs only when scripts is set, in leasing
- * order (the Slurm executor submits them). */
-int db_job_list_unbound(db *d, int limit, int scripts, db_job_fn fn, void *ctx, char *err);
+ * order, leaving out those whose retry back-off lasts past now and those whose token is at its
+ * running cap, counting its jobs bound to a Slurm job as running (the Slurm executor submits
+ * them). */
+int db_job_list_unbound(db *d, int64_t now, int limit, int scripts, db_job_fn fn, void *ctx,
+                        char *err);
 /* At most limit jobs of any status bound to a worker (for_worker set) with seq > after_seq,
  * oldest first. */
 int db_job_list_bound(db *d, int64_t after_seq, int limit, db_job_fn fn, void *ctx, char *err);
 struct db_worker;
-/* The next queued job worker w may run: one whose device kind is among w's kinds (DB_KIND_*
- * bits), a script job only when w runs scripts, no more replicas than w's slots, and either
- * bound to w (for_worker) or, when w is not a bound worker, to nobody: highest priority, then
- * oldest. Returns 1 with
- * *out filled, 0 when none fits. */
-int db_job_next_queued(db *d, const struct db_worker *w, db_job *out, char *err);
+/* The next queued job worker w may run at now: one whose device kind is among w's kinds
+ * (DB_KIND_* bits), a script job only when w runs scripts, no more replicas than w's slots,
+ * either bound to w (for_worker) or, when w is not a bound worker, to nobody, whose retry
+ * back-off is over (retry_at <= now) and whose token is under its running cap (tokens.
+ * max_running): highest priority, then oldest. Returns 1 with *out filled, 0 when none fits. */
+int db_job_next_queued(db *d, const struct db_worker *w, int64_t now, db_job *out, char *err);
 /* Binds queued job seq to worker_id (NULL: unbinds) and records the Slurm job that holds it
- * (NULL: none). Returns rows changed. */
+ * (NULL: none); Slurm's reason is cleared. Returns rows changed. */
 int db_job_set_slurm(db *d, int64_t seq, const char *slurm_job_id, const char *worker_id,
                      char *err);
+/* Records squeue's reason for queued job seq's pending Slurm job (NULL or "": none). Returns
+ * rows changed. */
+int db_job_set_slurm_reason(db *d, int64_t seq, const char *reason, char *err);
 /* How many jobs have status. */
 int db_job_count(db *d, int status, int64_t *out, char *err);
 
+/* How many queued jobs have a retry back-off that ended after `after` and by `upto`. */
+int db_job_count_backoff_over(db *d, int64_t after, int64_t upto, int64_t *out, char *err);
 /* How many jobs owner (a token id) has in status. */
 int db_job_count_owned(db *d, const char *owner, int status, int64_t *out, char *err);
 /* The queued jobs that a worker able to do what `can` says (kinds, scripts, slots; db/workers.h)
- * would lease before j (a higher priority, or the same and submitted earlier) into *ahead, and
- * of those the ones of a higher priority into *higher, in one walk of at most limit jobs (a
- * deep queue costs no more than that). */
-int db_job_count_ahead(db *d, const db_job *j, const struct db_worker *can, int limit,
+ * would lease before j at now (a higher priority, or the same and submitted earlier; neither
+ * in a retry's back-off nor held by their token's running cap) into *ahead, and of those the
+ * ones of a higher priority into *higher, in one walk of at most limit jobs (a deep queue costs
+ * no more than that). */
+int db_job_count_ahead(db *d, const db_job *j, const struct db_worker *can, int64_t now, int limit,
                        int64_t *ahead, int64_t *higher, char *err);
+/* The running-job cap of job j's token into *max_running (0: none, or j has no owner) and how
+ * many of that token's jobs run into *running (counted only when capped, else 0). */
+int db_job_owner_cap(db *d, const db_job *j, int *max_running, int64_t *running, char *err);
 
 /* queued → running for worker on device, attempt + 1, lease until lease_until. */
 int db_job_set_running(db *d, int64_t seq, const char *worker_id, const char *device, int64_t now,
@@ -141,8 +157,9 @@ int db_job_set_running(db *d, int64_t seq, const char *worker_id, const char *de
  * log line count. */
 int db_job_set_lease(db *d, int64_t seq, const char *worker_id, int phase, int64_t lease_until,
                      int log_lines, char *err);
-/* running → queued (a lapsed lease): the attempt's time is added to runtime_ms. */
-int db_job_set_requeued(db *d, int64_t seq, int64_t now, char *err);
+/* running → queued (a lapsed lease): the attempt's time is added to runtime_ms; the job is not
+ * leased before retry_at (0: at once). */
+int db_job_set_requeued(db *d, int64_t seq, int64_t now, int64_t retry_at, char *err);
 /* running → terminal status with error (may be NULL); worker_id NULL matches any holder. */
 int db_job_set_finished(db *d, int64_t seq, const char *worker_id, int status, const char *error,
                         int64_t now, char *err);

@@ -33,7 +33,14 @@
  * v6: models, one row per published model version (db/models.h): a succeeded job that produced
  * a model is version max + 1 of its name. The row outlives its job (job_seq ON DELETE SET NULL,
  * state retired) so a version number is never handed out twice, and keeps job_id and owner so
- * who may see it does not depend on the job row. */
+ * who may see it does not depend on the job row.
+ *
+ * v9: why a job waits. tokens.max_running and tokens.max_queued cap a token's jobs (0: no
+ * cap); jobs.retry_at is when a requeued attempt may be leased again (its back-off; NULL when
+ * none; indexed, for the housekeeping to wake parked leases when one ends); jobs.slurm_reason
+ * is squeue's reason for the job's pending Slurm job (NULL when none
+ * or not pending). Columns with defaults only: a database from before opens and runs as it
+ * did, every token uncapped. */
 #include <stdio.h>
 
 #include "db/db.h"
@@ -277,6 +284,16 @@ static const char *const db_migrations[] = {
      * closes each index, so both serve ORDER BY seq DESC without a sort. */
     "CREATE INDEX jobs_name_status ON jobs (name, status);"
     "CREATE INDEX jobs_owner_name ON jobs (owner, name);",
+    /* v9: token caps, a retry's back-off, Slurm's reason for a pending job */
+    "ALTER TABLE tokens ADD COLUMN max_running INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE tokens ADD COLUMN max_queued INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN retry_at INTEGER;"
+    "ALTER TABLE jobs ADD COLUMN slurm_reason TEXT;"
+    /* the housekeeping's once-a-second look for back-offs that just ended (few rows: a lease
+     * clears retry_at) */
+    "CREATE INDEX jobs_retry ON jobs (retry_at) WHERE retry_at IS NOT NULL;"
+    /* leasing's list of the tokens at their running cap looks at capped tokens only */
+    "CREATE INDEX tokens_capped ON tokens (id) WHERE max_running > 0;",
 };
 
 #define DB_N_MIGRATIONS ((int)(sizeof db_migrations / sizeof db_migrations[0]))

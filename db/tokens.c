@@ -7,10 +7,11 @@
 
 #include "util/sha256.h"
 
-#define DB_TOKEN_COLS "id, name, role, created_at, revoked_at, scripts"
+#define DB_TOKEN_COLS "id, name, role, created_at, revoked_at, scripts, max_running, max_queued"
 
 static const char SQL_TOKEN_INSERT[] =
-    "INSERT INTO tokens (id, name, role, hash, created_at, scripts) VALUES (?, ?, ?, ?, ?, ?)";
+    "INSERT INTO tokens (id, name, role, hash, created_at, scripts, max_running, max_queued)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
 static const char SQL_TOKEN_FIND[] =
     "SELECT " DB_TOKEN_COLS " FROM tokens WHERE hash = ? AND revoked_at IS NULL";
 static const char SQL_TOKEN_GET[] = "SELECT " DB_TOKEN_COLS " FROM tokens WHERE id = ?";
@@ -68,6 +69,8 @@ static void db_token_read(sqlite3_stmt *st, db_token *out)
     out->created_at = db_col_int(st, 3);
     out->revoked_at = db_col_int(st, 4);
     out->scripts = sqlite3_column_int(st, 5);
+    out->max_running = sqlite3_column_int(st, 6);
+    out->max_queued = sqlite3_column_int(st, 7);
 }
 
 /* Steps st expecting at most one row; -ENOENT with missing as the sentence when none. */
@@ -85,17 +88,19 @@ static int db_token_one(db *d, sqlite3_stmt *st, db_token *out, const char *miss
     return rc;
 }
 
-int db_token_insert(db *d, const char *name, int role, int scripts, const char *hash, int64_t now,
-                    db_token *out, char *err)
+int db_token_insert(db *d, const db_token *spec, const char *hash, int64_t now, db_token *out,
+                    char *err)
 {
     db_token t;
     memset(&t, 0, sizeof t);
     int rc = db_id_new(t.id, err);
     if (rc < 0)
         return rc;
-    snprintf(t.name, sizeof t.name, "%s", name);
-    t.role = role;
-    t.scripts = scripts != 0;
+    snprintf(t.name, sizeof t.name, "%s", spec->name);
+    t.role = spec->role;
+    t.scripts = spec->scripts != 0;
+    t.max_running = spec->max_running > 0 ? spec->max_running : 0;
+    t.max_queued = spec->max_queued > 0 ? spec->max_queued : 0;
     t.created_at = now;
     sqlite3_stmt *st = NULL;
     rc = db_stmt(d, SQL_TOKEN_INSERT, &st, err);
@@ -103,10 +108,12 @@ int db_token_insert(db *d, const char *name, int role, int scripts, const char *
         return rc;
     sqlite3_bind_text(st, 1, t.id, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, t.name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, db_role_name(role), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, db_role_name(t.role), -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 4, hash, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 5, now);
     sqlite3_bind_int(st, 6, t.scripts);
+    sqlite3_bind_int(st, 7, t.max_running);
+    sqlite3_bind_int(st, 8, t.max_queued);
     rc = db_write(d, st, err);
     if (rc < 0)
         return rc;
@@ -115,18 +122,29 @@ int db_token_insert(db *d, const char *name, int role, int scripts, const char *
     return 0;
 }
 
-int db_token_create(db *d, const char *name, int role, int scripts, int64_t now, db_token *out,
-                    char secret[DB_TOKEN_SECRET_LEN + 1], char *err)
+int db_token_create_capped(db *d, const db_token *spec, int64_t now, db_token *out,
+                           char secret[DB_TOKEN_SECRET_LEN + 1], char *err)
 {
     char made[DB_TOKEN_SECRET_LEN + 1], hash[DB_TOKEN_HASH_LEN + 1];
     int rc = db_token_secret_new(made, hash, err);
     if (rc < 0)
         return rc;
-    rc = db_token_insert(d, name, role, scripts, hash, now, out, err);
+    rc = db_token_insert(d, spec, hash, now, out, err);
     if (rc < 0)
         return rc;
     memcpy(secret, made, sizeof made);
     return 0;
+}
+
+int db_token_create(db *d, const char *name, int role, int scripts, int64_t now, db_token *out,
+                    char secret[DB_TOKEN_SECRET_LEN + 1], char *err)
+{
+    db_token spec;
+    memset(&spec, 0, sizeof spec);
+    snprintf(spec.name, sizeof spec.name, "%s", name);
+    spec.role = role;
+    spec.scripts = scripts;
+    return db_token_create_capped(d, &spec, now, out, secret, err);
 }
 
 int db_token_find_hash(db *d, const char *hash, db_token *out, char *err)

@@ -13,8 +13,9 @@
 #include "db/db.h"
 #include "db/jobs.h"
 
-#define DB_TOKEN_SECRET_LEN 43 /* "ty_" + 40 hex digits */
-#define DB_TOKEN_HASH_LEN   64 /* hex SHA-256 */
+#define DB_TOKEN_SECRET_LEN 43      /* "ty_" + 40 hex digits */
+#define DB_TOKEN_HASH_LEN   64      /* hex SHA-256 */
+#define DB_TOKEN_CAP_MAX    1000000 /* the largest max_running or max_queued a token may have */
 
 /* 0 is no role, so a zeroed caller or token has none; the table stores the names, not these
  * numbers. */
@@ -34,6 +35,9 @@ typedef struct db_token {
     int64_t created_at;
     int64_t revoked_at; /* 0: active */
     int scripts;        /* 1: may submit script jobs (a user token's right; admins always may) */
+    int max_running;    /* its jobs leased at once, at most; 0: no cap */
+    int max_queued;     /* its jobs queued or running at once, at most (more submits are
+                           refused); 0: no cap */
 } db_token;
 
 typedef int (*db_token_fn)(void *ctx, const db_token *t);
@@ -53,10 +57,14 @@ void db_token_hash(const char *secret, char hash[DB_TOKEN_HASH_LEN + 1]);
  * never stored) into secret, its row into *out. */
 int db_token_create(db *d, const char *name, int role, int scripts, int64_t now, db_token *out,
                     char secret[DB_TOKEN_SECRET_LEN + 1], char *err);
-/* Inserts a new active token named name with role and the scripts right, whose secret hashes to
- * hash; fills *out. */
-int db_token_insert(db *d, const char *name, int role, int scripts, const char *hash, int64_t now,
-                    db_token *out, char *err);
+/* db_token_create with the caps of spec (max_running, max_queued; 0: none) besides its name,
+ * role and scripts right. Caps are set only here: leasing and submits read them from the row. */
+int db_token_create_capped(db *d, const db_token *spec, int64_t now, db_token *out,
+                           char secret[DB_TOKEN_SECRET_LEN + 1], char *err);
+/* Inserts a new active token with spec's name, role, scripts right and caps, whose secret
+ * hashes to hash; fills *out (may be NULL). */
+int db_token_insert(db *d, const db_token *spec, const char *hash, int64_t now, db_token *out,
+                    char *err);
 /* The active token whose secret hashes to hash; -ENOENT when none (unknown or revoked). */
 int db_token_find_hash(db *d, const char *hash, db_token *out, char *err);
 /* The token with id, active or not; -ENOENT when none. */

@@ -10,6 +10,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,25 @@
 
 #define SCHED_SEEN_EVERY_MS 1000 /* an idle lease poll records the visit at most this often */
 #define SCHED_LEASE_EXPIRED "lease expired"
+
+/* ---- the retry back-off ------------------------------------------------------------------ */
+
+static _Atomic int64_t sched_backoff_base_ms = SCHED_RETRY_BACKOFF_BASE_MS;
+
+void sched_retry_backoff_set(int64_t base_ms)
+{
+    atomic_store(&sched_backoff_base_ms, base_ms > 0 ? base_ms : 0);
+}
+
+int64_t sched_retry_backoff_ms(int attempt)
+{
+    int64_t base = atomic_load(&sched_backoff_base_ms);
+    int64_t most = base > SCHED_RETRY_BACKOFF_MAX_MS ? base : SCHED_RETRY_BACKOFF_MAX_MS;
+    int64_t wait = base;
+    for (int i = 1; i < attempt && wait < most; i++)
+        wait *= 2;
+    return wait < most ? wait : most;
+}
 
 /* ---- shared checks ------------------------------------------------------------------------ */
 
@@ -151,7 +171,7 @@ int sched_job_lease(db *d, const char *worker_id, int64_t now, int lease_seconds
     int rc = db_worker_get(d, worker_id, &w, err);
     if (rc < 0)
         return rc;
-    rc = db_job_next_queued(d, &w, &j, err);
+    rc = db_job_next_queued(d, &w, now, &j, err);
     db_job_clear(&j);
     if (rc == 0 && (w.gone || now - w.last_seen_at >= SCHED_SEEN_EVERY_MS))
         rc = db_worker_seen(d, worker_id, now, err);
@@ -170,7 +190,7 @@ int sched_job_lease(db *d, const char *worker_id, int64_t now, int lease_seconds
     rc = db_worker_seen(d, worker_id, now, err);
     if (rc < 0)
         goto out;
-    rc = db_job_next_queued(d, &w, &j, err);
+    rc = db_job_next_queued(d, &w, now, &j, err);
     if (rc <= 0)
         goto done; /* nothing fits: commit the "seen" */
     found = 1;
@@ -387,16 +407,17 @@ out:
 
 /* ---- expire ----------------------------------------------------------------------------- */
 
-/* Puts running job j back in the queue (returns db_job_set_requeued's count of rows changed).
+/* Puts running job j back in the queue, not to be leased before retry_at (0: at once); returns
+ * db_job_set_requeued's count of rows changed.
  * The next attempt resumes from the stored checkpoint, which reports only the epochs after it:
  * the metrics and histograms of later epochs go now, so that every epoch appears once, and the
  * log says where
  * the next attempt starts. */
-static int sched_job_requeue(db *d, const db_job *j, int64_t now, char *err)
+static int sched_job_requeue(db *d, const db_job *j, int64_t now, int64_t retry_at, char *err)
 {
     int epoch = 0, log_lines = j->log_lines;
     char line[128];
-    int changed = db_job_set_requeued(d, j->seq, now, err);
+    int changed = db_job_set_requeued(d, j->seq, now, retry_at, err);
     if (changed <= 0)
         return changed;
     int rc = db_job_checkpoint_epoch(d, j->seq, &epoch, err);
@@ -424,6 +445,7 @@ static int sched_attempt_lose(db *d, const db_job *j, int over, const char *why,
 {
     char reason[512];
     int next = DB_FAILED, released = 0, lapsed = strcmp(why, SCHED_LEASE_EXPIRED) == 0;
+    int64_t retry_at = 0;
     int rc = db_event_count_released(d, j->seq, &released, err);
     if (rc < 0)
         return rc;
@@ -436,13 +458,18 @@ static int sched_attempt_lose(db *d, const db_job *j, int over, const char *why,
                  lapsed ? "the worker stopped answering" : why);
     } else if (j->attempt - released < j->max_attempts) {
         next = DB_QUEUED;
-        snprintf(reason, sizeof reason, "%s", why);
+        retry_at = now + sched_retry_backoff_ms(j->attempt - released);
+        if (retry_at > now)
+            snprintf(reason, sizeof reason, "%s; retrying in %lld s", why,
+                     (long long)((retry_at - now + 999) / 1000));
+        else
+            snprintf(reason, sizeof reason, "%s", why);
     } else {
         snprintf(reason, sizeof reason, "%s after %d attempt%s", why, j->attempt,
                  j->attempt == 1 ? "" : "s");
     }
     if (next == DB_QUEUED)
-        rc = sched_job_requeue(d, j, now, err);
+        rc = sched_job_requeue(d, j, now, retry_at, err);
     else
         rc =
             db_job_set_finished(d, j->seq, NULL, next, next == DB_FAILED ? reason : NULL, now, err);
@@ -577,7 +604,7 @@ int sched_job_release(db *d, const char *job_id, const char *worker_id, int64_t 
     int rc = sched_job_begin_leased(d, job_id, worker_id, &j, err);
     if (rc < 0)
         return rc;
-    rc = sched_expect_one(sched_job_requeue(d, &j, now, err), "releasing", err);
+    rc = sched_expect_one(sched_job_requeue(d, &j, now, 0, err), "releasing", err);
     if (rc < 0)
         goto out;
     snprintf(reason, sizeof reason, DB_EVENT_RELEASED " %s: it is stopping", worker_id);

@@ -55,6 +55,10 @@
  *     max_attempts (the job did nothing wrong), though the next lease still numbers it + 1.
  *     sched_worker_lost is the lapse without the wait, for a worker known dead (serve saw its
  *     local worker process exit): the attempt counts, as after a lapse.
+ *     A lost attempt (expire, worker lost, lose; not a release) queues the job with a back-off:
+ *     jobs.retry_at = now + sched_retry_backoff_ms(attempt), before which leasing skips it
+ *     (SQL_JOB_NEXT), so a job that kills its workers does not take the next one at once;
+ *     leasing clears it.
  * Every transition into a terminal state settles the job's files in its own transaction
  * (reports.c, sched_settle_stage): the TensorBoard file is written and recorded, and the
  * checkpoint kept as the artifact checkpoint.safetensors when the job says "delete_checkpoint":
@@ -125,6 +129,16 @@ int sched_job_request_stop(db *d, int64_t seq, const char *reason, char *err);
  * -EBUSY for a finished job. *out is the job afterwards. */
 int sched_job_cancel(db *d, const char *job_id, const char *artifacts_dir, int64_t now, db_job *out,
                      char *err);
+#define SCHED_RETRY_BACKOFF_BASE_MS 5000   /* a lost attempt's job waits this long (default) */
+#define SCHED_RETRY_BACKOFF_MAX_MS  300000 /* doubling per lost attempt up to this */
+/* Sets the back-off of a job queued again after a lost attempt (expire, worker lost, lose; not a
+ * release): base_ms after the first lost attempt, doubling with each one after, at most
+ * SCHED_RETRY_BACKOFF_MAX_MS (or base_ms when larger); 0: none. Process-wide, for every
+ * database (serve --retry-backoff-seconds sets it before its threads start); the default is
+ * SCHED_RETRY_BACKOFF_BASE_MS. */
+void sched_retry_backoff_set(int64_t base_ms);
+/* The back-off after lost attempt number attempt (1 for the first) under the current setting. */
+int64_t sched_retry_backoff_ms(int attempt);
 /* Ends the attempt of running job seq if its lease lapsed before now or its running time
  * passed max_runtime_seconds: back to queued while attempts are left, else failed; cancelled
  * when its cancellation was requested. *to is the new status, or -1 when nothing was due. */

@@ -57,7 +57,9 @@ typedef struct slurm_bound {
     char id[DB_ID_LEN + 1];
     char slurm_id[SLURM_ID_MAX];
     char worker_id[DB_ID_LEN + 1];
-    char state[32]; /* its Slurm state from squeue; "" when not listed */
+    char state[32];  /* its Slurm state from squeue; "" when not listed */
+    char reason[64]; /* squeue's reason for it (Resources, Priority, ...); "" for none */
+    char stored[64]; /* the reason its row holds (jobs.slurm_reason) */
 } slurm_bound;
 
 typedef struct slurm_list {
@@ -80,6 +82,7 @@ struct slurm_executor {
     slurm_list bound;    /* a pass's bound jobs */
     int64_t bound_after; /* the seq the next pass's bound jobs come after */
     slurm_todo todo;     /* and the jobs it submits */
+    int reasons;         /* a pass's jobs whose squeue reason changed */
     char ids[SLURM_MAX_JOBS * SLURM_ID_MAX]; /* squeue -j's list */
     pthread_t thread;
     int started;
@@ -258,12 +261,13 @@ static int slurm_bound_add(void *ctx, const db_job *j)
     snprintf(b->id, sizeof b->id, "%s", j->id);
     snprintf(b->slurm_id, sizeof b->slurm_id, "%s", j->slurm_job_id);
     snprintf(b->worker_id, sizeof b->worker_id, "%s", j->for_worker);
+    snprintf(b->stored, sizeof b->stored, "%s", j->slurm_reason);
     return 0;
 }
 
-/* Fills each job's state from one squeue over their Slurm ids (-t all: the ended ones too,
- * which slurmctld keeps listing for MinJobAge, 300 s by default). -EAGAIN when squeue failed
- * (the states are then unknown and nothing may be concluded from them). */
+/* Fills each job's state and reason from one squeue over their Slurm ids (-t all: the ended
+ * ones too, which slurmctld keeps listing for MinJobAge, 300 s by default). -EAGAIN when squeue
+ * failed (the states are then unknown and nothing may be concluded from them). */
 static int slurm_poll(slurm_executor *x, slurm_list *l, char *err)
 {
     char *ids = x->ids;
@@ -279,7 +283,7 @@ static int slurm_poll(slurm_executor *x, slurm_list *l, char *err)
     if (!ids[0])
         return 0;
     const char *argv[] = {
-        x->o.squeue ? x->o.squeue : "squeue", "-h", "-t", "all", "-o", "%i %T", "-j", ids, NULL};
+        x->o.squeue ? x->o.squeue : "squeue", "-h", "-t", "all", "-o", "%i %T %r", "-j", ids, NULL};
     int rc = slurm_cmd_run(argv, NULL, NULL, out, errout, sizeof out, SLURM_CMD_TIMEOUT_MS, err);
     if (rc < 0)
         return -EAGAIN;
@@ -293,12 +297,19 @@ static int slurm_poll(slurm_executor *x, slurm_list *l, char *err)
         return -EAGAIN;
     }
     for (char *line = strtok(out, "\n"); rc == 0 && line; line = strtok(NULL, "\n")) {
-        char id[SLURM_ID_MAX], state[32];
-        if (sscanf(line, "%31s %31s", id, state) != 2)
+        char id[SLURM_ID_MAX], state[32], reason[64] = "";
+        int at = 0;
+        if (sscanf(line, "%31s %31s %n", id, state, &at) < 2)
             continue;
+        /* the reason is the rest of the line: some hold words of their own ("ReqNodeNotAvail,
+         * UnavailableNodes:n1"); "None" is what squeue says for a job nothing holds */
+        if (at > 0 && strcmp(line + at, "None") != 0)
+            snprintf(reason, sizeof reason, "%s", line + at);
         for (int i = 0; i < l->n; i++)
-            if (strcmp(l->jobs[i].slurm_id, id) == 0)
+            if (strcmp(l->jobs[i].slurm_id, id) == 0) {
                 snprintf(l->jobs[i].state, sizeof l->jobs[i].state, "%s", state);
+                snprintf(l->jobs[i].reason, sizeof l->jobs[i].reason, "%s", reason);
+            }
     }
     return 0;
 }
@@ -365,6 +376,13 @@ static int slurm_settle(slurm_executor *x, const slurm_bound *b, int64_t now,
         slurm_wait *wait = b->status == DB_RUNNING ? slurm_wait_find(x, b->seq) : NULL;
         if (wait) /* its ranks started: a later failure to start waits from the shortest again */
             wait->seq = 0;
+        if (b->status == DB_QUEUED && strcmp(b->reason, b->stored) != 0) {
+            /* why Slurm holds it, for GET /jobs/{id}'s waiting (written when it changes) */
+            int rc = db_job_set_slurm_reason(x->d, b->seq, b->reason, err);
+            if (rc < 0)
+                return rc;
+            x->reasons += rc;
+        }
         if (b->status == DB_QUEUED) { /* waiting in Slurm: keep the row from going stale */
             db_worker w;
             if (db_worker_get(x->d, b->worker_id, &w, err) == 0) {
@@ -621,7 +639,7 @@ static int slurm_submit_all(slurm_executor *x, int64_t now, int *submitted, char
 {
     slurm_todo *t = &x->todo;
     t->n = 0;
-    int rc = db_job_list_unbound(x->d, SLURM_MAX_JOBS, x->o.scripts, slurm_todo_add, t, err);
+    int rc = db_job_list_unbound(x->d, now, SLURM_MAX_JOBS, x->o.scripts, slurm_todo_add, t, err);
     for (int i = 0; rc >= 0 && i < t->n; i++) {
         rc = slurm_submit_one(x, t->seq[i], now, err);
         if (rc > 0)
@@ -636,12 +654,13 @@ int slurm_executor_tick(slurm_executor *x, int64_t now, sched_expiry_stats *st, 
 {
     int submitted = 0;
     memset(st, 0, sizeof *st);
+    x->reasons = 0;
     int rc = slurm_settle_all(x, now, st, err);
     char settle_err[ERR_LEN];
     if (rc < 0)
         snprintf(settle_err, sizeof settle_err, "%s", err);
     int rc2 = slurm_submit_all(x, now, &submitted, err);
-    if ((sched_expiry_changed(st) || submitted) && x->o.changed)
+    if ((sched_expiry_changed(st) || submitted || x->reasons) && x->o.changed)
         x->o.changed(x->o.user, st);
     if (rc < 0) {
         snprintf(err, ERR_LEN, "%s", settle_err);

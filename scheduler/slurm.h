@@ -18,10 +18,11 @@
  * Rank 0 leases the job with that token like any worker (running), reports through the worker
  * protocol and completes it.
  *
- * Then the bound jobs' Slurm jobs are polled (`squeue -h -t all -o "%i %T" -j IDS`; accounting
- * is not needed) and each bound job is settled by its Slurm state (slurm_state_class):
+ * Then the bound jobs' Slurm jobs are polled (`squeue -h -t all -o "%i %T %r" -j IDS`;
+ * accounting is not needed) and each bound job is settled by its Slurm state (slurm_state_class):
  *   waiting (PENDING, CONFIGURING, ...) or alive (RUNNING, COMPLETING, ...): nothing; the job
- *     is queued until rank 0 leases it;
+ *     is queued until rank 0 leases it; a queued job keeps squeue's reason (%r: Resources,
+ *     Priority, ...) in jobs.slurm_reason, written when it changes, for its `waiting`;
  *   ended (COMPLETED, FAILED, NODE_FAIL, TIMEOUT, CANCELLED, ...) or no longer listed, while
  *     the job is queued or running: the worker is lost (sched_worker_lost: the attempt counts
  *     as after a lapsed lease, the job is queued again resuming from its checkpoint, or fails
@@ -80,7 +81,8 @@ typedef struct slurm_opts {
     const char *sbatch, *squeue, *scancel;
     void (*log)(const char *line); /* one line per submit, loss, cancel; NULL: none */
     /* Called after a pass that changed jobs (st counts them; st->requeued: jobs queued again,
-     * which a local worker's parked lease may want to know; logs: job log lines added). */
+     * which a local worker's parked lease may want to know; logs: job log lines added), or a
+     * pending job's squeue reason. */
     void (*changed)(void *user, const sched_expiry_stats *st);
     void *user;
 } slurm_opts;

@@ -17,7 +17,8 @@
  * sched_q_lock, so the caller reads them after the wake-up.
  *
  * Per request, the work is as small as it can be: an Idempotency-Key lookup when a key is
- * given, a count of the owner's queued jobs when a limit is set (an index lookup), one INSERT
+ * given, a count of the owner's queued (and, under the token's own cap, running) jobs when a
+ * limit is set (index lookups), one INSERT
  * into jobs, one into job_events. Requests in one batch see each other: a
  * retry of a key earlier in the same batch finds that job. If the COMMIT fails, every request
  * of the batch fails with its error: none was acknowledged. */
@@ -111,6 +112,21 @@ static void sched_submit_one(db *d, sched_submit_req *q)
                          "this token already has %lld queued jobs, the most this server takes: "
                          "submit again when some have started, or cancel some",
                          (long long)queued);
+            goto undo;
+        }
+    }
+    if (nj->owner && nj->token_max_queued > 0) {
+        int64_t queued = 0, running = 0;
+        rc = db_job_count_owned(d, nj->owner, DB_QUEUED, &queued, q->err);
+        if (rc == 0)
+            rc = db_job_count_owned(d, nj->owner, DB_RUNNING, &running, q->err);
+        if (rc < 0)
+            goto undo;
+        if (queued + running >= nj->token_max_queued) {
+            rc = err_set(q->err, -EUSERS,
+                         "this token's max_queued is %d and it has %lld jobs queued or running: "
+                         "submit again when some have finished, or cancel some",
+                         nj->token_max_queued, (long long)(queued + running));
             goto undo;
         }
     }

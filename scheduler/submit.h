@@ -19,6 +19,8 @@ typedef struct sched_new_job {
     const char *body_hash;   /* hex SHA-256 of document; used with idem_key */
     const char *owner;       /* id of the submitting token, or NULL */
     int max_queued;          /* > 0: refuse (-EUSERS) when owner already has this many queued */
+    int token_max_queued;    /* > 0: the owner token's own cap (tokens.max_queued): refuse
+                                (-EUSERS) when it has this many queued or running */
     const char *credentials; /* the dataset URL's userinfo, sealed (util/secret.h), or NULL */
     int script;              /* 1: a script job (jobs.script): leased to script workers only */
     int replicas;            /* distribution.replicas: leased to workers with as many slots */

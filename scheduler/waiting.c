@@ -81,6 +81,15 @@ int sched_worker_takes(const db_worker *w, const db_job *j)
     return 1;
 }
 
+int sched_job_held(const db_job *j, int64_t now, int max_running, int64_t running)
+{
+    if (j->retry_at > now)
+        return SCHED_HOLD_BACKOFF;
+    if (max_running > 0 && running >= max_running)
+        return SCHED_HOLD_TOKEN_CAP;
+    return SCHED_HOLD_NONE;
+}
+
 /* "it needs ..." for the requirements no connected worker meets, or the ones none meets
  * together, into msg. */
 static void no_capable(const db_job *j, const sched_wait_workers *ws, char *msg, size_t cap)
@@ -121,16 +130,45 @@ static void no_capable(const db_job *j, const sched_wait_workers *ws, char *msg,
                                 parts[i]);
 }
 
-int sched_job_wait(db *d, const db_job *j, const sched_wait_workers *ws, int ahead_max,
+int sched_job_wait(db *d, const db_job *j, const sched_wait_workers *ws, int64_t now, int ahead_max,
                    sched_wait *out, char *err)
 {
     sched_wait w = {0};
     if (j->slurm_job_id[0]) {
         w.reason = "slurm";
-        snprintf(w.message, sizeof w.message,
-                 "submitted to Slurm as job %s: waiting for Slurm to start it", j->slurm_job_id);
+        if (j->slurm_reason[0])
+            snprintf(w.message, sizeof w.message, "held by Slurm (job %s): %s", j->slurm_job_id,
+                     j->slurm_reason);
+        else
+            snprintf(w.message, sizeof w.message,
+                     "submitted to Slurm as job %s: waiting for Slurm to start it",
+                     j->slurm_job_id);
         *out = w;
         return 0;
+    }
+    int max_running = 0;
+    int64_t running = 0;
+    int rc = db_job_owner_cap(d, j, &max_running, &running, err);
+    if (rc < 0)
+        return rc;
+    switch (sched_job_held(j, now, max_running, running)) {
+    case SCHED_HOLD_BACKOFF:
+        w.reason = "retry_backoff";
+        snprintf(w.message, sizeof w.message,
+                 "its attempt %d was lost: retrying in %lld s (the back-off after a lost attempt)",
+                 j->attempt, (long long)((j->retry_at - now + 999) / 1000));
+        *out = w;
+        return 0;
+    case SCHED_HOLD_TOKEN_CAP:
+        w.reason = "token_cap";
+        snprintf(w.message, sizeof w.message,
+                 "its token's cap: %lld of its jobs are running and its max_running is %d; it "
+                 "starts when one of them ends",
+                 (long long)running, max_running);
+        *out = w;
+        return 0;
+    default:
+        break;
     }
     size_t capable = 0, free_capable = 0, live = 0;
     db_worker can = {.kinds = DB_KIND_SCRIPTS_ONLY}; /* what the capable workers do together */
@@ -156,7 +194,7 @@ int sched_job_wait(db *d, const db_job *j, const sched_wait_workers *ws, int ahe
         no_capable(j, ws, w.message, sizeof w.message);
     } else {
         int64_t ahead = 0, higher = 0;
-        int rc = db_job_count_ahead(d, j, &can, ahead_max, &ahead, &higher, err);
+        rc = db_job_count_ahead(d, j, &can, now, ahead_max, &ahead, &higher, err);
         if (rc < 0)
             return rc;
         const char *plus = ahead >= ahead_max ? "+" : "";

@@ -51,6 +51,7 @@
 #include "kernels/devices.h"
 #include "predict/grpc.h"
 #include "predict/predict.h"
+#include "scheduler/lifecycle.h"
 #include "scheduler/notify.h"
 #include "scheduler/slurm.h"
 #include "scheduler/sweep.h"
@@ -384,6 +385,8 @@ static int serve_main(const serve_opts *o, serve_pems *pems)
     a.max_artifact_bytes = max_artifact;
     a.max_code_bytes = o->max_code_bytes;
     a.max_queued_per_token = (int)max_queued;
+    if (o->retry_backoff_seconds >= 0) /* before any thread leases or expires */
+        sched_retry_backoff_set((int64_t)o->retry_backoff_seconds * 1000);
     telemetry_init(&a.stats);
     a.version = TRAINYARD_VERSION;
     a.log = log_line;

@@ -43,6 +43,7 @@ typedef struct serve_opts {
     uint64_t max_artifact_bytes;
     uint64_t max_code_bytes;    /* POST /code bodies; 0: the default, 64 MiB */
     long max_queued;            /* per token; 0: no limit */
+    long retry_backoff_seconds; /* a lost attempt's back-off base; < 0: the default (5 s) */
     long threads;               /* HTTP threads */
     long max_per_client;        /* connections per client address; 0: no limit */
     const char *predict_device; /* the inference engine's device (predict_opts.device); NULL:

@@ -17,6 +17,7 @@
 
 _Static_assert(DB_TOKEN_SECRET_LEN < SERVE_TOKEN_SECRET_MAX, "a token's secret fits");
 _Static_assert(NOTIFY_SECRET_LEN < SERVE_TOKEN_SECRET_MAX, "a webhook secret fits");
+_Static_assert(SERVE_TOKEN_CAP_MAX == DB_TOKEN_CAP_MAX, "the command line's caps are the API's");
 
 int serve_token_role_valid(const char *role)
 {
@@ -36,7 +37,8 @@ static int open_db(const char *data_dir, db **out, char *err)
 }
 
 int serve_token_create(const char *data_dir, const char *name, const char *role, int scripts,
-                       json_t **out, char secret[SERVE_TOKEN_SECRET_MAX], char *err)
+                       int max_running, int max_queued, json_t **out,
+                       char secret[SERVE_TOKEN_SECRET_MAX], char *err)
 {
     if (!serve_token_role_valid(role))
         return err_set(err, -EINVAL, "the role is admin, user, worker or metrics, not '%s'",
@@ -45,9 +47,15 @@ int serve_token_create(const char *data_dir, const char *name, const char *role,
     int rc = open_db(data_dir, &d, err);
     if (rc < 0)
         return rc;
-    db_token t;
+    db_token spec, t;
     char s[DB_TOKEN_SECRET_LEN + 1];
-    rc = db_token_create(d, name, db_role_parse(role), scripts, time_wall_ms(), &t, s, err);
+    memset(&spec, 0, sizeof spec);
+    snprintf(spec.name, sizeof spec.name, "%s", name);
+    spec.role = db_role_parse(role);
+    spec.scripts = scripts;
+    spec.max_running = max_running;
+    spec.max_queued = max_queued;
+    rc = db_token_create_capped(d, &spec, time_wall_ms(), &t, s, err);
     if (rc == 0) {
         json_t *j = api_encode_token(&t);
         if (!j) {

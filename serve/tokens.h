@@ -8,14 +8,17 @@
 
 #include <jansson.h>
 
-#define SERVE_TOKEN_SECRET_MAX 80 /* bytes of a token or webhook secret, terminator included */
+#define SERVE_TOKEN_SECRET_MAX 80      /* bytes of a token or webhook secret, terminator included */
+#define SERVE_TOKEN_CAP_MAX    1000000 /* the largest max_running or max_queued (the API's) */
 
 /* 1 when role names a token role (admin, user, worker, metrics), else 0. */
 int serve_token_role_valid(const char *role);
-/* A new token: *out its JSON as GET /tokens shows it (new reference), secret its secret, shown
- * this once. 0, or a negative code with err. */
+/* A new token with the scripts right and caps (max_running, max_queued; 0: none): *out its
+ * JSON as GET /tokens shows it (new reference), secret its secret, shown this once. 0, or a
+ * negative code with err. */
 int serve_token_create(const char *data_dir, const char *name, const char *role, int scripts,
-                       json_t **out, char secret[SERVE_TOKEN_SECRET_MAX], char *err);
+                       int max_running, int max_queued, json_t **out,
+                       char secret[SERVE_TOKEN_SECRET_MAX], char *err);
 /* Every token (revoked ones too when revoked is set) as a JSON array (new reference). */
 int serve_token_list(const char *data_dir, int revoked, json_t **out, char *err);
 /* Revokes token id; -ENOENT when there is none. */

@@ -55,6 +55,7 @@ export function jobView(scope, id) {
                     (j.cancel_requested && !TERMINAL.has(j.status) ? ' (cancelling)' : ''))],
       ['Phase', j.phase || '—'],
       ...(j.waiting ? [['Waiting', el('span', {id: 'job-waiting'}, j.waiting.message)]] : []),
+      ...(j.retry_at ? [['Retry at', el('span', {id: 'job-retry-at'}, when(j.retry_at))]] : []),
       ['Attempt', `${j.attempt} of ${j.max_attempts}`],
       ['Priority', j.priority],
       ['Device', j.device || '—'],

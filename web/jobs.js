@@ -86,7 +86,8 @@ export function jobsView(scope) {
 /* A queued job's reason in a few words for the table (the whole sentence is its tooltip). */
 function waitingShort(w) {
   const words = {no_worker: 'no worker connected', no_capable_worker: 'no worker can take it',
-                 workers_busy: 'next: workers busy', starting: 'starting', slurm: 'held by Slurm'};
+                 workers_busy: 'next: workers busy', starting: 'starting', slurm: 'held by Slurm',
+                 retry_backoff: 'retry backing off', token_cap: "token's cap reached"};
   if (w.reason === 'behind_jobs') return `behind ${w.jobs_ahead} job(s)`;
   return words[w.reason] || w.reason;
 }

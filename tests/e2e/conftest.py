@@ -290,10 +290,13 @@ def serve(trainyard_bin, tmp_path):
 
     The datasets of these tests are on 127.0.0.1, which serve refuses by default (a private
     address); allow_loopback=True passes --dataset-allow 127.0.0.1 for them. preexec_fn runs in
-    the serve process before it starts (e.g. to set a resource limit)."""
+    the serve process before it starts (e.g. to set a resource limit). A job queued again after
+    a lost attempt is leased again at once (--retry-backoff-seconds 0) unless a test gives its
+    own back-off (a later flag wins), so the tests of lost workers do not wait 5 s per loss."""
     started = []
 
     def start(*args, name="data", allow_loopback=True, preexec_fn=None):
+        args = ("--retry-backoff-seconds", "0", *args)
         if allow_loopback:
             args = ("--dataset-allow", "127.0.0.1", *args)
         svc = Service(trainyard_bin, tmp_path / name, args, preexec_fn=preexec_fn)

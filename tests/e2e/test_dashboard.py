@@ -1,7 +1,7 @@
 """The dashboard (web/, served at / by api/web.c), in a real headless Chromium driven by
 Selenium: the token form, the live jobs table, a job page whose curves grow as the event stream
 brings epochs, its log, its artifacts downloaded with the token in a header, cancelling from the
-button, the workers page; and, with plain requests, the static files' headers (CSP, ETag, 304).
+button, the workers page, why queued jobs wait; and, with plain requests, the static files' headers (CSP, ETag, 304).
 
 Needs Debian's chromium, chromium-driver and python3-selenium (.ci/run installs them); without
 them the browser tests skip and say so."""
@@ -234,6 +234,44 @@ def test_jobs_curves_logs_artifacts_cancel_and_workers(serve, data_server, blobs
     until("the local worker", lambda: len(css(browser, "#workers-body tr")) == 1
           and css(browser, "#workers-body td")[0].text)
     until("its device", lambda: css(browser, "#devices-body td")[0].text)
+
+
+def test_a_backed_off_job_and_a_capped_tokens_job_say_why_they_wait(serve, blobs, browser):
+    """A job whose worker was killed waits out its back-off, and a job of a token at its
+    max_running waits for its token's running job: the table says each in a few words, the
+    job's page in a sentence with its retry time."""
+    import os
+    import signal
+    svc = serve("--workers", "1", "--retry-backoff-seconds", "600")
+    lost = submit(svc, job_doc(blobs, epochs=50000, name="lost")).json()
+    assert wait_for(svc, lost["id"], ("running", *TERMINAL))["status"] == "running"
+    pid = int(re.search(r"local worker 0 started \(pid (\d+)", svc.output()).group(1))
+    os.kill(pid, signal.SIGKILL)
+    assert wait_for(svc, lost["id"], ("queued",), timeout=15)["retry_at"]
+    made = svc.http.post(f"{svc.url}/tokens", json={"name": "capped", "role": "user",
+                                                    "max_running": 1})
+    assert made.status_code == 201, made.text
+    user = svc.session(made.json()["token"])
+    first = user.post(f"{svc.url}/train", json=job_doc(blobs, epochs=50000, name="first")).json()
+    # the restarted worker takes it: the lost job's back-off holds that one back
+    assert wait_for(svc, first["id"], ("running", *TERMINAL), timeout=60)["status"] == "running"
+    held = user.post(f"{svc.url}/train", json=job_doc(blobs, name="held")).json()
+    assert held["waiting"]["reason"] == "token_cap", held["waiting"]
+
+    sign_in(browser, svc, svc.admin_token)
+    for job, words in ((lost, "retry backing off"), (held, "token's cap reached")):
+        until(f"{job['name']}'s reason in the table", lambda: [
+            c for c in css(browser, f'#jobs-body tr[data-id="{job["id"]}"] td.waiting')
+            if c.text == words])
+    css(browser, f'#jobs-body tr[data-id="{lost["id"]}"] a')[0].click()
+    until("the back-off on its page", lambda: [
+        w for w in css(browser, "#job-waiting")
+        if re.fullmatch(r"its attempt 1 was lost: retrying in \d+ s \(the back-off after a "
+                        r"lost attempt\)", w.text)])
+    assert css(browser, "#job-retry-at")[0].text not in ("", "—")
+    assert console_errors(browser) == []
+    for job in (lost, first, held):
+        svc.http.post(f"{svc.url}/jobs/{job['id']}/cancel")
 
 
 def test_a_script_jobs_own_metrics_get_curves(serve, browser):

@@ -1,10 +1,10 @@
 """`trainyard serve --executor slurm` against a real single-node Slurm (slurm_cluster.py starts
 munged, slurmctld and slurmd for this module): a 2-replica job submitted through POST /train is
-handed to sbatch, waits queued while Slurm keeps it pending, runs under srun --mpi=pmix and
-succeeds; `trainyard cancel` scancels a pending Slurm job and stops a running one; a killed
-step (a node failure, as far as trainyard can tell) is retried as a new Slurm job that resumes
-from the checkpoint. With serve --allow-scripts, the PyTorch DDP and Keras
-MultiWorkerMirroredStrategy examples run as 2-rank script jobs under srun.
+handed to sbatch, waits queued while Slurm keeps it pending (its `waiting` giving squeue's
+reason), runs under srun --mpi=pmix and succeeds; `trainyard cancel` scancels a pending Slurm
+job and stops a running one; a killed step (a node failure, as far as trainyard can tell) is
+retried as a new Slurm job that resumes from the checkpoint. With serve --allow-scripts, the
+PyTorch DDP and Keras MultiWorkerMirroredStrategy examples run as 2-rank script jobs under srun.
 
 Skipped, saying why, when not root or when Slurm, munge or Open MPI is not installed (CI
 installs them: .ci/run). The node has 2 CPUs; a job that holds both ("the blocker") keeps a
@@ -79,11 +79,17 @@ def test_a_two_replica_job_runs_through_slurm(slurm_serve, cluster, blobs, train
     hold = blocker(cluster)
     jid = submit(svc, two_replicas(blobs, 5)).json()["id"]
     sid = slurm_id_of(svc, jid)
-    # pending in Slurm: queued in trainyard, and it stays so
+    # pending in Slurm: queued in trainyard, and it stays so, saying why Slurm holds it
+    # (squeue's %r: the blocker holds the node's CPUs)
     assert cluster.squeue()[sid] == "PENDING"
     time.sleep(1.5)
     job = get(svc, jid)
     assert job["status"] == "queued" and job["slurm_job_id"] == sid
+    held = until(lambda: (lambda w: w if w["message"].startswith("held by Slurm") else None)(
+        get(svc, jid)["waiting"]), 20, "squeue's reason in the job's waiting")
+    assert held["reason"] == "slurm"
+    assert re.fullmatch(rf"held by Slurm \(job {sid}\): (Resources|Priority)",
+                        held["message"]), held
     slurm(cluster, "scancel", hold)
 
     job = wait_for(svc, jid, TERMINAL, timeout=60)

@@ -1,6 +1,9 @@
 """Why a queued job waits: every queued job carries `waiting` (reason and message) in the API,
 `trainyard status` and `trainyard list`, and GET /workers says what each worker takes. The real
-server with real local workers on PoCL; reasons are read the moment after submit."""
+server with real local workers on PoCL; reasons are read the moment after submit. Besides the
+workers: a token's caps (max_running holds its jobs while workers are free, max_queued refuses
+a submit with 429) and a lost attempt's back-off (retry_at). Slurm's own reason is in
+test_slurm.py."""
 import re
 import subprocess
 import time
@@ -126,3 +129,87 @@ def test_behind_jobs_and_busy_workers(serve, blobs):
     for j in (long, b, c, urgent):
         svc.http.post(f"{svc.url}/jobs/{j['id']}/cancel")
     assert wait_for(svc, long["id"], TERMINAL)["status"] == "cancelled"
+
+
+def test_a_tokens_caps(serve, blobs):
+    """A token made with `trainyard token create --max-running 1 --max-queued 3`: its second job
+    waits (token_cap) while a worker is free, which another token's job then uses; its fourth
+    queued-or-running job is refused with 429 naming the cap; the listing shows both caps."""
+    svc = serve("--workers", "2")
+    p = subprocess.run([str(svc.binary), "token", "create", "--name", "capped", "--role", "user",
+                        "--max-running", "1", "--max-queued", "3"], capture_output=True,
+                       text=True, env=svc.env(), timeout=60)
+    assert p.returncode == 0, p.stderr
+    secret = p.stdout.strip()
+    listed = [t for t in svc.http.get(f"{svc.url}/tokens").json()["tokens"]
+              if t["name"] == "capped"]
+    assert [(t["max_running"], t["max_queued"]) for t in listed] == [(1, 3)]
+    row = [line for line in cli(svc, "token", "list").splitlines() if line.endswith(" capped")]
+    assert row and row[0].split()[4:6] == ["1", "3"], row
+    admin = [t for t in svc.http.get(f"{svc.url}/tokens").json()["tokens"]
+             if t["name"] == "admin"][0]
+    assert admin["max_running"] is None and admin["max_queued"] is None
+
+    user = svc.session(secret)
+    long = user.post(f"{svc.url}/train", json=job_doc(blobs, epochs=50000)).json()
+    wait_running(svc, long["id"])
+    held = user.post(f"{svc.url}/train", json=job_doc(blobs, name="held", epochs=2)).json()
+    message = ("its token's cap: 1 of its jobs are running and its max_running is 1; it starts "
+               "when one of them ends")
+    assert held["waiting"] == {"reason": "token_cap", "message": message}, held["waiting"]
+    # the second worker is free, and another token's job takes it while `held` waits
+    other = submit(svc, job_doc(blobs, name="other", epochs=2)).json()
+    assert wait_for(svc, other["id"], TERMINAL)["status"] == "succeeded"
+    assert waiting(svc, held["id"]) == {"reason": "token_cap", "message": message}
+    text = subprocess.run([str(svc.binary), "status", held["id"]], capture_output=True,
+                          text=True, env=svc.env(TRAINYARD_TOKEN=secret), timeout=60).stdout
+    assert f"waiting:   {message}" in text, text
+
+    # max_queued counts queued and running jobs: 2 now, one more fits, the next does not
+    third = user.post(f"{svc.url}/train", json=job_doc(blobs, name="third", epochs=2))
+    assert third.status_code == 202, third.text
+    refused = user.post(f"{svc.url}/train", json=job_doc(blobs, name="fourth", epochs=2))
+    assert refused.status_code == 429, refused.text
+    assert refused.headers["Content-Type"].startswith("application/problem+json")
+    assert "max_queued is 3 and it has 3 jobs queued or running" in refused.json()["detail"]
+
+    # the running job ends: the held ones run, one at a time
+    svc.http.post(f"{svc.url}/jobs/{long['id']}/cancel")
+    for j in (held, third.json()):
+        assert wait_for(svc, j["id"], TERMINAL)["status"] == "succeeded"
+    assert user.post(f"{svc.url}/train", json=job_doc(blobs, epochs=1)).status_code == 202
+
+
+def test_a_lost_attempt_waits_out_its_backoff(serve, blobs):
+    """The local worker running a job is killed: the job is queued again at once with a
+    back-off (--retry-backoff-seconds 3), says retry_backoff with the seconds left, and the
+    restarted worker, parked in its long poll, leases it once retry_at has passed (the end of
+    a back-off wakes it: it does not wait out its 30 s poll)."""
+    import os
+    import signal
+    svc = serve("--workers", "1", "--retry-backoff-seconds", "3")
+    job = submit(svc, job_doc(blobs, epochs=50000)).json()
+    wait_running(svc, job["id"])
+    pid = int(re.search(r"local worker 0 started \(pid (\d+)", svc.output()).group(1))
+    os.kill(pid, signal.SIGKILL)
+    t0 = time.time()
+    queued = wait_for(svc, job["id"], {"queued"}, timeout=15)
+    assert queued["retry_at"] is not None
+    assert queued["waiting"]["reason"] == "retry_backoff", queued["waiting"]
+    assert re.fullmatch(r"its attempt 1 was lost: retrying in [1-3] s \(the back-off after a "
+                        r"lost attempt\)", queued["waiting"]["message"]), queued["waiting"]
+    assert re.search(r"^waiting: +its attempt 1 was lost: retrying in",
+                     cli(svc, "status", job["id"]), re.M)
+    rows = {line.split()[0]: line.split() for line in cli(svc, "list").splitlines()[1:]}
+    assert rows[job["id"]][4] == "retry_backoff"
+    again = wait_for(svc, job["id"], ("running", *TERMINAL), timeout=60)
+    took = time.time() - t0
+    print(f"attempt 2 leased {took:.2f}s after the kill (back-off 3 s)")
+    assert again["status"] == "running" and again["attempt"] == 2, again
+    assert again["retry_at"] is None and again["waiting"] is None
+    assert took >= 2.0, "leased again before its back-off was over"
+    assert took < 8.0, "the end of the back-off did not wake the parked worker"
+    attempts = svc.http.get(f"{svc.url}/jobs/{job['id']}").json()["attempts"]
+    assert attempts[0]["reason"].endswith("was killed by signal 9; retrying in 3 s"), attempts
+    svc.http.post(f"{svc.url}/jobs/{job['id']}/cancel")
+    assert wait_for(svc, job["id"], TERMINAL)["status"] == "cancelled"

@@ -418,6 +418,15 @@ static void test_small_objects(void)
     t.role = DB_ROLE_ADMIN;
     o = api_encode_token(&t);
     CHECK(json_is_true(json_object_get(o, "scripts")));
+    /* caps: null when none, else the number */
+    CHECK(json_is_null(json_object_get(o, "max_running")));
+    CHECK(json_is_null(json_object_get(o, "max_queued")));
+    json_decref(o);
+    t.max_running = 2;
+    t.max_queued = 7;
+    o = api_encode_token(&t);
+    CHECK_INT(json_integer_value(json_object_get(o, "max_running")), 2);
+    CHECK_INT(json_integer_value(json_object_get(o, "max_queued")), 7);
     json_decref(o);
 }
 
@@ -500,20 +509,36 @@ static void test_scripts_flags(void)
         }
         json_decref(b);
     }
-    const char *name = NULL;
-    int role = 0, scripts = -1;
+    db_token t;
     json_t *b = json_loads("{\"name\":\"u\",\"role\":\"user\",\"scripts\":true}", 0, NULL);
-    CHECK_INT(api_token_request_parse(b, &name, &role, &scripts, &errs), 0);
-    CHECK_INT(scripts, 1);
-    CHECK_INT(role, DB_ROLE_USER);
+    CHECK_INT(api_token_request_parse(b, &t, &errs), 0);
+    CHECK_INT(t.scripts, 1);
+    CHECK_INT(t.role, DB_ROLE_USER);
+    CHECK_STR(t.name, "u");
+    CHECK_INT(t.max_running, 0);
+    CHECK_INT(t.max_queued, 0);
     json_decref(b);
     b = json_loads("{\"name\":\"u\",\"role\":\"user\"}", 0, NULL);
-    CHECK_INT(api_token_request_parse(b, &name, &role, &scripts, &errs), 0);
-    CHECK_INT(scripts, 0);
+    CHECK_INT(api_token_request_parse(b, &t, &errs), 0);
+    CHECK_INT(t.scripts, 0);
     json_decref(b);
     b = json_loads("{\"name\":\"u\",\"role\":\"user\",\"scripts\":\"yes\"}", 0, NULL);
-    CHECK_INT(api_token_request_parse(b, &name, &role, &scripts, &errs), -EINVAL);
+    CHECK_INT(api_token_request_parse(b, &t, &errs), -EINVAL);
     CHECK(error_on(&errs, "scripts") >= 0);
+    json_decref(b);
+    /* the caps: whole numbers from 1, or null for none */
+    b = json_loads("{\"name\":\"u\",\"role\":\"user\",\"max_running\":2,\"max_queued\":null}", 0,
+                   NULL);
+    CHECK_INT(api_token_request_parse(b, &t, &errs), 0);
+    CHECK_INT(t.max_running, 2);
+    CHECK_INT(t.max_queued, 0);
+    json_decref(b);
+    b = json_loads("{\"name\":\"u\",\"role\":\"user\",\"max_running\":0,"
+                   "\"max_queued\":1.5}",
+                   0, NULL);
+    CHECK_INT(api_token_request_parse(b, &t, &errs), -EINVAL);
+    CHECK(error_on(&errs, "max_running") >= 0);
+    CHECK(error_on(&errs, "max_queued") >= 0);
     json_decref(b);
 }
 

@@ -298,7 +298,7 @@ static void test_children_and_cascade(void)
     CHECK_INT(db_job_set_finished(d, j.seq, "someone-else", DB_FAILED, "x", 30, err), 0);
     CHECK_INT(db_job_set_finished(d, j.seq, "w", DB_SUCCEEDED, NULL, 30, err), 1);
     CHECK_INT(db_job_set_finished(d, j.seq, "w", DB_FAILED, "again", 40, err), 0);
-    CHECK_INT(db_job_set_requeued(d, j.seq, 50, err), 0);
+    CHECK_INT(db_job_set_requeued(d, j.seq, 50, 0, err), 0);
     CHECK_INT(db_job_delete(d, j.seq, err), 1);
     CHECK_INT(db_query_int(d, "SELECT (SELECT count(*) FROM job_events) + (SELECT count(*) FROM"
                               " metrics) + (SELECT count(*) FROM logs) + (SELECT count(*) FROM"

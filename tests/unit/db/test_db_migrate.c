@@ -87,8 +87,8 @@ static void test_v4_to_v5(void)
     CHECK_INT(db_open(path, &d, err), 0);
     if (!d)
         return;
-    CHECK_INT(db_query_int(d, "PRAGMA user_version"), 8);
-    CHECK_INT(db_schema_latest(), 8);
+    CHECK_INT(db_query_int(d, "PRAGMA user_version"), db_schema_latest());
+    CHECK_INT(db_schema_latest(), 9);
     /* Old rows keep their values and take the new columns' defaults. */
     CHECK_INT(db_query_int(d, "SELECT count(*) FROM metrics"), 2);
     CHECK_INT(db_query_int(d, "SELECT max(id) FROM metrics"), 9);
@@ -174,8 +174,8 @@ static void test_v5_columns(void)
     CHECK_INT(db_job_insert(d, &j, NULL, NULL, err), 0);
     db_job next;
     db_worker plain = {.kinds = DB_KIND_CPU}, scripter = {.kinds = DB_KIND_CPU, .scripts = 1};
-    CHECK_INT(db_job_next_queued(d, &plain, &next, err), 0);
-    CHECK_INT(db_job_next_queued(d, &scripter, &next, err), 1);
+    CHECK_INT(db_job_next_queued(d, &plain, 0, &next, err), 0);
+    CHECK_INT(db_job_next_queued(d, &scripter, 0, &next, err), 1);
     CHECK_STR(next.id, j.id);
     CHECK_INT(next.script, 1);
     db_job_clear(&next);
@@ -188,10 +188,10 @@ static void test_v5_columns(void)
     builtin.priority = 9;
     CHECK_INT(db_job_insert(d, &builtin, NULL, NULL, err), 0);
     db_worker gpu_only = {.kinds = DB_KIND_GPU | DB_KIND_SCRIPTS_ONLY, .scripts = 1};
-    CHECK_INT(db_job_next_queued(d, &gpu_only, &next, err), 1);
+    CHECK_INT(db_job_next_queued(d, &gpu_only, 0, &next, err), 1);
     CHECK_STR(next.id, j.id);
     db_job_clear(&next);
-    CHECK_INT(db_job_next_queued(d, &scripter, &next, err), 1);
+    CHECK_INT(db_job_next_queued(d, &scripter, 0, &next, err), 1);
     CHECK_STR(next.id, builtin.id);
     db_job_clear(&next);
     CHECK_INT(db_job_set_running(d, builtin.seq, "w2", "cpu", 1, 2, err), 1);
@@ -208,15 +208,15 @@ static void test_v5_columns(void)
               bound = {.kinds = DB_KIND_CPU, .slots = 2, .bound = 1};
     snprintf(two.id, sizeof two.id, "w3");
     snprintf(bound.id, sizeof bound.id, "w4");
-    CHECK_INT(db_job_next_queued(d, &plain, &next, err), 0);
-    CHECK_INT(db_job_next_queued(d, &two, &next, err), 1);
+    CHECK_INT(db_job_next_queued(d, &plain, 0, &next, err), 0);
+    CHECK_INT(db_job_next_queued(d, &two, 0, &next, err), 1);
     CHECK_STR(next.id, dp.id);
     CHECK_INT(next.replicas, 2);
     db_job_clear(&next);
-    CHECK_INT(db_job_next_queued(d, &bound, &next, err), 0);
+    CHECK_INT(db_job_next_queued(d, &bound, 0, &next, err), 0);
     CHECK_INT(db_job_set_slurm(d, dp.seq, "42", "w4", err), 1);
-    CHECK_INT(db_job_next_queued(d, &two, &next, err), 0);
-    CHECK_INT(db_job_next_queued(d, &bound, &next, err), 1);
+    CHECK_INT(db_job_next_queued(d, &two, 0, &next, err), 0);
+    CHECK_INT(db_job_next_queued(d, &bound, 0, &next, err), 1);
     CHECK_STR(next.id, dp.id);
     CHECK_STR(next.slurm_job_id, "42");
     CHECK_STR(next.for_worker, "w4");
@@ -249,7 +249,7 @@ static void test_v5_to_v6(void)
     CHECK_INT(db_open(path, &d, err), 0);
     if (!d)
         return;
-    CHECK_INT(db_query_int(d, "PRAGMA user_version"), 8);
+    CHECK_INT(db_query_int(d, "PRAGMA user_version"), db_schema_latest());
     CHECK_INT(db_query_int(d, "SELECT count(*) FROM models"), 0);
     CHECK_INT(db_query_int(d, "SELECT count(*) FROM jobs"), 3);
     int64_t v = -1;
@@ -291,7 +291,7 @@ static void test_v7_to_v8(void)
     CHECK_INT(db_open(path, &d, err), 0);
     if (!d)
         return;
-    CHECK_INT(db_query_int(d, "PRAGMA user_version"), 8);
+    CHECK_INT(db_query_int(d, "PRAGMA user_version"), db_schema_latest());
     CHECK_INT(db_query_int(d, "SELECT count(*) FROM jobs WHERE keep = 0 AND sweep_seq IS NULL"
                               " AND stop_requested IS NULL AND stop_reason IS NULL"
                               " AND stopped_epoch IS NULL AND best_epoch IS NULL"),
@@ -318,6 +318,46 @@ static void test_v7_to_v8(void)
     db_close(d);
 }
 
+/* v9 (why a job waits): a v8 database opens with every token uncapped and no job backing off,
+ * and its queued job is leased as before; a cap set on its token then holds it back. */
+static void test_v8_to_v9(void)
+{
+    char path[256], err[ERR_LEN];
+    snprintf(path, sizeof path, "%s/v8.db", tmp_dir);
+    make_at(path, 8,
+            "PRAGMA user_version = 8;"
+            "INSERT INTO tokens (id, name, role, hash, created_at) VALUES ('t1', 'u', 'user', 'h',"
+            "  1);"
+            "INSERT INTO jobs (seq, id, name, status, attempt, max_attempts, priority,"
+            "  device_kind, max_runtime_seconds, document, created_at, owner) VALUES"
+            "  (1, 'j1', 'm', 'queued', 0, 3, 0, 'any', 60, '{}', 1, 't1'),"
+            "  (2, 'j2', 'm', 'running', 1, 3, 0, 'any', 60, '{}', 2, 't1');");
+    db *d = NULL;
+    CHECK_INT(db_open(path, &d, err), 0);
+    if (!d)
+        return;
+    CHECK_INT(db_query_int(d, "PRAGMA user_version"), 9);
+    db_token t;
+    CHECK_INT(db_token_get(d, "t1", &t, err), 0);
+    CHECK_INT(t.max_running, 0);
+    CHECK_INT(t.max_queued, 0);
+    db_job next;
+    db_worker w = {.kinds = DB_KIND_CPU};
+    snprintf(w.id, sizeof w.id, "w1");
+    CHECK_INT(db_job_next_queued(d, &w, 5, &next, err), 1);
+    CHECK_STR(next.id, "j1");
+    CHECK_INT(next.retry_at, 0);
+    CHECK_STR(next.slurm_reason, "");
+    db_job_clear(&next);
+    /* a cap of one running job now holds j1 back; none holds it again */
+    CHECK_INT(db_exec(d, "UPDATE tokens SET max_running = 1", err), 0);
+    CHECK_INT(db_job_next_queued(d, &w, 5, &next, err), 0);
+    CHECK_INT(db_exec(d, "UPDATE tokens SET max_running = 0", err), 0);
+    CHECK_INT(db_job_next_queued(d, &w, 5, &next, err), 1);
+    db_job_clear(&next);
+    db_close(d);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmp_dir)) {
@@ -328,6 +368,7 @@ int main(void)
     test_v5_columns();
     test_v5_to_v6();
     test_v7_to_v8();
+    test_v8_to_v9();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_dir);
     if (system(cmd) != 0)

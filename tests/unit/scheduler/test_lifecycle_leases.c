@@ -2,7 +2,8 @@
  * after max_attempts; metrics replaced per epoch across attempts, checkpoints stored for the
  * lease holder only), max_runtime_seconds over attempts, reports from a worker that does not hold
  * the lease, lease expiry (sched_expire_db; the signals api_expire() raises for what it reports are
- * seen by the end-to-end tests over HTTP), and a worker known dead (sched_worker_lost). */
+ * seen by the end-to-end tests over HTTP), a worker known dead (sched_worker_lost), and the
+ * back-off of a job queued again after a lost attempt. */
 #include "tests/unit/scheduler/lifecycle_test.h"
 
 static void test_lapsed_leases(void)
@@ -208,12 +209,19 @@ static void test_worker_lost(void)
     db_worker_clear(&wk);
     CHECK_INT(sweep(d, T0 + 1 + LEASE * 1000), 0); /* nothing left for the lapse to do */
 
-    /* the attempt counted: the second one's loss uses up max_attempts (2) */
-    CHECK_INT(lease(d, w2, T0 + 200, got), 1);
+    /* the attempt counted, and the job waits out its back-off before the next lease; the
+     * second one's loss uses up max_attempts (2) */
     db_job j = get(d, id);
-    CHECK_INT(j.attempt, 2);
+    CHECK_INT(j.retry_at, T0 + 100 + SCHED_RETRY_BACKOFF_BASE_MS);
     db_job_clear(&j);
-    CHECK_INT(sched_worker_lost(d, w2, why, NULL, T0 + 300, &to, err), 0);
+    CHECK_INT(lease(d, w2, T0 + 200, got), 0);
+    CHECK_INT(lease(d, w2, T0 + 100 + SCHED_RETRY_BACKOFF_BASE_MS, got), 1);
+    j = get(d, id);
+    CHECK_INT(j.attempt, 2);
+    CHECK_INT(j.retry_at, 0); /* leasing clears it */
+    db_job_clear(&j);
+    CHECK_INT(sched_worker_lost(d, w2, why, NULL, T0 + 300 + SCHED_RETRY_BACKOFF_BASE_MS, &to, err),
+              0);
     CHECK_INT(to, DB_FAILED);
     j = get(d, id);
     CHECK(j.error && strstr(j.error, "killed by signal 9 after 2 attempts"));
@@ -235,6 +243,35 @@ static void test_worker_lost(void)
     db_close(d);
 }
 
+/* The back-off doubles with each lost attempt up to its cap, follows the setting, and a base of
+ * 0 turns it off; the event of a lost attempt says when the next starts. */
+static void test_backoff(void)
+{
+    CHECK_INT(sched_retry_backoff_ms(1), SCHED_RETRY_BACKOFF_BASE_MS);
+    CHECK_INT(sched_retry_backoff_ms(2), 2 * SCHED_RETRY_BACKOFF_BASE_MS);
+    CHECK_INT(sched_retry_backoff_ms(3), 4 * SCHED_RETRY_BACKOFF_BASE_MS);
+    CHECK_INT(sched_retry_backoff_ms(99), SCHED_RETRY_BACKOFF_MAX_MS);
+    sched_retry_backoff_set(250);
+    CHECK_INT(sched_retry_backoff_ms(1), 250);
+    CHECK_INT(sched_retry_backoff_ms(4), 2000);
+    db *d = fresh_db("backoff");
+    char w[DB_ID_LEN + 1], id[DB_ID_LEN + 1], got[DB_ID_LEN + 1];
+    add_worker(d, "gpu", w);
+    submit(d, "backs-off", 0, JOB_DEVICE_ANY, 3, 3600, T0, id);
+    CHECK_INT(lease(d, w, T0, got), 1);
+    CHECK_INT(sweep(d, T0 + 1 + LEASE * 1000), 1);
+    CHECK_INT(db_query_int(d, "SELECT count(*) FROM job_events WHERE reason = "
+                              "'lease expired; retrying in 1 s'"),
+              1);
+    CHECK_INT(lease(d, w, T0 + 250 + LEASE * 1000, got), 0);
+    CHECK_INT(lease(d, w, T0 + 251 + LEASE * 1000, got), 1);
+    sched_retry_backoff_set(0); /* none: queued again and leased at once */
+    CHECK_INT(sweep(d, T0 + 252 + 2 * LEASE * 1000), 1);
+    CHECK_INT(lease(d, w, T0 + 252 + 2 * LEASE * 1000, got), 1);
+    sched_retry_backoff_set(SCHED_RETRY_BACKOFF_BASE_MS);
+    db_close(d);
+}
+
 int main(void)
 {
     lifecycle_test_begin();
@@ -242,6 +279,7 @@ int main(void)
     test_max_runtime();
     test_sweep();
     test_worker_lost();
+    test_backoff();
     lifecycle_test_end();
     return check_exit();
 }

@@ -189,9 +189,12 @@ static void test_release(void)
     CHECK_INT(lease(d, other, T0 + 4, got), 1);
     CHECK_INT(sweep(d, T0 + 5 + LEASE * 1000), 1);
     CHECK_INT(job_status(d, id), DB_QUEUED);
-    /* that lapse was a real attempt: the next one's lapse fails the job */
-    CHECK_INT(lease(d, w, T0 + 6 + LEASE * 1000, got), 1);
-    CHECK_INT(sweep(d, T0 + 7 + 2 * LEASE * 1000), 1);
+    /* that lapse was a real attempt, so the job waits out the back-off of a lost attempt (a
+     * release had none); the next one's lapse fails the job */
+    int64_t after = T0 + 5 + LEASE * 1000 + SCHED_RETRY_BACKOFF_BASE_MS;
+    CHECK_INT(lease(d, w, after - 1, got), 0);
+    CHECK_INT(lease(d, w, after, got), 1);
+    CHECK_INT(sweep(d, after + 1 + LEASE * 1000), 1);
     CHECK_INT(job_status(d, id), DB_FAILED);
     CHECK_STR(events_of(d, id),
               "->queued queued>running running>queued queued>running running>queued "

@@ -2,9 +2,10 @@
  * what squeue's states mean, running a command with its output captured (and cut off when it
  * hangs), and the executor's passes against fake sbatch, squeue and scancel scripts: a job is
  * bound and submitted with its token only in sbatch's environment, waits while its Slurm job
- * is pending, is requeued (attempt counted) and submitted again when its Slurm job ends while
- * it runs, is scancelled when cancelled while its Slurm job waits, and waits out a failed
- * sbatch without a new try every pass; a squeue that fails changes nothing.
+ * is pending (keeping squeue's reason, the rest of its line, as it changes), is requeued
+ * (attempt counted) and submitted again, once the lost attempt's back-off is over, when its
+ * Slurm job ends while it runs, is scancelled when cancelled while its Slurm job waits, and waits
+ * out a failed sbatch without a new try every pass; a squeue that fails changes nothing.
  *
  * The real Slurm is in tests/e2e/test_slurm.py. */
 #include "scheduler/slurm.h"
@@ -311,16 +312,31 @@ static void test_executor(void)
                                    "'submitted to Slurm as job 41 (its output: %-41.out)'"),
               1);
 
-    /* pending: nothing changes; rank 0 leases it; running: nothing changes */
-    fake_write("states", "41 PENDING\n");
+    /* pending: queued, with squeue's reason kept (the rest of its line) as it changes; rank 0
+     * leases it, which clears the reason; running: nothing changes */
+    fake_write("states", "41 PENDING Resources\n");
     tick(x, T0 + 2000);
     j = job_now(d, id);
     CHECK_INT(j.status, DB_QUEUED);
+    CHECK_STR(j.slurm_reason, "Resources");
     db_job_clear(&j);
+    fake_write("states", "41 PENDING ReqNodeNotAvail, UnavailableNodes:n1\n");
+    tick(x, T0 + 2200);
+    j = job_now(d, id);
+    CHECK_STR(j.slurm_reason, "ReqNodeNotAvail, UnavailableNodes:n1");
+    db_job_clear(&j);
+    fake_write("states", "41 PENDING None\n");
+    tick(x, T0 + 2400);
+    j = job_now(d, id);
+    CHECK_STR(j.slurm_reason, "");
+    db_job_clear(&j);
+    fake_write("states", "41 PENDING Priority\n");
+    tick(x, T0 + 2450);
     CHECK_INT(sched_job_lease(d, wid, T0 + 2500, 30, &j, err), 1);
     CHECK_STR(j.id, id);
+    CHECK_STR(j.slurm_reason, "");
     db_job_clear(&j);
-    fake_write("states", "41 RUNNING\n");
+    fake_write("states", "41 RUNNING None\n");
     tick(x, T0 + 3000);
     j = job_now(d, id);
     CHECK_INT(j.status, DB_RUNNING);
@@ -339,12 +355,21 @@ static void test_executor(void)
     remove(down);
 
     /* the node failed: attempt used, requeued, the old worker and token ended, a new Slurm
-     * job at once */
+     * job once the lost attempt's back-off is over */
     fake_write("states", "41 NODE_FAIL\n");
     tick(x, T0 + 5000);
     j = job_now(d, id);
     CHECK_INT(j.status, DB_QUEUED);
     CHECK_INT(j.attempt, 1);
+    CHECK_STR(j.slurm_job_id, "");
+    CHECK_INT(j.retry_at, T0 + 5000 + SCHED_RETRY_BACKOFF_BASE_MS);
+    db_job_clear(&j);
+    tick(x, T0 + 4999 + SCHED_RETRY_BACKOFF_BASE_MS);
+    j = job_now(d, id);
+    CHECK_STR(j.slurm_job_id, "");
+    db_job_clear(&j);
+    tick(x, T0 + 5000 + SCHED_RETRY_BACKOFF_BASE_MS);
+    j = job_now(d, id);
     CHECK_STR(j.slurm_job_id, "42");
     CHECK(strcmp(j.for_worker, wid) != 0);
     db_job_clear(&j);
@@ -353,19 +378,20 @@ static void test_executor(void)
     CHECK_INT(w.gone, 1);
     db_worker_clear(&w);
     CHECK_INT((int)db_query_int(d, "SELECT count(*) FROM job_events WHERE reason = "
-                                   "'Slurm job 41 ended (NODE_FAIL)' AND to_status = 'queued'"),
+                                   "'Slurm job 41 ended (NODE_FAIL); retrying in 5 s'"
+                                   " AND to_status = 'queued'"),
               1);
 
     /* cancelled while its Slurm job waits: scancel, then unbound once Slurm lets it go (the id
      * stays to be shown) */
     fake_write("states", "42 PENDING\n");
-    CHECK_INT(sched_job_cancel(d, id, artifacts, T0 + 6000, &j, err), 0);
+    CHECK_INT(sched_job_cancel(d, id, artifacts, T0 + 11000, &j, err), 0);
     CHECK_INT(j.status, DB_CANCELLED);
     db_job_clear(&j);
-    tick(x, T0 + 6500);
+    tick(x, T0 + 11500);
     CHECK_STR(fake_read("cancelled"), "42\n");
     fake_write("states", "42 CANCELLED\n");
-    tick(x, T0 + 7500);
+    tick(x, T0 + 12500);
     j = job_now(d, id);
     CHECK_STR(j.slurm_job_id, "42");
     CHECK_STR(j.for_worker, "");
@@ -375,11 +401,11 @@ static void test_executor(void)
     /* sbatch fails: the job stays queued and unbound, says why, and is not tried every pass */
     fake_write("fail", "");
     fake_write("sbatch-calls", "");
-    CHECK_INT(sched_job_submit(d, &nj, T0 + 8000, &j, &created, err), 0);
+    CHECK_INT(sched_job_submit(d, &nj, T0 + 13000, &j, &created, err), 0);
     memcpy(id, j.id, sizeof id);
     db_job_clear(&j);
-    tick(x, T0 + 9000);
-    tick(x, T0 + 10000);
+    tick(x, T0 + 14000);
+    tick(x, T0 + 15000);
     j = job_now(d, id);
     CHECK_INT(j.status, DB_QUEUED);
     CHECK_STR(j.for_worker, "");
@@ -394,7 +420,7 @@ static void test_executor(void)
     char fail[600];
     snprintf(fail, sizeof fail, "%s/fail", fake);
     remove(fail);
-    tick(x, T0 + 15000);
+    tick(x, T0 + 20000);
     j = job_now(d, id);
     CHECK_STR(j.slurm_job_id, "43");
     db_job_clear(&j);
