@@ -299,20 +299,29 @@ static void test_unbound_walk(void)
     add_job_of(d, &a, JOB_DEVICE_ANY, 0, 1, "", 0, tok);
     add_job_of(d, &b, JOB_DEVICE_ANY, 0, 1, "", 0, tok);
     int n = 0;
-    CHECK_INT(db_job_list_unbound(d, NOW, 10, count_row, &n, err), 0);
+    CHECK_INT(db_job_list_unbound(d, NOW, 10, 0, count_row, &n, err), 0);
     CHECK_INT(n, 2);
     CHECK_INT(db_job_set_slurm(d, a.seq, "7", "0123456789abcdef0123456789abcdef", err), 1);
     n = 0;
-    CHECK_INT(db_job_list_unbound(d, NOW, 10, count_row, &n, err), 0);
+    CHECK_INT(db_job_list_unbound(d, NOW, 10, 0, count_row, &n, err), 0);
     CHECK_INT(n, 0); /* a is bound, b waits for it */
     CHECK_INT(db_job_set_slurm(d, a.seq, NULL, NULL, err), 1);
     set_retry_at(d, &a, NOW + 1);
     n = 0;
-    CHECK_INT(db_job_list_unbound(d, NOW, 10, count_row, &n, err), 0);
+    CHECK_INT(db_job_list_unbound(d, NOW, 10, 0, count_row, &n, err), 0);
     CHECK_INT(n, 1); /* a backs off, b goes */
     n = 0;
-    CHECK_INT(db_job_list_unbound(d, NOW + 1, 10, count_row, &n, err), 0);
+    CHECK_INT(db_job_list_unbound(d, NOW + 1, 10, 0, count_row, &n, err), 0);
     CHECK_INT(n, 2);
+    /* script jobs only when the executor takes them (serve --allow-scripts) */
+    db_job s;
+    add_job(d, &s, JOB_DEVICE_ANY, 1, 2, "", 0);
+    n = 0;
+    CHECK_INT(db_job_list_unbound(d, NOW + 1, 10, 0, count_row, &n, err), 0);
+    CHECK_INT(n, 2);
+    n = 0;
+    CHECK_INT(db_job_list_unbound(d, NOW + 1, 10, 1, count_row, &n, err), 0);
+    CHECK_INT(n, 3);
     db_close(d);
 }
 
