@@ -66,8 +66,9 @@ static const char usage_text[] =
     "  --max-dataset-bytes N\n"
     "                       refuse a dataset larger than N bytes (K, M, G suffixes; default\n"
     "                       2G)\n" CLI_DSCACHE_HELP CLI_S3_HELP CLI_SCRIPT_HELP
-    "  --replicas N         take data-parallel jobs of up to N replicas and start their ranks\n"
-    "                       with Open MPI's mpirun and trainyard-replica (default 1: none)\n"
+    "  --replicas N         take data-parallel jobs of up to N replicas (script jobs too, with\n"
+    "                       --allow-scripts) and start their ranks with Open MPI's mpirun and\n"
+    "                       trainyard-replica (default 1: none)\n"
     "  --rank-threads N     each rank's PoCL device runs N threads (POCL_MAX_PTHREAD_COUNT);\n"
     "                       on a CPU, replicas x N should not exceed the cores (default: PoCL's)\n"
     "  --mpirun PATH        Open MPI's launcher (default mpirun on PATH)\n"
