@@ -422,6 +422,7 @@ int main(int argc, char **argv)
     client *c = NULL;
     json_t *lease = NULL;
     script_group sg = {0};
+    int led = 0;
     int rc = fetch_global_init(err);
     if (rc == 0 && a.cache_dir && d.group.rank == 0)
         rc = dscache_open(a.cache_dir, 0, &a.o.dataset_cache, err);
@@ -461,9 +462,10 @@ int main(int argc, char **argv)
         }
         if (rc == 0 && script)
             rc = script_group_setup(&d, &a, &sg, err);
-        if (rc == 0 && d.group.rank == 0)
+        if (rc == 0 && d.group.rank == 0) {
+            led = 1; /* from here rank 0 reports the job, whatever happens */
             rc = agent_lead(&a.o, c, a.worker, ctx, NULL, lease, &d.group);
-        else if (rc == 0 && script)
+        } else if (rc == 0 && script)
             rc = agent_script_follow(&a.o, c, a.worker, lease, job, err);
         if (rc == 0 && script && d.group.rank != 0 && d.group.size > 1) /* rank 0 waits for us */
             (void)d.group.meet(d.group.user, 24 * 3600, a.o.stop, err);
@@ -473,6 +475,11 @@ int main(int argc, char **argv)
     }
     if (rc < 0 || rc == 3)
         fprintf(stderr, "trainyard-replica %d: %s\n", d.group.rank, err);
+    if (rc < 0 && !led && lease && !stop_requested && d.group.size > 1) {
+        char why[ERR_LEN + 32];
+        snprintf(why, sizeof why, "rank %d: %s", d.group.rank, err);
+        agent_report_lost(&a.o, c, a.worker, lease, why);
+    }
     json_decref(lease);
     netns_stop(sg.holder);
     rank_env_free(sg.env);

@@ -603,6 +603,24 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
     return ran;
 }
 
+void agent_report_lost(const agent_opts *o, client *c, const char *worker_id, const json_t *lease,
+                       const char *why)
+{
+    const char *job_id = json_string_value(json_object_get(lease, "job_id"));
+    char prefix[512], err[ERR_LEN];
+    client *own = NULL;
+    if (!job_id)
+        return;
+    snprintf(prefix, sizeof prefix, "/workers/%s/jobs/%s", worker_id, job_id);
+    if (!c && client_new(o->server, o->token, &own, err) == 0) {
+        client_set_ca(own, o->ca_file, o->ca_pinned);
+        c = own;
+    }
+    if (c)
+        agent_complete(o, c, prefix, "lost", why);
+    client_free(own);
+}
+
 int agent_lead(const agent_opts *o, client *c, const char *worker_id, ocl_ctx *ctx, kern *k,
                json_t *lease, const trainer_group *g)
 {

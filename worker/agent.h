@@ -90,6 +90,13 @@ int agent_replica_lease(const agent_opts *o, client *c, const char *worker_id, i
  * for ever: the caller ends them). */
 int agent_lead(const agent_opts *o, client *c, const char *worker_id, ocl_ctx *ctx, kern *k,
                json_t *lease, const trainer_group *g);
+/* A rank that failed outside rank 0's run of the job (a follower, or rank 0 before agent_lead):
+ * completes worker_id's attempt at lease as lost with why (queued again while attempts are
+ * left), on c or a connection of its own when c is NULL. Called before every rank is ended:
+ * rank 0, stopped by that, would otherwise hand the job back as a stopping worker does, which
+ * costs no attempt. */
+void agent_report_lost(const agent_opts *o, client *c, const char *worker_id, const json_t *lease,
+                       const char *why);
 /* Ranks 1..N-1: run lease's job in group g; a negative code when it failed here. */
 int agent_follow(const agent_opts *o, ocl_ctx *ctx, kern *k, const json_t *lease,
                  const trainer_group *g, char *err);
@@ -98,8 +105,8 @@ int agent_follow(const agent_opts *o, ocl_ctx *ctx, kern *k, const json_t *lease
  * agent_script_run runs rank 0's, in its own folder (work_dir/<job>.rank<N>), reporting only its
  * labelled log lines through heartbeats of its own to worker_id's lease; its metrics,
  * checkpoints and output are not kept. Returns 0 when the script ended well or was stopped (the
- * job's cancel or end, which rank 0 reports), or -errno when it failed here (then the caller ends
- * every rank, and the attempt is lost as when a built-in job's rank dies). */
+ * job's cancel or end, which rank 0 reports), or -errno when it failed here (then the caller
+ * reports the attempt lost, agent_report_lost, and ends every rank). */
 int agent_script_follow(const agent_opts *o, client *c, const char *worker_id, const json_t *lease,
                         const job_spec *job, char *err);
 /* The device want names: "any", "gpu", "cpu" (ocl_device_pick) or an index from `trainyard

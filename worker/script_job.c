@@ -787,15 +787,11 @@ int agent_script_follow(const agent_opts *o, client *c, const char *worker_id, c
     if (rc == 0 && (stopped || exit_code == 0))
         return 0;
     if (rc == 0 && exit_code > 0)
-        rc = err_set(err, -EIO, "rank %d: %s exited with status %d; its last lines:\n%s",
-                     o->script_rank, job->script, exit_code, tail);
+        rc = err_set(err, -EIO, "%s exited with status %d; its last lines:\n%s", job->script,
+                     exit_code, tail);
     else if (rc == 0)
-        rc = err_set(err, -EIO, "rank %d: %s was killed by signal %d (%s); its last lines:\n%s",
-                     o->script_rank, job->script, -exit_code, strsignal(-exit_code), tail);
-    /* This rank ends the attempt itself, with its reason, before every rank is ended: rank 0,
-     * stopped by that, would otherwise hand the job back as a stopping worker does. */
-    if (!*o->stop)
-        agent_complete(o, c, prefix, "lost", err);
+        rc = err_set(err, -EIO, "%s was killed by signal %d (%s); its last lines:\n%s", job->script,
+                     -exit_code, strsignal(-exit_code), tail);
     return rc;
 }
 
