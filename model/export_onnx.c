@@ -27,6 +27,7 @@ typedef struct ox {
     size_t n_owned, cap_owned;
     Onnx__NodeProto *nodes[ONNX_MAX_NODES];
     size_t n_nodes;
+    size_t serial; /* values made so far: "t<serial>" names the next, unique across subgraphs */
     Onnx__TensorProto *consts[ONNX_MAX_CONSTS]; /* the preprocessing's initializers */
     size_t n_consts;
     const char *cur; /* the value the next node reads */
@@ -125,7 +126,7 @@ static const char *emit(ox *x, const char *op, const char *const *in, size_t n_i
     char **out = own(x, calloc(1, sizeof *out));
     Onnx__AttributeProto **at = own(x, calloc(n_attrs + 1, sizeof *at));
     char name[32];
-    snprintf(name, sizeof name, "t%zu", x->n_nodes);
+    snprintf(name, sizeof name, "t%zu", x->serial++);
     if (!n || !ins || !out || !at)
         return NULL;
     *n = (Onnx__NodeProto)ONNX__NODE_PROTO__INIT;
@@ -282,10 +283,10 @@ static Onnx__ValueInfoProto *value_info(ox *x, const char *name, const int64_t *
         if (dims[i] > 0) {
             d[i]->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
             d[i]->dim_value = dims[i];
-        } else {
+        } else if (names && names[i]) {
             d[i]->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
             d[i]->dim_param = str(x, names[i]);
-        }
+        } /* else a dimension of no known size */
     }
     *s = (Onnx__TensorShapeProto)ONNX__TENSOR_SHAPE_PROTO__INIT;
     s->dim = d;
@@ -430,6 +431,73 @@ static const char *gather(ox *x, const char *data, const char *idx, int axis)
     return emit(x, "Gather", in, 2, at, 1);
 }
 
+/* A subgraph of the nodes emitted from first on (taken out of x's list), whose one output is
+ * value, a float tensor of rank 4 (an If's branch; its nodes read the outer graph's values). */
+static Onnx__GraphProto *branch(ox *x, size_t first, const char *value, const char *name)
+{
+    Onnx__GraphProto *g = own(x, malloc(sizeof *g));
+    Onnx__NodeProto **nodes = own(x, calloc(x->n_nodes - first + 1, sizeof *nodes));
+    Onnx__ValueInfoProto **out = own(x, calloc(2, sizeof *out));
+    int64_t dims[4] = {0, 0, 0, 0};
+    if (!g || !nodes || !out)
+        return NULL;
+    *g = (Onnx__GraphProto)ONNX__GRAPH_PROTO__INIT;
+    for (size_t k = first; k < x->n_nodes; k++)
+        nodes[g->n_node++] = x->nodes[k];
+    x->n_nodes = first;
+    out[0] = value_info(x, value, dims, NULL, 4);
+    g->node = nodes;
+    g->output = out;
+    g->n_output = 1;
+    g->name = str(x, name);
+    return out[0] ? g : NULL;
+}
+
+static Onnx__AttributeProto *attr_graph(ox *x, const char *name, Onnx__GraphProto *g)
+{
+    Onnx__AttributeProto *a = attr(x, name);
+    if (a && g) {
+        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH;
+        a->g = g;
+    } else {
+        x->failed = 1;
+    }
+    return a;
+}
+
+/* The input's pixels at the model's size: as they are when the input has that size (an If,
+ * so that onnxruntime does not pay for a one-to-one resize), else resized as
+ * ref_image_batch() resizes. */
+static const char *resized(ox *x, const model *m)
+{
+    scalar_float(x, "prep.half", 0.5f);
+    scalar_float(x, "prep.zero", 0.0f);
+    scalar_int(x, "prep.one", 1);
+    const char *shape = op1(x, "Shape", "input");
+    int64_t hw_axes[2] = {1, 2}, hw[2] = {m->in_h, m->in_w}, two = 2;
+    const char *in_hw =
+        op2(x, "Gather", shape, constant(x, "prep.hw_axes", ONNX_INT64, hw_axes, &two, 1));
+    const char *same = op2(x, "Equal", in_hw, constant(x, "prep.hw", ONNX_INT64, hw, &two, 1));
+    Onnx__AttributeProto *keep[] = {attr_int(x, "keepdims", 0)};
+    const char *both = cast(x, same, ONNX_INT64);
+    both = emit(x, "ReduceMin", &both, 1, keep, 1);
+    const char *cond = cast(x, both, ONNX__TENSOR_PROTO__DATA_TYPE__BOOL);
+
+    size_t first = x->n_nodes;
+    const char *as_is = op1(x, "Identity", "input");
+    Onnx__GraphProto *then_g = branch(x, first, as_is, "prep.same_size");
+    axis_sample ys = resize_axis(x, shape, 1, m->in_h);
+    axis_sample xs = resize_axis(x, shape, 2, m->in_w);
+    const char *r0 = gather(x, "input", ys.a, 1), *r1 = gather(x, "input", ys.b, 1);
+    const char *top = lerp(x, gather(x, r0, xs.a, 2), gather(x, r0, xs.b, 2), xs.l);
+    const char *bot = lerp(x, gather(x, r1, xs.a, 2), gather(x, r1, xs.b, 2), xs.l);
+    const char *res = lerp(x, top, bot, ys.l);
+    Onnx__GraphProto *else_g = x->failed ? NULL : branch(x, first, res, "prep.resize");
+    Onnx__AttributeProto *at[] = {attr_graph(x, "then_branch", then_g),
+                                  attr_graph(x, "else_branch", else_g)};
+    return emit(x, "If", &cond, 1, at, 2);
+}
+
 /* The preprocessing from "input" to the network's input, left in cur; "preprocessed" names its
  * last value (export_onnx.h). */
 static void preprocess(ox *x, const model *m, const export_onnx_prep *p)
@@ -437,17 +505,7 @@ static void preprocess(ox *x, const model *m, const export_onnx_prep *p)
     size_t first = x->n_nodes;
     const char *v = "input";
     if (m->image_input) {
-        scalar_float(x, "prep.half", 0.5f);
-        scalar_float(x, "prep.zero", 0.0f);
-        scalar_int(x, "prep.one", 1);
-        const char *shape = op1(x, "Shape", "input");
-        axis_sample ys = resize_axis(x, shape, 1, m->in_h);
-        axis_sample xs = resize_axis(x, shape, 2, m->in_w);
-        const char *r0 = gather(x, "input", ys.a, 1), *r1 = gather(x, "input", ys.b, 1);
-        const char *top = lerp(x, gather(x, r0, xs.a, 2), gather(x, r0, xs.b, 2), xs.l);
-        const char *bot = lerp(x, gather(x, r1, xs.a, 2), gather(x, r1, xs.b, 2), xs.l);
-        v = op2(x, "Mul", lerp(x, top, bot, ys.l),
-                scalar_float(x, "prep.pixel_scale", p->pixel_scale));
+        v = op2(x, "Mul", resized(x, m), scalar_float(x, "prep.pixel_scale", p->pixel_scale));
         v = standardize(x, v, p);
         int64_t perm[] = {0, 3, 1, 2};
         Onnx__AttributeProto *at[] = {attr_ints(x, "perm", perm, 4)};

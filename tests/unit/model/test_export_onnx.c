@@ -226,7 +226,36 @@ static int transpose(values *v, const Onnx__NodeProto *nd, const tensor *a)
     return 0;
 }
 
-/* Runs one node; -1 for an operator or shape the preprocessing should not have. */
+/* A copy of a named name (Identity, and an If's branch output). */
+static int copy_as(values *v, const char *name, const tensor *a)
+{
+    tensor *o = add(v, name, a->is_int, a->ndim, a->dims);
+    if (!o)
+        return -1;
+    if (a->is_int)
+        memcpy(o->i, a->i, a->n * sizeof *o->i);
+    else
+        memcpy(o->f, a->f, a->n * sizeof *o->f);
+    return 0;
+}
+
+static int run_node(values *v, const Onnx__NodeProto *nd);
+
+/* If: the branch cond (one bool, kept as an int) picks runs over the outer values. */
+static int run_if(values *v, const Onnx__NodeProto *nd, const tensor *cond)
+{
+    const Onnx__AttributeProto *at = attr_of(nd, cond->i[0] ? "then_branch" : "else_branch");
+    if (!cond->is_int || cond->n != 1 || !at || !at->g || at->g->n_output != 1)
+        return -1;
+    for (size_t k = 0; k < at->g->n_node; k++)
+        if (run_node(v, at->g->node[k]) < 0)
+            return -1;
+    const tensor *out = find(v, at->g->output[0]->name);
+    return out ? copy_as(v, nd->output[0], out) : -1;
+}
+
+/* Runs one node; -1 for an operator or shape the preprocessing should not have. Booleans are
+ * int64 0 and 1. */
 static int run_node(values *v, const Onnx__NodeProto *nd)
 {
     const char *op = nd->op_type;
@@ -234,6 +263,26 @@ static int run_node(values *v, const Onnx__NodeProto *nd)
     tensor *b = nd->n_input > 1 ? find(v, nd->input[1]) : NULL;
     if (!a || (nd->n_input > 1 && !b) || nd->n_output != 1)
         return -1;
+    if (!strcmp(op, "If"))
+        return run_if(v, nd, a);
+    if (!strcmp(op, "Identity"))
+        return copy_as(v, nd->output[0], a);
+    if (!strcmp(op, "Equal")) {
+        tensor *o = b && a->is_int && b->is_int && a->n == b->n
+                        ? add(v, nd->output[0], 1, a->ndim, a->dims)
+                        : NULL;
+        for (size_t k = 0; o && k < o->n; k++)
+            o->i[k] = a->i[k] == b->i[k];
+        return o ? 0 : -1;
+    }
+    if (!strcmp(op, "ReduceMin")) { /* over every axis, keepdims 0: a scalar */
+        tensor *o = a->is_int && attr_i(nd, "keepdims", 1) == 0 && !attr_of(nd, "axes")
+                        ? add(v, nd->output[0], 1, 0, NULL)
+                        : NULL;
+        for (size_t k = 0; o && k < a->n; k++)
+            o->i[0] = k == 0 || a->i[k] < o->i[0] ? a->i[k] : o->i[0];
+        return o ? 0 : -1;
+    }
     if (!strcmp(op, "Shape")) {
         int64_t n = a->ndim;
         tensor *o = add(v, nd->output[0], 1, 1, &n);
@@ -242,10 +291,14 @@ static int run_node(values *v, const Onnx__NodeProto *nd)
         return o ? 0 : -1;
     }
     if (!strcmp(op, "Cast")) {
-        int to_int = attr_i(nd, "to", 0) == ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+        int64_t to = attr_i(nd, "to", 0);
+        int to_bool = to == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+        int to_int = to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || to_bool;
         tensor *o = add(v, nd->output[0], to_int, a->ndim, a->dims);
         for (size_t k = 0; o && k < o->n; k++) {
-            if (to_int)
+            if (to_bool)
+                o->i[k] = a->is_int ? a->i[k] != 0 : a->f[k] != 0;
+            else if (to_int)
                 o->i[k] = a->is_int ? a->i[k] : (int64_t)a->f[k];
             else
                 o->f[k] = a->is_int ? (float)a->i[k] : a->f[k];
