@@ -226,17 +226,22 @@ static int transpose(values *v, const Onnx__NodeProto *nd, const tensor *a)
     return 0;
 }
 
-/* A copy of a named name (Identity, and an If's branch output). */
-static int copy_as(values *v, const char *name, const tensor *a)
+/* a's elements into o, made of a's count and kind: 0, or -1 when o is missing or another size. */
+static int copy_elements(tensor *o, const tensor *a)
 {
-    tensor *o = add(v, name, a->is_int, a->ndim, a->dims);
-    if (!o)
+    if (!o || o->n != a->n)
         return -1;
     if (a->is_int)
         memcpy(o->i, a->i, a->n * sizeof *o->i);
     else
         memcpy(o->f, a->f, a->n * sizeof *o->f);
     return 0;
+}
+
+/* A copy of a under name (Identity, and an If's branch output). */
+static int copy_as(values *v, const char *name, const tensor *a)
+{
+    return copy_elements(add(v, name, a->is_int, a->ndim, a->dims), a);
 }
 
 static int run_node(values *v, const Onnx__NodeProto *nd);
@@ -307,13 +312,7 @@ static int run_node(values *v, const Onnx__NodeProto *nd)
     }
     if (!strcmp(op, "Reshape")) {
         tensor *o = b && b->is_int ? add(v, nd->output[0], a->is_int, (int)b->n, b->i) : NULL;
-        if (!o || o->n != a->n)
-            return -1;
-        if (a->is_int)
-            memcpy(o->i, a->i, a->n * sizeof *o->i);
-        else
-            memcpy(o->f, a->f, a->n * sizeof *o->f);
-        return 0;
+        return copy_elements(o, a);
     }
     if (!strcmp(op, "Gather"))
         return gather(v, nd, a, b);
