@@ -9,7 +9,8 @@ bubblewrap sandbox, the two sandboxes sharing a network namespace of their own.
   one-rank run of the same script within the frameworks' float tolerance; rank 0's model comes
   back as the artifact;
 - the ranks see the variables their frameworks read, reach each other on 127.0.0.1, and reach
-  nothing of the machine's (a server listening here on 127.0.0.1);
+  nothing of the machine's (a server listening here on 127.0.0.1); without a sandbox they take
+  free ports of the machine instead, learnt from each other through MPI;
 - a rank whose script fails ends the attempt: retried while attempts are left, failed after;
 - cancel stops the scripts of every rank.
 
@@ -218,3 +219,33 @@ def test_cancel_stops_every_rank(serve):
     until(lambda: not any(alive(p) for p in pids), 30, f"the ranks' processes {pids} to end")
     time.sleep(0.5)
     assert svc.http.get(f"{svc.url}/jobs/{job['id']}").json()["status"] == "cancelled"
+
+
+def test_without_a_sandbox_the_ranks_take_free_ports_of_the_machine(serve, data_server):
+    """--no-sandbox (like ranks on several machines): no namespace of their own, so each rank
+    takes a free port of its machine and the ranks learn each other's through MPI."""
+    _, base = data_server
+    port = int(base.rsplit(":", 1)[1])
+    svc = serve("--workers", "1", "--replicas", "2", "--rank-threads", "1", "--allow-scripts",
+                "--no-sandbox", "--python", PYTHON)
+    code = upload(svc, {"train.py": PROBE, "run.sh": (f"#!/bin/sh\nexec {PYTHON} train.py "
+                                                      f"127.0.0.1 {port}\n", 0o755)})
+    job = submit(svc, script_doc(code, script="run.sh", distribution={"replicas": 2})).json()
+    done = wait_for(svc, job["id"], TERMINAL, timeout=120)
+    text = logs(svc, job["id"])
+    assert done["status"] == "succeeded", (done, text)
+    assert "[rank 0] rank 0 heard hello-from-rank-1" in text, text
+    assert "without a sandbox" in text and "network namespace" not in text, text
+    envs = {}
+    for line in text.splitlines():
+        if "] env {" in line:
+            envs[int(line.split("[rank ")[1].split("]")[0])] = json.loads(line.split("] env ", 1)[1])
+    assert sorted(envs) == [0, 1], text
+    workers = [json.loads(envs[r]["TF_CONFIG"])["cluster"]["worker"] for r in (0, 1)]
+    assert workers[0] == workers[1] and len(set(workers[0])) == 2, workers
+    tf_ports = {int(w.rsplit(":", 1)[1]) for w in workers[0]}
+    master = int(envs[0]["MASTER_PORT"])
+    assert envs[1]["MASTER_PORT"] == envs[0]["MASTER_PORT"] and master not in tf_ports, envs
+    assert all(w.startswith("127.0.0.1:") for w in workers[0]), workers
+    # the kernel's free ports (its ephemeral range), not the namespace's fixed ones
+    assert not (tf_ports | {master}) & {29500, 29501, 29502}, (tf_ports, master)
