@@ -358,8 +358,7 @@ static const char SQL_JOB_BOUND[] = "SELECT " DB_JOB_COLS " FROM jobs WHERE for_
 /* Runs sql with ?1 limit, ?2 arg (SQL_JOB_UNBOUND's now, SQL_JOB_BOUND's after_seq) and, for
  * SQL_JOB_UNBOUND, ?3 scripts. */
 static int db_job_list_limited(db *d, const char *sql, int limit, int64_t arg, int scripts,
-                               db_job_fn fn,
-                               void *ctx, char *err)
+                               db_job_fn fn, void *ctx, char *err)
 {
     sqlite3_stmt *st = NULL;
     int rc = db_stmt(d, sql, &st, err);
