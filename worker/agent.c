@@ -559,27 +559,14 @@ static int run_job(const agent_opts *o, client *c, const char *worker_id, ocl_ct
         report(o, c, prefix, "release", NULL);
     } else if (rc < 0) {
         agent_complete(o, c, prefix, "failed", err);
-    } else if (script && exit_code != 0 && o->script_ranks > 1) {
-        /* in a distributed job any rank's failure (its own, or a peer's that took it along) is a
-         * rank that died: retried while attempts are left, as a built-in job's rank is */
-        char why[4096];
-        if (exit_code > 0)
-            snprintf(why, sizeof why, "rank 0: %s exited with status %d; its last lines:\n%s",
-                     job->script, exit_code, tail);
-        else
-            snprintf(why, sizeof why,
-                     "rank 0: %s was killed by signal %d (%s); its last lines:\n%s", job->script,
-                     -exit_code, strsignal(-exit_code), tail);
-        agent_complete(o, c, prefix, "lost", why);
     } else if (script && exit_code != 0) {
+        /* In a distributed job any rank's failure (its own, or a peer's that took it along) is a
+         * rank that died: retried while attempts are left, as a built-in job's rank is. */
+        int ranks = o->script_ranks > 1;
         char why[4096];
-        if (exit_code > 0)
-            snprintf(why, sizeof why, "%s exited with status %d; its last lines:\n%s", job->script,
-                     exit_code, tail);
-        else
-            snprintf(why, sizeof why, "%s was killed by signal %d (%s); its last lines:\n%s",
-                     job->script, -exit_code, strsignal(-exit_code), tail);
-        agent_complete(o, c, prefix, "failed", why);
+        snprintf(why, sizeof why, "%s", ranks ? "rank 0: " : "");
+        agent_script_ended(job, exit_code, tail, why + strlen(why), sizeof why - strlen(why));
+        agent_complete(o, c, prefix, ranks ? "lost" : "failed", why);
     } else {
         rc = script ? agent_script_upload(o, c, prefix, job, dir, err)
                     : upload(o, c, prefix, dir, err);

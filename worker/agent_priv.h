@@ -99,6 +99,10 @@ int agent_upload(const agent_opts *o, client *c, const char *prefix, const char 
 int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *lease,
                      const job_spec *job, const char *dir, int *exit_code, int *stopped,
                      trainer_result *end, char *tail, size_t tail_cap, char *err);
+/* How a script ended badly (exit_code > 0: its status; < 0: the signal), with its last lines:
+ * the sentence a failed or lost attempt gives, into out[cap]. */
+void agent_script_ended(const job_spec *job, int exit_code, const char *tail, char *out,
+                        size_t cap);
 /* After a script that exited 0: uploads every file of dir/output (a folder as NAME.tar.gz),
  * then job.json, metrics.csv (every epoch the server holds, all attempts) and train.log. */
 int agent_script_upload(const agent_opts *o, client *c, const char *prefix, const job_spec *job,

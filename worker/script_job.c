@@ -446,6 +446,9 @@ static void hook_script_checkpoint(void *user, const char *tar_gz, int epoch)
     pthread_mutex_unlock(&b->mu);
 }
 
+/* Every rank's: a cancel, a lost lease (for a follower also rank 0's end of the job) or the
+ * worker's stop ends the script; a stop request reaches it through its stop file. forced follows
+ * the metrics, which only rank 0's run reads. */
 static int hook_script_stop(void *user)
 {
     script_ctx *x = user;
@@ -661,17 +664,6 @@ static int make_env(const agent_opts *o, const json_t *lease, const job_spec *jo
     return 0;
 }
 
-/* A follower's stop: the job's cancel, a lost lease (rank 0 reported the job's end), or the
- * worker's stop; a graceful stop the server asked for reaches its script as rank 0's does. */
-static int hook_follower_stop(void *user)
-{
-    script_ctx *x = user;
-    char why[512];
-    if (!x->ending && agent_stop_asked(x->b, why, sizeof why))
-        script_ask_end(x, why);
-    return x->b->cancel || x->b->lost || *x->b->o->stop;
-}
-
 int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *lease,
                      const job_spec *job, const char *dir, int *exit_code, int *stopped,
                      trainer_result *end, char *tail, size_t tail_cap, char *err)
@@ -721,7 +713,7 @@ int agent_script_run(const agent_opts *o, client *c, beat *b, const json_t *leas
                           .on_log = hook_script_log,
                           .on_metrics = lead ? hook_script_metrics : NULL,
                           .on_checkpoint = lead ? hook_script_checkpoint : NULL,
-                          .should_stop = lead ? hook_script_stop : hook_follower_stop};
+                          .should_stop = hook_script_stop};
     script_result res;
     memset(&res, 0, sizeof res);
     say_job(x, "running %s (code sha256:%s, %llu files)%s%s", job->script,
@@ -786,13 +778,21 @@ int agent_script_follow(const agent_opts *o, client *c, const char *worker_id, c
     /* Stopped by the job's end or cancel, or the worker's stop: rank 0 says how the job ended. */
     if (rc == 0 && (stopped || exit_code == 0))
         return 0;
-    if (rc == 0 && exit_code > 0)
-        rc = err_set(err, -EIO, "%s exited with status %d; its last lines:\n%s", job->script,
-                     exit_code, tail);
-    else if (rc == 0)
-        rc = err_set(err, -EIO, "%s was killed by signal %d (%s); its last lines:\n%s", job->script,
-                     -exit_code, strsignal(-exit_code), tail);
+    if (rc == 0) {
+        agent_script_ended(job, exit_code, tail, err, ERR_LEN);
+        rc = -EIO;
+    }
     return rc;
+}
+
+void agent_script_ended(const job_spec *job, int exit_code, const char *tail, char *out, size_t cap)
+{
+    if (exit_code > 0)
+        snprintf(out, cap, "%s exited with status %d; its last lines:\n%s", job->script, exit_code,
+                 tail);
+    else
+        snprintf(out, cap, "%s was killed by signal %d (%s); its last lines:\n%s", job->script,
+                 -exit_code, strsignal(-exit_code), tail);
 }
 
 /* dir/artifacts/metrics.csv from the server's metrics of the job (every attempt's epochs):
